@@ -1,0 +1,67 @@
+// C++ exceptions become the Python exceptions of davincirunsdk.errors, at
+// this one place, with their details as attributes.
+#include <pybind11/pybind11.h>
+
+#include "bindings.hpp"
+#include "davincirun/errors.hpp"
+
+namespace py = pybind11;
+
+namespace davincirun::python {
+
+namespace {
+
+const char* kind_name(RankTableError::Kind kind) {
+  switch (kind) {
+    case RankTableError::Kind::io: return "io";
+    case RankTableError::Kind::empty: return "empty";
+    case RankTableError::Kind::syntax: return "syntax";
+    case RankTableError::Kind::shape: return "shape";
+    case RankTableError::Kind::missing: return "missing";
+    case RankTableError::Kind::bad_value: return "bad_value";
+    case RankTableError::Kind::duplicate: return "duplicate";
+    case RankTableError::Kind::inconsistent: return "inconsistent";
+    case RankTableError::Kind::unsupported: return "unsupported";
+  }
+  return "unknown";
+}
+
+void raise(const char* class_name, const char* message, const py::dict& attributes) {
+  py::object cls = py::module_::import("davincirunsdk.errors").attr(class_name);
+  py::object exc = cls(message);
+  for (auto item : attributes) py::setattr(exc, item.first, item.second);
+  PyErr_SetObject(cls.ptr(), exc.ptr());
+}
+
+}  // namespace
+
+void bind_errors(py::module_&) {
+  py::register_exception_translator([](std::exception_ptr p) {
+    if (!p) return;
+    try {
+      std::rethrow_exception(p);
+    } catch (const RankTableError& e) {
+      py::dict a;
+      a["kind"] = kind_name(e.kind());
+      a["source"] = e.source();
+      a["pointer"] = e.pointer() ? py::object(py::str(*e.pointer())) : py::object(py::none());
+      a["detail"] = e.detail();
+      raise("RankTableError", e.what(), a);
+    } catch (const SpawnError& e) {
+      py::dict a;
+      a["rank"] = e.rank();
+      a["command"] = e.command();
+      a["os_errno"] = e.os_errno();
+      a["exit_code"] = e.exit_code();
+      raise("SpawnError", e.what(), a);
+    } catch (const ConfigError& e) {
+      raise("LaunchConfigError", e.what(), py::dict());
+    } catch (const SystemError& e) {
+      py::dict a;
+      a["os_errno"] = e.os_errno();
+      raise("LauncherSystemError", e.what(), a);
+    }
+  });
+}
+
+}  // namespace davincirun::python

@@ -1,0 +1,221 @@
+// Planning and running jobs from Python.
+//
+// The event loop runs on a C++ thread that never touches Python. The Python
+// thread that waits on the job releases the GIL while it sleeps, and wakes
+// on output or at the end of the job to write the queued lines itself.
+#include <pybind11/chrono.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "bindings.hpp"
+#include "davincirun/launcher.hpp"
+#include "queue_sink.hpp"
+
+namespace py = pybind11;
+
+namespace davincirun::python {
+
+namespace {
+
+double epoch_seconds(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+std::chrono::milliseconds to_millis(double seconds, const char* what) {
+  if (!std::isfinite(seconds) || seconds < 0) {
+    throw py::value_error(std::string(what) + " must be a non-negative number of seconds");
+  }
+  return std::chrono::milliseconds(std::llround(seconds * 1000));
+}
+
+enum class ConsoleMode { python, terminal, none };
+
+// A job started from Python. Owns the Job, its console sink and the thread
+// running its event loop.
+class PyJob {
+ public:
+  PyJob(const LaunchPlan& plan, ConsoleMode mode) : fd_sink_(1) {
+    LineSink* sink = &null_sink_;
+    if (mode == ConsoleMode::python) sink = &queue_;
+    if (mode == ConsoleMode::terminal) sink = &fd_sink_;
+    job_ = std::make_unique<Job>(plan, *sink);
+    loop_ = std::thread([this] {
+      try {
+        result_ = job_->wait();
+      } catch (...) {
+        error_ = std::current_exception();
+      }
+      done_.store(true);
+      queue_.wake();
+    });
+  }
+
+  PyJob(const PyJob&) = delete;
+  PyJob& operator=(const PyJob&) = delete;
+
+  // A job dropped while running is killed, never left behind.
+  ~PyJob() {
+    if (loop_.joinable()) {
+      if (!done_.load()) {
+        job_->request_stop();
+        job_->request_stop();  // the second request kills at once
+      }
+      loop_.join();
+    }
+  }
+
+  /// Waits up to `seconds` for output or the end; returns True once the job is over.
+  bool wait_for(double seconds) {
+    if (done_.load()) return true;
+    queue_.wait(to_millis(seconds, "timeout"));
+    return done_.load();
+  }
+
+  /// (bytes of complete console lines, lines skipped because Python fell behind)
+  std::pair<py::bytes, std::uint64_t> take_output() {
+    std::uint64_t skipped = 0;
+    std::string text = queue_.take(skipped);
+    return {py::bytes(text), skipped};
+  }
+
+  void request_stop() { job_->request_stop(); }
+  bool done() const { return done_.load(); }
+
+  JobResult result() {
+    if (!done_.load()) throw std::logic_error("the job is still running");
+    if (loop_.joinable()) loop_.join();
+    if (error_) std::rethrow_exception(error_);
+    return *result_;
+  }
+
+  const std::string& run_dir() const { return job_->run_dir(); }
+  std::vector<pid_t> pids() const { return job_->pids(); }
+
+ private:
+  QueueSink queue_;
+  FdLineSink fd_sink_;
+  NullLineSink null_sink_;
+  std::unique_ptr<Job> job_;
+  std::thread loop_;
+  std::atomic<bool> done_{false};
+  std::optional<JobResult> result_;
+  std::exception_ptr error_;
+};
+
+LaunchPlan plan(std::vector<std::string> command, std::string rank_table_file, std::string work_dir,
+                std::string log_dir, std::optional<std::string> server_id,
+                std::vector<std::pair<std::string, std::string>> env, double grace_period,
+                double drain_timeout, std::string device_dir) {
+  LaunchOptions o;
+  o.command = std::move(command);
+  o.rank_table_file = std::move(rank_table_file);
+  o.work_dir = std::move(work_dir);
+  o.log_dir = std::move(log_dir);
+  o.server_id = std::move(server_id);
+  o.env = std::move(env);
+  o.device_dir = std::move(device_dir);
+  o.supervisor.grace_period = to_millis(grace_period, "grace_period");
+  o.supervisor.drain_timeout = to_millis(drain_timeout, "drain_timeout");
+  py::gil_scoped_release release;
+  return plan_launch(o, Environment::current());
+}
+
+}  // namespace
+
+void bind_job(py::module_& m) {
+  m.attr("DEFAULT_GRACE_PERIOD") = static_cast<double>(default_grace_period.count()) / 1000.0;
+  m.attr("DEFAULT_DRAIN_TIMEOUT") = static_cast<double>(default_drain_timeout.count()) / 1000.0;
+
+  py::class_<RankAssignment>(m, "RankAssignment")
+      .def_readonly("rank", &RankAssignment::rank)
+      .def_readonly("local_rank", &RankAssignment::local_rank)
+      .def_readonly("physical_device_id", &RankAssignment::physical_device_id)
+      .def_readonly("logical_device_id", &RankAssignment::logical_device_id)
+      .def_readonly("device_ip", &RankAssignment::device_ip);
+
+  py::class_<LaunchPlan>(m, "LaunchPlan")
+      .def_property_readonly("job_id", [](const LaunchPlan& p) { return p.job.job_id; })
+      .def_property_readonly("rank_table_file", [](const LaunchPlan& p) { return p.job.rank_table_file; })
+      .def_property_readonly("world_size", [](const LaunchPlan& p) { return p.job.world_size; })
+      .def_property_readonly("master_addr", [](const LaunchPlan& p) { return p.job.master_addr; })
+      .def_property_readonly("master_port", [](const LaunchPlan& p) { return p.job.master_port; })
+      .def_property_readonly("server_id", [](const LaunchPlan& p) { return p.table.servers[p.server_index].server_id; })
+      .def_readonly("ranks", &LaunchPlan::ranks)
+      .def_readonly("work_dir", &LaunchPlan::work_dir)
+      .def_readonly("log_dir", &LaunchPlan::log_dir)
+      .def_property_readonly("environments", [](const LaunchPlan& p) {
+        std::vector<std::vector<std::string>> out;
+        for (const auto& e : p.environments) out.push_back(e.entries());
+        return out;
+      });
+
+  m.def("plan_launch", &plan, py::arg("command"), py::arg("rank_table_file"), py::arg("work_dir"),
+        py::arg("log_dir"), py::arg("server_id"), py::arg("env"), py::arg("grace_period"),
+        py::arg("drain_timeout"), py::arg("device_dir") = "/dev");
+
+  m.def("read_log_tail", &read_log_tail, py::arg("path"), py::arg("max_lines") = 20,
+        py::arg("max_bytes") = 16 * 1024, "The last lines of a log file, as text (empty if unreadable).");
+
+  py::class_<RankResult>(m, "RankResult")
+      .def_readonly("rank", &RankResult::rank)
+      .def_readonly("pid", &RankResult::pid)
+      .def_readonly("log_path", &RankResult::log_path)
+      .def_property_readonly("exit_code", [](const RankResult& r) -> std::optional<int> {
+        if (r.status.kind == ExitStatus::Kind::exited) return r.status.value;
+        return std::nullopt;
+      })
+      .def_property_readonly("signal", [](const RankResult& r) -> std::optional<int> {
+        if (r.status.kind == ExitStatus::Kind::signaled) return r.status.value;
+        return std::nullopt;
+      })
+      .def_property_readonly("returncode", [](const RankResult& r) { return r.status.shell_code(); })
+      .def_property_readonly("success", [](const RankResult& r) { return r.status.success(); })
+      .def_property_readonly("status", [](const RankResult& r) { return r.status.describe(); })
+      .def_readonly("terminated_by_launcher", &RankResult::terminated_by_launcher)
+      .def_readonly("killed_by_launcher", &RankResult::killed_by_launcher)
+      .def_property_readonly("started", [](const RankResult& r) { return epoch_seconds(r.started); })
+      .def_property_readonly("ended", [](const RankResult& r) { return epoch_seconds(r.ended); })
+      .def_readonly("output_bytes", &RankResult::output_bytes)
+      .def_readonly("log_error", &RankResult::log_error);
+
+  py::class_<JobResult>(m, "JobResult")
+      .def_readonly("ranks", &JobResult::ranks)
+      .def_readonly("first_failure", &JobResult::first_failure)
+      .def_property_readonly("stop_reason", [](const JobResult& r) {
+        switch (r.stop_reason) {
+          case StopReason::none: return "none";
+          case StopReason::rank_failed: return "rank_failed";
+          case StopReason::requested: return "requested";
+        }
+        return "none";
+      })
+      .def_property_readonly("success", &JobResult::success)
+      .def_property_readonly("exit_code", &JobResult::exit_code)
+      .def("failure_report", &failure_report, py::arg("tail_lines") = 20);
+
+  py::enum_<ConsoleMode>(m, "ConsoleMode")
+      .value("python", ConsoleMode::python)
+      .value("terminal", ConsoleMode::terminal)
+      .value("none", ConsoleMode::none);
+
+  py::class_<PyJob>(m, "Job")
+      .def(py::init<const LaunchPlan&, ConsoleMode>(), py::arg("plan"), py::arg("console"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("wait_for", &PyJob::wait_for, py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
+      .def("take_output", &PyJob::take_output)
+      .def("request_stop", &PyJob::request_stop)
+      .def_property_readonly("done", &PyJob::done)
+      .def("result", &PyJob::result, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("run_dir", &PyJob::run_dir)
+      .def_property_readonly("pids", &PyJob::pids);
+}
+
+}  // namespace davincirun::python

@@ -1,0 +1,100 @@
+// `davincirun`: the command-line front end of the launcher.
+//
+// It owns the process's signals, which the library never touches: SIGINT,
+// SIGTERM and SIGHUP stop the job gracefully; SIGPIPE is ignored so that a
+// closed console (e.g. `davincirun ... | head`) never kills the launcher.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "davincirun/errors.hpp"
+#include "davincirun/launcher.hpp"
+#include "options.hpp"
+
+namespace {
+
+std::atomic<davincirun::Job*> running_job{nullptr};
+volatile sig_atomic_t stop_signal = 0;
+
+void on_stop_signal(int sig) {
+  stop_signal = sig;
+  if (davincirun::Job* job = running_job.load()) job->request_stop();
+}
+
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+}
+
+void say(const std::string& text) {
+  std::string line = "davincirun: " + text + "\n";
+  ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
+}
+
+int run(const davincirun::cli::CliOptions& cli) {
+  using namespace davincirun;
+  LaunchPlan plan = plan_launch(cli.launch, Environment::current());
+  const RankTableServer& server = plan.table.servers[plan.server_index];
+  FdLineSink console(STDOUT_FILENO);
+  install_signal_handlers();
+  Job job(plan, console);
+  running_job.store(&job);
+  if (stop_signal) job.request_stop();  // a signal that came during start-up
+  say(fmt::format("job {}: {} rank(s) on server {} (world size {}), logs in {}", plan.job.job_id,
+                  plan.ranks.size(), server.server_id, plan.job.world_size, job.run_dir()));
+  JobResult result = job.wait();
+  running_job.store(nullptr);
+
+  if (result.success()) {
+    say(fmt::format("all {} rank(s) exited 0; logs in {}", result.ranks.size(), job.run_dir()));
+    return 0;
+  }
+  std::string report = failure_report(result);
+  ssize_t ignored = ::write(STDERR_FILENO, report.data(), report.size());
+  (void)ignored;
+  if (!result.first_failure && stop_signal) return 128 + stop_signal;
+  return result.exit_code();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace davincirun;
+  try {
+    cli::CliOptions cli = cli::parse_command_line(argc, argv);
+    if (cli.help) {
+      std::fputs(cli::usage_text().c_str(), stdout);
+      return 0;
+    }
+    if (cli.version) {
+      std::printf("davincirun %s\n", version());
+      return 0;
+    }
+    return run(cli);
+  } catch (const cli::UsageError& e) {
+    say(e.what());
+    return 2;
+  } catch (const ConfigError& e) {
+    say(e.what());
+    return 2;
+  } catch (const RankTableError& e) {
+    say(fmt::format("invalid rank table: {}", e.what()));
+    return 2;
+  } catch (const SpawnError& e) {
+    say(e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    say(e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,107 @@
+#include "options.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <string_view>
+
+#include <fmt/format.h>
+
+namespace davincirun::cli {
+
+std::string usage_text() {
+  return fmt::format(
+      R"(Usage: davincirun [OPTIONS] [--] COMMAND [ARGS...]
+
+Starts COMMAND once per device of this machine's server in an HCCL rank table,
+with RANK_ID, RANK_SIZE, DEVICE_ID, ASCEND_DEVICE_ID, RANK_TABLE_FILE, JOB_ID,
+RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT... set for each rank.
+Every rank's output goes to its own log file and, prefixed by its rank, to
+this terminal. When one rank fails, the others are stopped at once.
+
+Options (they end at the first non-option or at --):
+  -r, --rank-table PATH    rank table file (default: $RANK_TABLE_FILE)
+  -l, --log-dir DIR        directory for run logs (default: ./log); each run
+                           gets a new subdirectory, DIR/latest points to it
+  -w, --work-dir DIR       working directory of the ranks (default: .)
+      --server-id ID       this machine's server_id in the table (needed when
+                           the table lists several servers)
+      --grace-period SEC   seconds between SIGTERM and SIGKILL when stopping
+                           ranks (default: {:g})
+      --env NAME=VALUE     set a variable for every rank (repeatable); it wins
+                           over inherited values, not over the rank identity
+  -h, --help               show this help and exit
+  -V, --version            show the version and exit
+
+Exit status: 0 when every rank exited 0; else the first failed rank's exit
+code, or 128+N when it was killed by signal N; 130/143 when interrupted by
+SIGINT/SIGTERM; 2 for a usage or configuration error; 126/127 when the
+command cannot be executed / is not found.
+)",
+      static_cast<double>(default_grace_period.count()) / 1000.0);
+}
+
+namespace {
+
+double parse_seconds(std::string_view option, const std::string& text) {
+  char* end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(value) || value < 0 || value > 86400) {
+    throw UsageError(fmt::format("{} expects a number of seconds between 0 and 86400, got '{}'", option, text));
+  }
+  return value;
+}
+
+}  // namespace
+
+CliOptions parse_command_line(int argc, char** argv) {
+  CliOptions out;
+  int i = 1;
+  auto value_of = [&](std::string_view option, std::string_view arg) -> std::string {
+    // Both "--opt value" and "--opt=value".
+    auto eq = arg.find('=');
+    if (arg.substr(0, 2) == "--" && eq != std::string_view::npos) return std::string(arg.substr(eq + 1));
+    if (i + 1 >= argc) throw UsageError(fmt::format("{} needs a value", option));
+    return argv[++i];
+  };
+  for (; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.empty() || arg[0] != '-' || arg == "-") break;  // the command starts here
+    std::string_view name = arg.substr(0, arg.find('='));
+    if (name == "-h" || name == "--help") {
+      out.help = true;
+    } else if (name == "-V" || name == "--version") {
+      out.version = true;
+    } else if (name == "-r" || name == "--rank-table") {
+      out.launch.rank_table_file = value_of(name, arg);
+    } else if (name == "-l" || name == "--log-dir") {
+      out.launch.log_dir = value_of(name, arg);
+    } else if (name == "-w" || name == "--work-dir") {
+      out.launch.work_dir = value_of(name, arg);
+    } else if (name == "--server-id") {
+      out.launch.server_id = value_of(name, arg);
+    } else if (name == "--grace-period") {
+      double seconds = parse_seconds(name, value_of(name, arg));
+      out.launch.supervisor.grace_period = std::chrono::milliseconds(std::llround(seconds * 1000));
+    } else if (name == "--env") {
+      std::string kv = value_of(name, arg);
+      auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        throw UsageError(fmt::format("--env expects NAME=VALUE, got '{}'", kv));
+      }
+      out.launch.env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    } else {
+      throw UsageError(fmt::format("unknown option '{}' (see davincirun --help)", arg));
+    }
+  }
+  for (; i < argc; ++i) out.launch.command.emplace_back(argv[i]);
+  if (!out.help && !out.version && out.launch.command.empty()) {
+    throw UsageError("no command given (see davincirun --help)");
+  }
+  return out;
+}
+
+}  // namespace davincirun::cli

@@ -1,0 +1,30 @@
+// Command-line options of `davincirun`.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "davincirun/launcher.hpp"
+
+namespace davincirun::cli {
+
+/// A command line that cannot be understood; `davincirun` exits 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct CliOptions {
+  LaunchOptions launch;
+  bool help = false;
+  bool version = false;
+};
+
+/// Parses argv. Options end at the first argument that is not an option, or
+/// at "--"; everything after is the command. Throws UsageError.
+CliOptions parse_command_line(int argc, char** argv);
+
+/// The text of `davincirun --help`.
+std::string usage_text();
+
+}  // namespace davincirun::cli

@@ -1,0 +1,44 @@
+// Device allocator: which server of the rank table this machine is, and one
+// rank per device of that server, with physical and logical device ids.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "davincirun/rank_table.hpp"
+
+namespace davincirun {
+
+/// One process to start on this machine.
+struct RankAssignment {
+  int rank = 0;                ///< global rank (RANK_ID, RANK)
+  int local_rank = 0;          ///< rank - rank_start of this server (LOCAL_RANK)
+  int physical_device_id = 0;  ///< the table's device_id: N of /dev/davinciN on the host
+  int logical_device_id = 0;   ///< DEVICE_ID / ASCEND_DEVICE_ID as the runtime numbers devices here
+  std::optional<std::string> device_ip;
+};
+
+/// The physical ids N of every /dev/davinciN under `dev_dir` (the NPUs this
+/// machine or container can see), sorted ascending. Empty when there are none
+/// (as on machines without NPUs) or `dev_dir` cannot be read.
+std::vector<int> present_devices(const std::string& dev_dir = "/dev");
+
+/// Index in `table.servers` of this machine's server: the server whose
+/// server_id equals `server_id` when given, else the only server of a
+/// one-server table. Throws ConfigError naming the server ids otherwise (a
+/// multi-server table never falls back to its first server).
+std::size_t select_server(const RankTable& table, const std::optional<std::string>& server_id);
+
+/// One assignment per device of `table.servers[server_index]`, ordered by rank.
+///
+/// Logical device id (facts: docs/environment.md): the position of the
+/// physical id among `present` (sorted /dev/davinciN ids) when that is not
+/// empty, else among the server's table device ids, sorted — never the
+/// position in the table's list. Throws ConfigError when a device of the
+/// server is missing from a non-empty `present`.
+std::vector<RankAssignment> allocate_ranks(const RankTable& table, std::size_t server_index,
+                                           const std::vector<int>& present);
+
+}  // namespace davincirun

@@ -1,0 +1,94 @@
+// Typed errors reported by davincirun.
+//
+// Failures caused by the environment (bad input, OS refusals) are thrown as one
+// of the exceptions below; each message names what went wrong and where.
+// Programming errors (broken invariants) are assertions, not exceptions.
+#pragma once
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace davincirun {
+
+/// Base of every error davincirun throws about its input or environment.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A rank table that cannot be used.
+///
+/// `what()` reads `<source>: <pointer>: <detail>`, e.g.
+/// `hccl.json: /server_list/1/device/3/rank_id: expected a non-negative decimal integer, got "x"`.
+class RankTableError : public Error {
+ public:
+  enum class Kind {
+    io,            ///< the file cannot be read (missing, permission, is a directory)
+    empty,         ///< the file has no content
+    syntax,        ///< not valid JSON; detail carries line, column and byte offset
+    shape,         ///< a value has the wrong JSON type (object, array, string...)
+    missing,       ///< a required field is absent
+    bad_value,     ///< a value has the right type but is not acceptable
+    duplicate,     ///< a value that must be unique appears twice
+    inconsistent,  ///< table-wide rules (rank numbering, server_count, blocks)
+    unsupported,   ///< a format or version this launcher does not read
+  };
+
+  /// `source`: file path or label of the document. `pointer`: RFC 6901 JSON
+  /// Pointer of the offending value ("" is the whole document), or nullopt
+  /// when the problem is not one value (e.g. missing rank numbers).
+  RankTableError(Kind kind, std::string source, std::optional<std::string> pointer,
+                 std::string detail);
+
+  Kind kind() const noexcept { return kind_; }
+  const std::string& source() const noexcept { return source_; }
+  const std::optional<std::string>& pointer() const noexcept { return pointer_; }
+  const std::string& detail() const noexcept { return detail_; }
+
+ private:
+  Kind kind_;
+  std::string source_;
+  std::optional<std::string> pointer_;
+  std::string detail_;
+};
+
+/// A launch that cannot be configured as asked: empty command, no rank table
+/// given, this machine not found in the table, log directory unusable...
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A rank's process could not be started. Nothing of the job is left running
+/// when this is thrown.
+class SpawnError : public Error {
+ public:
+  /// `os_errno`: the errno of the failed step (e.g. ENOENT from execve);
+  /// `exit_code`: the shell's convention for it (127 not found, 126 not
+  /// executable or other exec failure).
+  SpawnError(int rank, std::string command, int os_errno, std::string message);
+
+  int rank() const noexcept { return rank_; }
+  const std::string& command() const noexcept { return command_; }
+  int os_errno() const noexcept { return errno_; }
+  int exit_code() const noexcept;
+
+ private:
+  int rank_;
+  std::string command_;
+  int errno_;
+};
+
+/// A system call failed outside a rank's start-up (pipes, epoll, log files).
+class SystemError : public Error {
+ public:
+  /// `what` names the operation and its object, e.g. `open /tmp/log/rank_0.log`.
+  SystemError(const std::string& what, int os_errno);
+  int os_errno() const noexcept { return errno_; }
+
+ private:
+  int errno_;
+};
+
+}  // namespace davincirun

@@ -1,0 +1,106 @@
+// Log streamer: moves each rank's output from its pipe to its log file, raw
+// and whole, and to a console sink as complete lines prefixed by the rank.
+//
+// Memory per rank is bounded: one partial line of at most `max_line_bytes`;
+// longer lines reach the console in chunks, each continuation marked with
+// "[rank N]+ ". The log file always receives the bytes exactly as written.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace davincirun {
+
+/// Where console output goes. `write` receives one or more complete lines
+/// (each ending in '\n'); it is called from the thread running the event loop.
+class LineSink {
+ public:
+  virtual ~LineSink() = default;
+  virtual void write(std::string_view lines) = 0;
+};
+
+/// Writes to a file descriptor (e.g. 1 for the terminal). A closed reader
+/// (EPIPE) silences the sink; the ranks and their log files carry on.
+class FdLineSink final : public LineSink {
+ public:
+  explicit FdLineSink(int fd) noexcept : fd_(fd) {}
+  void write(std::string_view lines) override;
+  bool broken() const noexcept { return broken_; }
+
+ private:
+  int fd_;
+  bool broken_ = false;
+};
+
+/// Discards everything (for ranks not shown live, and for tests).
+class NullLineSink final : public LineSink {
+ public:
+  void write(std::string_view) override {}
+};
+
+/// One rank's output stream: pipe → log file (raw) and console (lines).
+class RankLog {
+ public:
+  /// Longest line passed whole to the console, in bytes (64 KiB).
+  static constexpr std::size_t max_line_bytes = 64 * 1024;
+
+  /// Takes ownership of `pipe_fd` (made non-blocking here) and creates the
+  /// log file at `log_path` (O_EXCL, never following a symlink, mode 0600).
+  /// `label` prefixes console lines: "[<label>] ". Throws SystemError when
+  /// the file cannot be created.
+  RankLog(std::string label, int pipe_fd, std::string log_path, LineSink& console);
+  RankLog(RankLog&&) noexcept;
+  RankLog& operator=(RankLog&&) = delete;
+  RankLog(const RankLog&) = delete;
+  RankLog& operator=(const RankLog&) = delete;
+  ~RankLog();
+
+  enum class ReadResult {
+    would_block,  ///< the pipe is empty for now
+    budget_spent, ///< more may be waiting; come back after serving others
+    eof,          ///< every writer closed the pipe; call finish()
+  };
+  /// Reads what the pipe holds, up to `budget` bytes, into the file and the
+  /// console. `buffer` is scratch space shared by all ranks of a loop.
+  ReadResult read_available(std::vector<char>& buffer, std::size_t budget);
+
+  /// Flushes a last unterminated line to the console (adding '\n'), closes
+  /// the pipe and the file. Idempotent.
+  void finish();
+
+  int pipe_fd() const noexcept { return pipe_fd_; }
+  bool open() const noexcept { return pipe_fd_ >= 0; }
+  const std::string& log_path() const noexcept { return log_path_; }
+  /// Bytes received from the rank (all of them reached the file unless file_error()).
+  std::uint64_t bytes() const noexcept { return bytes_; }
+  /// The first failure writing the file, e.g. "No space left on device at byte 1048576".
+  const std::optional<std::string>& file_error() const noexcept { return file_error_; }
+
+ private:
+  void write_file(const char* data, std::size_t size);
+  void emit_lines(const char* data, std::size_t size);
+  void emit_full_chunks(std::string& out);
+
+  std::string label_;
+  std::string prefix_;       // "[label] "
+  std::string cont_prefix_;  // "[label]+ "
+  int pipe_fd_ = -1;
+  int file_fd_ = -1;
+  std::string log_path_;
+  LineSink* console_;
+  std::string partial_;      // bytes of the current line not yet sent to the console
+  bool partial_is_continuation_ = false;
+  std::uint64_t bytes_ = 0;
+  std::optional<std::string> file_error_;
+};
+
+/// The last `max_lines` lines of the file at `path`, reading at most
+/// `max_bytes` from its end. Empty when the file cannot be read.
+std::string read_log_tail(const std::string& path, std::size_t max_lines = 20,
+                          std::size_t max_bytes = 16 * 1024);
+
+}  // namespace davincirun

@@ -1,0 +1,128 @@
+// Process supervisor: starts one process per rank and runs the event loop
+// that relays their output and reacts to their exits, fail-fast.
+//
+// Exits are observed through pidfds in one epoll set together with the output
+// pipes: no polling, no SIGCHLD handler, no waitpid(-1) that could reap
+// children the host process started itself.
+//
+// Fail-fast: when a rank exits non-zero or by a signal, every other rank's
+// process group gets SIGTERM at once, and SIGKILL once `grace_period` has
+// passed. Processes a rank leaves behind in its own process group are
+// SIGKILLed when the rank exits.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "davincirun/log_streamer.hpp"
+#include "davincirun/process.hpp"
+
+namespace davincirun {
+
+/// Default time between SIGTERM and SIGKILL when stopping ranks: 10 s. Long
+/// enough for a framework to write a checkpoint marker and release the NPU,
+/// short enough that a notebook user is not left waiting.
+inline constexpr std::chrono::milliseconds default_grace_period{10'000};
+
+/// Default time a rank's output pipe may stay open after the rank exited
+/// (held by a descendant that left its process group): 2 s.
+inline constexpr std::chrono::milliseconds default_drain_timeout{2'000};
+
+struct SupervisorOptions {
+  std::chrono::milliseconds grace_period = default_grace_period;
+  std::chrono::milliseconds drain_timeout = default_drain_timeout;
+};
+
+/// One rank to start.
+struct RankLaunch {
+  int rank = 0;
+  ProcessSpec process;
+  std::string log_path;  ///< created by the supervisor; must not exist yet
+  std::string label;     ///< console prefix, e.g. "rank 3"
+};
+
+/// How one rank ended.
+struct RankResult {
+  int rank = 0;
+  pid_t pid = 0;
+  std::string log_path;
+  ExitStatus status;
+  bool terminated_by_launcher = false;  ///< got SIGTERM from the launcher before it exited
+  bool killed_by_launcher = false;      ///< got SIGKILL after the grace period
+  std::chrono::system_clock::time_point started;
+  std::chrono::system_clock::time_point ended;
+  std::uint64_t output_bytes = 0;       ///< bytes the rank wrote (stdout + stderr)
+  std::optional<std::string> log_error; ///< the log file could not take every byte
+};
+
+enum class StopReason {
+  none,         ///< every rank ended on its own
+  rank_failed,  ///< fail-fast after the first failure
+  requested,    ///< request_stop() (Ctrl-C, terminate())
+};
+
+struct JobResult {
+  std::vector<RankResult> ranks;             ///< in the order given to the supervisor
+  std::optional<std::size_t> first_failure;  ///< index in `ranks` of the earliest failure seen
+  StopReason stop_reason = StopReason::none;
+
+  /// Every rank exited 0 and nobody asked to stop.
+  bool success() const noexcept;
+  /// 0 on success; the first failure's shell code (N, or 128+signal);
+  /// 130 (128+SIGINT) when stopped on request without a failure.
+  int exit_code() const noexcept;
+};
+
+class Supervisor {
+ public:
+  /// Starts every rank. When one cannot be started, those already started
+  /// are killed and reaped, and SpawnError (or SystemError) is thrown.
+  Supervisor(std::vector<RankLaunch> ranks, SupervisorOptions options, LineSink& console);
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+  /// Kills (SIGKILL) and reaps whatever is still running.
+  ~Supervisor();
+
+  /// Runs the event loop until every rank has exited and its output is
+  /// drained. Call once, from one thread. Throws SystemError if epoll fails.
+  JobResult run();
+
+  /// Asks run() to stop the job: SIGTERM now, SIGKILL after the grace period;
+  /// a second call SIGKILLs at once. Safe from any thread and from a signal
+  /// handler (it only writes to an eventfd).
+  void request_stop() noexcept;
+
+  /// Process ids of the ranks, in order.
+  std::vector<pid_t> pids() const;
+
+ private:
+  struct Rank;
+  void handle_exit(std::size_t index);
+  void handle_output(std::size_t index);
+  void begin_stop(StopReason reason, std::optional<std::size_t> except);
+  void kill_remaining();
+  void close_output(std::size_t index);
+  int next_timeout_ms() const;
+  void check_deadlines();
+  void log_notice(const std::string& text);
+
+  SupervisorOptions options_;
+  LineSink* console_;
+  std::vector<Rank> ranks_;
+  int epoll_fd_ = -1;
+  int stop_fd_ = -1;  // eventfd written by request_stop()
+  std::vector<char> buffer_;
+  StopReason stop_reason_ = StopReason::none;
+  std::optional<std::size_t> first_failure_;
+  std::optional<std::chrono::steady_clock::time_point> kill_deadline_;
+  bool killed_all_ = false;
+  std::uint64_t stop_requests_ = 0;
+};
+
+}  // namespace davincirun

@@ -1,0 +1,86 @@
+#include "davincirun/device_allocation.hpp"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "davincirun/errors.hpp"
+
+namespace davincirun {
+
+std::vector<int> present_devices(const std::string& dev_dir) {
+  std::vector<int> ids;
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(dev_dir.c_str()), ::closedir);
+  if (!dir) return ids;
+  constexpr std::string_view prefix = "davinci";
+  while (const dirent* entry = ::readdir(dir.get())) {
+    std::string_view name = entry->d_name;
+    // Only davinciN: not davinci_manager, davinci_manager_docker_... etc.
+    if (name.size() <= prefix.size() || name.substr(0, prefix.size()) != prefix) continue;
+    std::string_view digits = name.substr(prefix.size());
+    if (digits.size() > 6 || !std::all_of(digits.begin(), digits.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+      continue;
+    }
+    ids.push_back(std::atoi(std::string(digits).c_str()));
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+std::size_t select_server(const RankTable& table, const std::optional<std::string>& server_id) {
+  if (server_id) {
+    for (std::size_t i = 0; i < table.servers.size(); ++i) {
+      if (table.servers[i].server_id == *server_id) return i;
+    }
+    std::string known;
+    for (const auto& s : table.servers) known += (known.empty() ? "" : ", ") + s.server_id;
+    throw ConfigError(fmt::format("server id '{}' is not in the rank table (servers: {})", *server_id, known));
+  }
+  if (table.servers.size() == 1) return 0;
+  std::string known;
+  for (const auto& s : table.servers) known += (known.empty() ? "" : ", ") + s.server_id;
+  throw ConfigError(fmt::format(
+      "the rank table lists {} servers ({}); say which one this machine is with server_id / --server-id",
+      table.servers.size(), known));
+}
+
+std::vector<RankAssignment> allocate_ranks(const RankTable& table, std::size_t server_index,
+                                           const std::vector<int>& present) {
+  const RankTableServer& server = table.servers.at(server_index);
+  // The numbering the device runtime uses here: /dev/davinciN present on this
+  // machine (a container sees only its own), else the server's table ids.
+  std::vector<int> numbering = present;
+  if (numbering.empty()) {
+    for (const auto& d : server.devices) numbering.push_back(d.device_id);
+    std::sort(numbering.begin(), numbering.end());
+  }
+  std::vector<RankAssignment> out;
+  out.reserve(server.devices.size());
+  for (const auto& d : server.devices) {
+    auto it = std::lower_bound(numbering.begin(), numbering.end(), d.device_id);
+    if (it == numbering.end() || *it != d.device_id) {
+      std::string seen;
+      for (int id : present) seen += fmt::format("{}{}", seen.empty() ? "" : ", ", id);
+      throw ConfigError(fmt::format(
+          "server {}: device {} (rank {}) is not present on this machine (/dev/davinciN found: {})",
+          server.server_id, d.device_id, d.rank_id, seen));
+    }
+    RankAssignment a;
+    a.rank = d.rank_id;
+    a.local_rank = d.rank_id - server.rank_start;
+    a.physical_device_id = d.device_id;
+    a.logical_device_id = static_cast<int>(it - numbering.begin());
+    a.device_ip = d.device_ip;
+    out.push_back(a);
+  }
+  std::sort(out.begin(), out.end(), [](const RankAssignment& x, const RankAssignment& y) { return x.rank < y.rank; });
+  return out;
+}
+
+}  // namespace davincirun

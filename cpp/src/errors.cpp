@@ -1,0 +1,43 @@
+#include "davincirun/errors.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace davincirun {
+
+namespace {
+std::string rank_table_message(const std::string& source, const std::optional<std::string>& pointer,
+                               const std::string& detail) {
+  std::string out = source;
+  if (pointer) {
+    // The root pointer is the empty string; show it as "/" to stay readable.
+    out += ": ";
+    out += pointer->empty() ? std::string("(top level)") : *pointer;
+  }
+  out += ": ";
+  out += detail;
+  return out;
+}
+}  // namespace
+
+RankTableError::RankTableError(Kind kind, std::string source, std::optional<std::string> pointer,
+                               std::string detail)
+    : Error(rank_table_message(source, pointer, detail)),
+      kind_(kind),
+      source_(std::move(source)),
+      pointer_(std::move(pointer)),
+      detail_(std::move(detail)) {}
+
+SpawnError::SpawnError(int rank, std::string command, int os_errno, std::string message)
+    : Error(std::move(message)), rank_(rank), command_(std::move(command)), errno_(os_errno) {}
+
+int SpawnError::exit_code() const noexcept {
+  // The shell's convention: 127 when the command does not exist, 126 otherwise.
+  return (errno_ == ENOENT || errno_ == ENOTDIR) ? 127 : 126;
+}
+
+SystemError::SystemError(const std::string& what, int os_errno)
+    : Error(what + ": " + std::strerror(os_errno)), errno_(os_errno) {}
+
+}  // namespace davincirun

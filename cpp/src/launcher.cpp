@@ -1,0 +1,235 @@
+#include "davincirun/launcher.hpp"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "davincirun/errors.hpp"
+
+namespace davincirun {
+
+const char* version() noexcept { return DAVINCIRUN_VERSION; }
+
+namespace {
+
+std::string current_dir() {
+  char buf[PATH_MAX];
+  if (!::getcwd(buf, sizeof buf)) throw SystemError("getcwd", errno);
+  return buf;
+}
+
+// An absolute path without "." components (".." is kept: it may cross a symlink).
+std::string absolute(const std::string& path) {
+  std::string joined = (!path.empty() && path[0] == '/') ? path : current_dir() + "/" + path;
+  std::string out;
+  std::size_t pos = 0;
+  while (pos < joined.size()) {
+    std::size_t next = joined.find('/', pos);
+    if (next == std::string::npos) next = joined.size();
+    std::string_view part(joined.data() + pos, next - pos);
+    if (!part.empty() && part != ".") {
+      out += '/';
+      out += part;
+    }
+    pos = next + 1;
+  }
+  return out.empty() ? "/" : out;
+}
+
+std::string real_path(const std::string& path) {
+  char buf[PATH_MAX];
+  if (!::realpath(path.c_str(), buf)) throw SystemError("resolve " + path, errno);
+  return buf;
+}
+
+std::string resolve_work_dir(const std::string& work_dir) {
+  struct stat st {};
+  const std::string dir = work_dir.empty() ? "." : work_dir;
+  if (::stat(dir.c_str(), &st) != 0) {
+    throw ConfigError(fmt::format("work_dir '{}' cannot be used: {}", dir, std::strerror(errno)));
+  }
+  if (!S_ISDIR(st.st_mode)) throw ConfigError(fmt::format("work_dir '{}' is not a directory", dir));
+  return real_path(dir);
+}
+
+int parse_port(const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  long port = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || port < 1 || port > 65535) {
+    throw ConfigError(fmt::format("MASTER_PORT must be a TCP port number (1-65535), got '{}'", text));
+  }
+  return static_cast<int>(port);
+}
+
+// MASTER_ADDR: loopback when every rank runs here; otherwise the address of
+// the server holding rank 0 (its host_ip, else container_ip, else server_id).
+std::string master_address(const RankTable& table) {
+  if (table.servers.size() == 1) return "127.0.0.1";
+  for (const auto& server : table.servers) {
+    if (server.rank_start != 0) continue;
+    if (server.host_ip) return *server.host_ip;
+    if (server.container_ip) return *server.container_ip;
+    return server.server_id;
+  }
+  return table.servers.front().server_id;
+}
+
+void make_dirs(const std::string& path) {
+  // mkdir -p: each missing component with mode 0755 (umask applies).
+  for (std::size_t pos = 1; pos <= path.size(); ++pos) {
+    if (pos != path.size() && path[pos] != '/') continue;
+    std::string part = path.substr(0, pos);
+    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
+      throw ConfigError(fmt::format("cannot create log directory '{}': {}", part, std::strerror(errno)));
+    }
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    throw ConfigError(fmt::format("log directory '{}' is not a directory", path));
+  }
+}
+
+std::string make_run_dir(const std::string& log_dir, const std::string& job_id) {
+  std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  ::gmtime_r(&now, &utc);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &utc);
+  const std::string base = fmt::format("{}/{}-{}", log_dir, stamp, job_id);
+  // A new run never reuses a directory: mkdir fails on an existing one.
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    std::string dir = attempt == 0 ? base : fmt::format("{}.{}", base, attempt);
+    if (::mkdir(dir.c_str(), 0700) == 0) return dir;
+    if (errno != EEXIST) {
+      throw ConfigError(fmt::format("cannot create run directory '{}': {}", dir, std::strerror(errno)));
+    }
+  }
+  throw ConfigError(fmt::format("cannot create a new run directory next to '{}'", base));
+}
+
+// <log_dir>/latest → the newest run, for `tail -f log/latest/rank_0...`.
+// Best effort: replaced atomically, never when `latest` is not a symlink.
+void point_latest(const std::string& log_dir, const std::string& run_dir) {
+  const std::string latest = log_dir + "/latest";
+  struct stat st {};
+  if (::lstat(latest.c_str(), &st) == 0 && !S_ISLNK(st.st_mode)) return;
+  const std::string tmp = fmt::format("{}/.latest.{}", log_dir, ::getpid());
+  ::unlink(tmp.c_str());
+  const std::string target = run_dir.substr(run_dir.rfind('/') + 1);
+  if (::symlink(target.c_str(), tmp.c_str()) == 0 && ::rename(tmp.c_str(), latest.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+  }
+}
+
+}  // namespace
+
+LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environment) {
+  if (options.command.empty() || options.command[0].empty()) {
+    throw ConfigError("no command given: pass the program each rank runs, e.g. [\"python\", \"train.py\"]");
+  }
+  LaunchPlan plan;
+  plan.options = options;
+
+  std::string table_path = options.rank_table_file;
+  if (table_path.empty()) table_path = environment.get("RANK_TABLE_FILE").value_or("");
+  if (table_path.empty()) {
+    throw ConfigError("no rank table: set RANK_TABLE_FILE or pass the rank table path explicitly");
+  }
+  plan.table = load_rank_table(table_path);
+  plan.server_index = select_server(plan.table, options.server_id);
+  plan.ranks = allocate_ranks(plan.table, plan.server_index, present_devices(options.device_dir));
+  plan.work_dir = resolve_work_dir(options.work_dir);
+  plan.log_dir = absolute(options.log_dir.empty() ? "./log" : options.log_dir);
+
+  // Explicit variables take part in the job-wide decisions (JOB_ID, MASTER_PORT).
+  Environment with_extra = environment;
+  for (const auto& [name, value] : options.env) with_extra.set(name, value);
+
+  const RankTableServer& server = plan.table.servers[plan.server_index];
+  JobEnvironment& job = plan.job;
+  job.rank_table_file = real_path(table_path);  // HCCL needs the real file, not a symlink
+  job.world_size = plan.table.world_size;
+  job.rank_start = server.rank_start;
+  job.local_world_size = static_cast<int>(plan.ranks.size());
+  job.job_id = resolve_job_id(with_extra);
+  job.master_addr = master_address(plan.table);
+  if (auto port = with_extra.get("MASTER_PORT"); port && !port->empty()) {
+    job.master_port = parse_port(*port);
+  } else {
+    // One server: any free port will do. Several servers must agree without
+    // talking, so use torch.distributed's conventional default.
+    job.master_port = plan.table.servers.size() == 1 ? find_free_port(job.master_addr) : 29500;
+  }
+  for (const auto& rank : plan.ranks) {
+    plan.environments.push_back(rank_environment(environment, job, rank, options.env));
+  }
+  return plan;
+}
+
+Job::Job(const LaunchPlan& plan, LineSink& console) {
+  make_dirs(plan.log_dir);
+  run_dir_ = make_run_dir(plan.log_dir, plan.job.job_id);
+  point_latest(plan.log_dir, run_dir_);
+
+  std::vector<RankLaunch> launches;
+  for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
+    const RankAssignment& a = plan.ranks[i];
+    RankLaunch launch;
+    launch.rank = a.rank;
+    launch.label = fmt::format("rank {}", a.rank);
+    launch.log_path = fmt::format("{}/rank_{}.device_{}.log", run_dir_, a.rank, a.physical_device_id);
+    launch.process.argv = plan.options.command;
+    launch.process.env = plan.environments[i].entries();
+    launch.process.work_dir = plan.work_dir;
+    launches.push_back(std::move(launch));
+  }
+  supervisor_ = std::make_unique<Supervisor>(std::move(launches), plan.options.supervisor, console);
+}
+
+namespace {
+double seconds_between(std::chrono::system_clock::time_point a, std::chrono::system_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+std::string rank_outcome(const RankResult& r) {
+  if (r.killed_by_launcher) return fmt::format("killed by the launcher after the grace period ({})", r.status.describe());
+  if (r.terminated_by_launcher) return fmt::format("stopped by the launcher ({})", r.status.describe());
+  return r.status.describe();
+}
+}  // namespace
+
+std::string failure_report(const JobResult& result, std::size_t tail_lines) {
+  if (result.success()) return {};
+  std::string out;
+  if (result.first_failure) {
+    const RankResult& f = result.ranks[*result.first_failure];
+    out += fmt::format("rank {} (pid {}) failed with {} after {:.1f} s\n", f.rank, f.pid, f.status.describe(),
+                       seconds_between(f.started, f.ended));
+    out += fmt::format("log: {}\n", f.log_path);
+    std::string tail = read_log_tail(f.log_path, tail_lines);
+    if (tail.empty()) {
+      out += "(its log is empty)\n";
+    } else {
+      out += fmt::format("last lines of its log:\n{}\n", tail);
+    }
+  } else if (result.stop_reason == StopReason::requested) {
+    out += "the job was stopped on request\n";
+  }
+  for (std::size_t i = 0; i < result.ranks.size(); ++i) {
+    if (result.first_failure && *result.first_failure == i) continue;
+    const RankResult& r = result.ranks[i];
+    out += fmt::format("rank {} (pid {}): {}\n", r.rank, r.pid, rank_outcome(r));
+  }
+  return out;
+}
+
+}  // namespace davincirun

@@ -1,0 +1,185 @@
+#include "davincirun/log_streamer.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "davincirun/errors.hpp"
+
+namespace davincirun {
+
+void FdLineSink::write(std::string_view lines) {
+  while (!broken_ && !lines.empty()) {
+    ssize_t n = ::write(fd_, lines.data(), lines.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        // A non-blocking terminal or pipe: wait for room rather than drop.
+        fd_set set;
+        FD_ZERO(&set);
+        FD_SET(fd_, &set);
+        ::select(fd_ + 1, nullptr, &set, nullptr, nullptr);
+        continue;
+      }
+      broken_ = true;  // EPIPE, EBADF...: stop writing to the console
+      return;
+    }
+    lines.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+RankLog::RankLog(std::string label, int pipe_fd, std::string log_path, LineSink& console)
+    : label_(std::move(label)),
+      prefix_("[" + label_ + "] "),
+      cont_prefix_("[" + label_ + "]+ "),
+      pipe_fd_(pipe_fd),
+      log_path_(std::move(log_path)),
+      console_(&console) {
+  file_fd_ = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (file_fd_ < 0) {
+    int err = errno;
+    ::close(pipe_fd_);
+    pipe_fd_ = -1;
+    throw SystemError("create log file " + log_path_, err);
+  }
+  int flags = ::fcntl(pipe_fd_, F_GETFL);
+  ::fcntl(pipe_fd_, F_SETFL, flags | O_NONBLOCK);
+}
+
+RankLog::RankLog(RankLog&& o) noexcept
+    : label_(std::move(o.label_)),
+      prefix_(std::move(o.prefix_)),
+      cont_prefix_(std::move(o.cont_prefix_)),
+      pipe_fd_(std::exchange(o.pipe_fd_, -1)),
+      file_fd_(std::exchange(o.file_fd_, -1)),
+      log_path_(std::move(o.log_path_)),
+      console_(o.console_),
+      partial_(std::move(o.partial_)),
+      partial_is_continuation_(o.partial_is_continuation_),
+      bytes_(o.bytes_),
+      file_error_(std::move(o.file_error_)) {}
+
+RankLog::~RankLog() {
+  if (pipe_fd_ >= 0) ::close(pipe_fd_);
+  if (file_fd_ >= 0) ::close(file_fd_);
+}
+
+RankLog::ReadResult RankLog::read_available(std::vector<char>& buffer, std::size_t budget) {
+  std::size_t taken = 0;
+  while (pipe_fd_ >= 0) {
+    if (taken >= budget) return ReadResult::budget_spent;
+    ssize_t n = ::read(pipe_fd_, buffer.data(), buffer.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) return ReadResult::would_block;
+      return ReadResult::eof;  // EIO and the like: treat the stream as ended
+    }
+    if (n == 0) return ReadResult::eof;
+    const auto size = static_cast<std::size_t>(n);
+    taken += size;
+    bytes_ += size;
+    write_file(buffer.data(), size);  // the file first: it is the record of truth
+    emit_lines(buffer.data(), size);
+  }
+  return ReadResult::eof;
+}
+
+void RankLog::write_file(const char* data, std::size_t size) {
+  if (file_fd_ < 0 || file_error_) return;
+  std::size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::write(file_fd_, data + done, size - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      file_error_ = fmt::format("{} at byte {}", std::strerror(errno), bytes_ - size + done);
+      return;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+void RankLog::emit_lines(const char* data, std::size_t size) {
+  // Build one block of whole, prefixed lines per read so that a sink writes
+  // it at once and lines of different ranks never interleave mid-line.
+  std::string out;
+  const char* end = data + size;
+  while (data < end) {
+    const char* nl = static_cast<const char*>(std::memchr(data, '\n', static_cast<std::size_t>(end - data)));
+    if (!nl) {
+      partial_.append(data, static_cast<std::size_t>(end - data));
+      emit_full_chunks(out);
+      break;
+    }
+    const auto length = static_cast<std::size_t>(nl - data);  // without the '\n'
+    if (partial_.empty() && length <= max_line_bytes) {
+      out += prefix_;  // the common case: a whole line inside one read
+      out.append(data, length + 1);
+    } else {
+      partial_.append(data, length);
+      emit_full_chunks(out);
+      out += partial_is_continuation_ ? cont_prefix_ : prefix_;
+      out += partial_;
+      out += '\n';
+      partial_.clear();
+      partial_is_continuation_ = false;
+    }
+    data = nl + 1;
+  }
+  if (!out.empty()) console_->write(out);
+}
+
+void RankLog::emit_full_chunks(std::string& out) {
+  // An overlong line goes out in marked chunks so memory stays bounded.
+  std::size_t offset = 0;
+  while (partial_.size() - offset > max_line_bytes) {
+    out += partial_is_continuation_ ? cont_prefix_ : prefix_;
+    out.append(partial_, offset, max_line_bytes);
+    out += '\n';
+    offset += max_line_bytes;
+    partial_is_continuation_ = true;
+  }
+  partial_.erase(0, offset);
+}
+
+void RankLog::finish() {
+  if (!partial_.empty()) {
+    std::string out = (partial_is_continuation_ ? cont_prefix_ : prefix_) + partial_ + "\n";
+    partial_.clear();
+    console_->write(out);
+  }
+  if (pipe_fd_ >= 0) ::close(std::exchange(pipe_fd_, -1));
+  if (file_fd_ >= 0) ::close(std::exchange(file_fd_, -1));
+}
+
+std::string read_log_tail(const std::string& path, std::size_t max_lines, std::size_t max_bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  struct stat st {};
+  std::string data;
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+    const auto size = static_cast<std::size_t>(st.st_size);
+    const std::size_t want = std::min(size, max_bytes);
+    data.resize(want);
+    ssize_t n = ::pread(fd, data.data(), want, static_cast<off_t>(size - want));
+    data.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  }
+  ::close(fd);
+  // Drop a trailing newline, then keep what follows the max_lines-th newline from the end.
+  if (!data.empty() && data.back() == '\n') data.pop_back();
+  std::size_t pos = data.size();
+  for (std::size_t lines = 0; lines < max_lines; ++lines) {
+    std::size_t nl = pos == 0 ? std::string::npos : data.rfind('\n', pos - 1);
+    if (nl == std::string::npos) return data;
+    pos = nl;
+  }
+  return data.substr(pos + 1);
+}
+
+}  // namespace davincirun

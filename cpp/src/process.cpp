@@ -1,0 +1,297 @@
+#include "davincirun/process.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "davincirun/errors.hpp"
+#include "detail/unique_fd.hpp"
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+namespace davincirun {
+
+using detail::UniqueFd;
+
+std::string ExitStatus::describe() const {
+  if (kind == Kind::exited) return fmt::format("exit code {}", value);
+  if (kind == Kind::unknown) return "unknown exit status (SIGCHLD is ignored by the launching process)";
+  const char* abbrev = sigabbrev_np(value);
+  if (abbrev) return fmt::format("signal {} (SIG{})", value, abbrev);
+  return fmt::format("signal {}", value);
+}
+
+std::optional<std::string> find_executable(const std::string& argv0, const std::string& path_list,
+                                           int& error) {
+  error = 0;
+  if (argv0.empty()) {
+    error = ENOENT;
+    return std::nullopt;
+  }
+  if (argv0.find('/') != std::string::npos) return argv0;
+  bool found_not_executable = false;
+  std::size_t start = 0;
+  while (start <= path_list.size()) {
+    std::size_t end = path_list.find(':', start);
+    if (end == std::string::npos) end = path_list.size();
+    // An empty PATH entry means the current directory, as in execvp.
+    std::string dir = path_list.substr(start, end - start);
+    std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + argv0;
+    struct stat st {};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+      found_not_executable = true;
+    }
+    start = end + 1;
+  }
+  error = found_not_executable ? EACCES : ENOENT;
+  return std::nullopt;
+}
+
+namespace {
+
+// What the child reports through the close-on-exec pipe when a step fails.
+struct ChildFailure {
+  int step;  // 0 = chdir, 1 = execve, 2 = stdio set-up
+  int error;
+};
+
+// Everything the child needs, prepared before the clone: after it, the child
+// shares the parent's memory and may only make async-signal-safe calls.
+struct ChildSetup {
+  const char* executable;
+  char* const* argv;
+  char* const* envp;
+  const char* work_dir;  // nullptr = inherit
+  int stdin_fd;
+  int output_fd;
+  int report_fd;
+};
+
+void report_and_exit(const ChildSetup& s, int step) {
+  ChildFailure failure{step, errno};
+  ssize_t ignored = ::write(s.report_fd, &failure, sizeof failure);
+  (void)ignored;
+  ::_exit(127);
+}
+
+int child_main(void* arg) {
+  const auto& s = *static_cast<const ChildSetup*>(arg);
+  // Default dispositions for every signal (Python ignores SIGPIPE, Catch2
+  // and CLIs install handlers), then an empty mask: ranks start clean.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);
+  sigset_t empty;
+  sigemptyset(&empty);
+  ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+
+  ::setpgid(0, 0);
+  if (::dup2(s.stdin_fd, STDIN_FILENO) < 0 || ::dup2(s.output_fd, STDOUT_FILENO) < 0 ||
+      ::dup2(s.output_fd, STDERR_FILENO) < 0) {
+    report_and_exit(s, 2);
+  }
+  if (s.work_dir && ::chdir(s.work_dir) != 0) report_and_exit(s, 0);
+  // Descriptors the host process leaked without O_CLOEXEC must not reach the
+  // ranks (they would hold pipes and sockets open). Best effort: Linux >= 5.11.
+  ::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+  ::execve(s.executable, s.argv, s.envp);
+  report_and_exit(s, 1);
+  return 127;
+}
+
+std::string join_command(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) {
+    if (!out.empty()) out += ' ';
+    out += a;
+  }
+  return out;
+}
+
+std::string env_value(const std::vector<std::string>& env, const char* name) {
+  const std::size_t n = ::strlen(name);
+  for (const auto& entry : env) {
+    if (entry.size() > n && entry.compare(0, n, name) == 0 && entry[n] == '=') return entry.substr(n + 1);
+  }
+  return {};
+}
+
+// Blocks every signal in the calling thread for its lifetime: between the
+// clone and the child's reset, a host signal handler must not run in the
+// child, which shares the parent's memory.
+class AllSignalsBlocked {
+ public:
+  AllSignalsBlocked() {
+    sigset_t all;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &saved_);
+  }
+  ~AllSignalsBlocked() { ::pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+  AllSignalsBlocked(const AllSignalsBlocked&) = delete;
+  AllSignalsBlocked& operator=(const AllSignalsBlocked&) = delete;
+
+ private:
+  sigset_t saved_;
+};
+
+// Larger pipes mean fewer wake-ups when a rank floods its output. The
+// default cap for unprivileged users (/proc/sys/fs/pipe-max-size) is 1 MiB.
+constexpr int pipe_capacity_bytes = 1 << 20;
+constexpr std::size_t child_stack_bytes = 64 * 1024;
+
+}  // namespace
+
+ChildProcess ChildProcess::spawn(const ProcessSpec& spec, int rank) {
+  const std::string command = join_command(spec.argv);
+  if (spec.argv.empty()) throw SpawnError(rank, command, EINVAL, fmt::format("rank {}: empty command", rank));
+
+  std::string path_list = env_value(spec.env, "PATH");
+  if (path_list.empty()) path_list = "/usr/local/bin:/usr/bin:/bin";
+  int lookup_error = 0;
+  auto executable = find_executable(spec.argv[0], path_list, lookup_error);
+  if (!executable) {
+    throw SpawnError(rank, command, lookup_error,
+                     fmt::format("rank {}: cannot run '{}': {} (searched PATH={})", rank, spec.argv[0],
+                                 lookup_error == ENOENT ? "command not found" : ::strerror(lookup_error),
+                                 path_list));
+  }
+
+  std::vector<char*> argv;
+  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) throw SystemError("pipe", errno);
+  UniqueFd out_read(out[0]), out_write(out[1]);
+  ::fcntl(out_read.get(), F_SETPIPE_SZ, pipe_capacity_bytes);  // best effort
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) throw SystemError("pipe", errno);
+  UniqueFd report_read(report[0]), report_write(report[1]);
+  UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!dev_null) throw SystemError("open /dev/null", errno);
+
+  ChildSetup setup{executable->c_str(), argv.data(),      envp.data(), spec.work_dir.empty() ? nullptr : spec.work_dir.c_str(),
+                   dev_null.get(),      out_write.get(), report_write.get()};
+
+  // clone(CLONE_VM | CLONE_VFORK) like posix_spawn: no copy of a large host
+  // process (a notebook kernel holding tensors), and no pthread_atfork
+  // handlers run, which fork() from a threaded host would risk.
+  std::unique_ptr<char[]> stack(new char[child_stack_bytes]);
+  pid_t pid;
+  {
+    AllSignalsBlocked blocked;
+    pid = ::clone(child_main, stack.get() + child_stack_bytes, CLONE_VM | CLONE_VFORK | SIGCHLD, &setup);
+  }
+  if (pid < 0) throw SystemError("clone", errno);
+  ::setpgid(pid, pid);  // may fail harmlessly: the child already did it and exec'd
+
+  out_write.reset();
+  report_write.reset();
+  ChildFailure failure{};
+  ssize_t n;
+  do {
+    n = ::read(report_read.get(), &failure, sizeof failure);
+  } while (n < 0 && errno == EINTR);
+  if (n > 0) {
+    int status;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    const char* step = failure.step == 0 ? "cannot enter work directory" : failure.step == 1 ? "cannot execute" : "cannot set up stdio for";
+    std::string target = failure.step == 0 ? spec.work_dir : *executable;
+    throw SpawnError(rank, command, failure.error,
+                     fmt::format("rank {}: {} '{}': {}", rank, step, target, ::strerror(failure.error)));
+  }
+
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) {
+    int err = errno;
+    ::kill(-pid, SIGKILL);
+    int status;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    throw SystemError("pidfd_open (needs Linux >= 5.3)", err);
+  }
+  ::fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+  return ChildProcess(pid, pidfd, out_read.release());
+}
+
+ChildProcess::ChildProcess(pid_t pid, int pidfd, int output_fd) noexcept
+    : pid_(pid), pidfd_(pidfd), output_fd_(output_fd) {}
+
+ChildProcess::ChildProcess(ChildProcess&& other) noexcept
+    : pid_(std::exchange(other.pid_, -1)),
+      pidfd_(std::exchange(other.pidfd_, -1)),
+      output_fd_(std::exchange(other.output_fd_, -1)) {}
+
+ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
+  if (this != &other) {
+    kill_and_reap();
+    pid_ = std::exchange(other.pid_, -1);
+    pidfd_ = std::exchange(other.pidfd_, -1);
+    output_fd_ = std::exchange(other.output_fd_, -1);
+  }
+  return *this;
+}
+
+ChildProcess::~ChildProcess() { kill_and_reap(); }
+
+void ChildProcess::kill_and_reap() noexcept {
+  if (pid_ > 0) {
+    ::kill(-pid_, SIGKILL);
+    ::kill(pid_, SIGKILL);  // in case it left its group
+    siginfo_t info{};
+    while (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+  }
+  if (pidfd_ >= 0) ::close(std::exchange(pidfd_, -1));
+  if (output_fd_ >= 0) ::close(std::exchange(output_fd_, -1));
+}
+
+int ChildProcess::release_output_fd() noexcept { return std::exchange(output_fd_, -1); }
+
+bool ChildProcess::signal_group(int signal) noexcept {
+  if (pid_ <= 0) return false;
+  return ::kill(-pid_, signal) == 0;
+}
+
+std::optional<ExitStatus> ChildProcess::try_reap() {
+  if (pid_ <= 0) return std::nullopt;
+  siginfo_t info{};
+  int rc;
+  do {
+    rc = ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG);
+  } while (rc < 0 && errno == EINTR);
+  if (rc < 0) {
+    // ECHILD: the host set SIGCHLD to SIG_IGN (auto-reaping), so the status is
+    // lost. Report it as unknown rather than inventing a success.
+    if (errno != ECHILD) throw SystemError(fmt::format("waitid {}", pid_), errno);
+    pid_ = -1;
+    ::close(std::exchange(pidfd_, -1));
+    return ExitStatus{ExitStatus::Kind::unknown, 0};
+  }
+  if (info.si_pid == 0) return std::nullopt;  // still running
+  pid_ = -1;
+  ::close(std::exchange(pidfd_, -1));
+  if (info.si_code == CLD_EXITED) return ExitStatus{ExitStatus::Kind::exited, info.si_status};
+  return ExitStatus{ExitStatus::Kind::signaled, info.si_status};
+}
+
+}  // namespace davincirun

@@ -1,0 +1,285 @@
+#include "davincirun/supervisor.hpp"
+
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "davincirun/errors.hpp"
+
+namespace davincirun {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// epoll user data: the rank index and what became ready.
+enum class Source : std::uint64_t { exit = 0, output = 1, stop = 2 };
+std::uint64_t tag(std::size_t index, Source source) {
+  return (static_cast<std::uint64_t>(index) << 2) | static_cast<std::uint64_t>(source);
+}
+
+// Bytes read from one pipe before the loop serves the others: fairness
+// between ranks when one floods its output.
+constexpr std::size_t read_budget = 1 << 20;
+// After a rank exits, read at most this much more at once before its verdict:
+// what it wrote itself is already in the pipe (at most the pipe capacity).
+constexpr std::size_t exit_drain_budget = 16 << 20;
+constexpr std::size_t read_buffer_bytes = 256 * 1024;
+
+}  // namespace
+
+bool JobResult::success() const noexcept {
+  if (stop_reason != StopReason::none) return false;
+  for (const auto& r : ranks) {
+    if (!r.status.success()) return false;
+  }
+  return true;
+}
+
+int JobResult::exit_code() const noexcept {
+  if (first_failure) return ranks[*first_failure].status.shell_code();
+  if (stop_reason == StopReason::requested) return 128 + SIGINT;
+  for (const auto& r : ranks) {
+    if (!r.status.success()) return r.status.shell_code();
+  }
+  return 0;
+}
+
+struct Supervisor::Rank {
+  ChildProcess child;
+  RankLog log;
+  RankResult result;
+  bool exited = false;
+  std::optional<Clock::time_point> drain_deadline;
+};
+
+Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions options, LineSink& console)
+    : options_(options), console_(&console), buffer_(read_buffer_bytes) {
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) throw SystemError("epoll_create1", errno);
+  stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (stop_fd_ < 0) {
+    int err = errno;
+    ::close(epoll_fd_);
+    throw SystemError("eventfd", err);
+  }
+  try {
+    auto watch = [this](int fd, std::uint64_t data) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u64 = data;
+      if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) throw SystemError("epoll_ctl", errno);
+    };
+    watch(stop_fd_, tag(0, Source::stop));
+    ranks_.reserve(launches.size());
+    for (auto& launch : launches) {
+      auto started = std::chrono::system_clock::now();
+      ChildProcess child = ChildProcess::spawn(launch.process, launch.rank);
+      const int pipe_fd = child.release_output_fd();
+      RankLog log(launch.label, pipe_fd, launch.log_path, *console_);
+      RankResult result;
+      result.rank = launch.rank;
+      result.pid = child.pid();
+      result.log_path = launch.log_path;
+      result.started = started;
+      ranks_.push_back(Rank{std::move(child), std::move(log), std::move(result), false, std::nullopt});
+      const std::size_t index = ranks_.size() - 1;
+      watch(ranks_[index].child.pidfd(), tag(index, Source::exit));
+      watch(ranks_[index].log.pipe_fd(), tag(index, Source::output));
+    }
+  } catch (...) {
+    ranks_.clear();  // each ChildProcess kills and reaps its group
+    ::close(stop_fd_);
+    ::close(epoll_fd_);
+    throw;
+  }
+}
+
+Supervisor::~Supervisor() {
+  ranks_.clear();
+  ::close(stop_fd_);
+  ::close(epoll_fd_);
+}
+
+std::vector<pid_t> Supervisor::pids() const {
+  std::vector<pid_t> out;
+  for (const auto& r : ranks_) out.push_back(r.result.pid);
+  return out;
+}
+
+void Supervisor::request_stop() noexcept {
+  const std::uint64_t one = 1;
+  ssize_t ignored = ::write(stop_fd_, &one, sizeof one);
+  (void)ignored;
+}
+
+JobResult Supervisor::run() {
+  std::array<epoll_event, 64> events{};
+  auto busy = [this] {
+    for (const auto& r : ranks_) {
+      if (!r.exited || r.log.open()) return true;
+    }
+    return false;
+  };
+  while (busy()) {
+    int n = ::epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), next_timeout_ms());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw SystemError("epoll_wait", errno);
+    }
+    // Output before exits, so a rank's last words precede the verdict on it.
+    for (int i = 0; i < n; ++i) {
+      const std::uint64_t data = events[static_cast<std::size_t>(i)].data.u64;
+      if (static_cast<Source>(data & 3) == Source::output) handle_output(data >> 2);
+    }
+    for (int i = 0; i < n; ++i) {
+      const std::uint64_t data = events[static_cast<std::size_t>(i)].data.u64;
+      switch (static_cast<Source>(data & 3)) {
+        case Source::exit:
+          handle_exit(data >> 2);
+          break;
+        case Source::stop: {
+          std::uint64_t count = 0;
+          if (::read(stop_fd_, &count, sizeof count) == static_cast<ssize_t>(sizeof count)) {
+            stop_requests_ += count;
+            if (stop_requests_ == 1 && stop_reason_ == StopReason::none) {
+              log_notice("stop requested: stopping every rank");
+              begin_stop(StopReason::requested, std::nullopt);
+            } else {
+              log_notice("stop requested again: killing every rank now");
+              if (stop_reason_ == StopReason::none) stop_reason_ = StopReason::requested;
+              kill_remaining();
+            }
+          }
+          break;
+        }
+        case Source::output:
+          break;
+      }
+    }
+    check_deadlines();
+  }
+
+  JobResult result;
+  result.stop_reason = stop_reason_;
+  result.first_failure = first_failure_;
+  for (const auto& r : ranks_) result.ranks.push_back(r.result);
+  return result;
+}
+
+void Supervisor::handle_output(std::size_t index) {
+  Rank& r = ranks_[index];
+  if (!r.log.open()) return;
+  if (r.log.read_available(buffer_, read_budget) == RankLog::ReadResult::eof) close_output(index);
+}
+
+void Supervisor::close_output(std::size_t index) {
+  Rank& r = ranks_[index];
+  if (!r.log.open()) return;
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, r.log.pipe_fd(), nullptr);
+  r.log.finish();
+  r.result.output_bytes = r.log.bytes();
+  r.result.log_error = r.log.file_error();
+  if (r.result.log_error) {
+    log_notice(fmt::format("rank {}: log file {} is incomplete: {}", r.result.rank, r.log.log_path(),
+                           *r.result.log_error));
+  }
+}
+
+void Supervisor::handle_exit(std::size_t index) {
+  Rank& r = ranks_[index];
+  if (r.exited) return;
+  // Everything the rank wrote before exiting is in the pipe now: take it.
+  if (r.log.open() &&
+      r.log.read_available(buffer_, exit_drain_budget) == RankLog::ReadResult::eof) {
+    close_output(index);
+  }
+  // Leftovers in the rank's process group would hold the NPU: end them while
+  // the group id is still reserved by the unreaped leader.
+  r.child.signal_group(SIGKILL);
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, r.child.pidfd(), nullptr);
+  std::optional<ExitStatus> status = r.child.try_reap();
+  if (!status) {
+    // The pidfd said it exited; waitid disagrees. Cannot happen on Linux,
+    // but never spin: treat the status as unknown.
+    status = ExitStatus{ExitStatus::Kind::unknown, 0};
+  }
+  r.exited = true;
+  r.result.status = *status;
+  r.result.ended = std::chrono::system_clock::now();
+  if (r.log.open()) r.drain_deadline = Clock::now() + options_.drain_timeout;
+
+  if (!status->success() && !r.result.terminated_by_launcher && stop_reason_ == StopReason::none) {
+    first_failure_ = index;
+    log_notice(fmt::format("rank {} (pid {}) failed with {}; stopping the other ranks", r.result.rank,
+                           r.result.pid, status->describe()));
+    begin_stop(StopReason::rank_failed, index);
+  }
+}
+
+void Supervisor::begin_stop(StopReason reason, std::optional<std::size_t> except) {
+  stop_reason_ = reason;
+  bool any = false;
+  for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    Rank& r = ranks_[i];
+    if (r.exited || (except && *except == i)) continue;
+    r.child.signal_group(SIGTERM);
+    r.result.terminated_by_launcher = true;
+    any = true;
+  }
+  if (any) kill_deadline_ = Clock::now() + options_.grace_period;
+}
+
+void Supervisor::kill_remaining() {
+  killed_all_ = true;
+  for (Rank& r : ranks_) {
+    if (r.exited) continue;
+    r.child.signal_group(SIGKILL);
+    r.result.terminated_by_launcher = true;
+    r.result.killed_by_launcher = true;
+  }
+}
+
+int Supervisor::next_timeout_ms() const {
+  std::optional<Clock::time_point> next;
+  if (kill_deadline_ && !killed_all_) next = kill_deadline_;
+  for (const auto& r : ranks_) {
+    if (r.drain_deadline && r.log.open() && (!next || *r.drain_deadline < *next)) next = r.drain_deadline;
+  }
+  if (!next) return -1;
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(*next - Clock::now()).count();
+  return left < 0 ? 0 : static_cast<int>(left);
+}
+
+void Supervisor::check_deadlines() {
+  const auto now = Clock::now();
+  if (kill_deadline_ && !killed_all_ && now >= *kill_deadline_) {
+    bool any_running = false;
+    for (const Rank& r : ranks_) any_running = any_running || !r.exited;
+    if (any_running) {
+      log_notice(fmt::format("grace period of {:.1f} s is over: killing the ranks still running",
+                             static_cast<double>(options_.grace_period.count()) / 1000.0));
+    }
+    kill_remaining();
+  }
+  for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    Rank& r = ranks_[i];
+    if (r.drain_deadline && r.log.open() && now >= *r.drain_deadline) {
+      log_notice(fmt::format("rank {}: a process that left the rank's process group still holds its "
+                             "output open; no longer reading it",
+                             r.result.rank));
+      close_output(i);
+    }
+  }
+}
+
+void Supervisor::log_notice(const std::string& text) { console_->write("[davincirun] " + text + "\n"); }
+
+}  // namespace davincirun

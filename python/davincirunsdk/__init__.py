@@ -1,0 +1,42 @@
+"""davincirunsdk: launch and supervise distributed training on Ascend NPU machines.
+
+Reads the HCCL rank table named by ``RANK_TABLE_FILE``, starts one process per
+device of this machine's server with the environment Ascend frameworks read
+(``RANK_ID``, ``RANK_SIZE``, ``DEVICE_ID``, ...), writes each rank's output to
+its own log file and shows it live, and stops every rank as soon as one fails::
+
+    from davincirunsdk import start_and_wait_distributed_train
+    start_and_wait_distributed_train(["python", "train.py"])
+"""
+
+from ._core import __version__, load_rank_table, parse_rank_table
+from .errors import (
+    DavincirunError,
+    DistributedRuntimeError,
+    LaunchConfigError,
+    LauncherSystemError,
+    RankTableError,
+    SpawnError,
+)
+from .launch import (
+    DistributedJob,
+    start_and_wait_distributed_train,
+    start_distributed_train,
+    wait_distributed_train,
+)
+
+__all__ = [
+    "DavincirunError",
+    "DistributedJob",
+    "DistributedRuntimeError",
+    "LaunchConfigError",
+    "LauncherSystemError",
+    "RankTableError",
+    "SpawnError",
+    "__version__",
+    "load_rank_table",
+    "parse_rank_table",
+    "start_and_wait_distributed_train",
+    "start_distributed_train",
+    "wait_distributed_train",
+]

@@ -1,0 +1,82 @@
+"""Exceptions raised by davincirunsdk.
+
+Every error about the launcher's input or environment derives from
+:class:`DavincirunError`; a failed training job raises
+:class:`DistributedRuntimeError` (a ``RuntimeError``, as in davincirunsdk 0.1.x).
+"""
+
+
+class DavincirunError(Exception):
+    """Base class of every davincirunsdk error."""
+
+
+class RankTableError(DavincirunError, ValueError):
+    """The rank table cannot be used.
+
+    Attributes:
+        kind (str): ``io``, ``empty``, ``syntax``, ``shape``, ``missing``,
+            ``bad_value``, ``duplicate``, ``inconsistent`` or ``unsupported``.
+        source (str): the file (or label) the table came from.
+        pointer (str | None): RFC 6901 JSON Pointer of the offending value
+            (``""`` is the whole document), ``None`` when the problem is not
+            one value (e.g. rank ids that are not 0..N-1).
+        detail (str): the sentence describing the problem.
+    """
+
+    kind = None
+    source = None
+    pointer = None
+    detail = None
+
+
+class LaunchConfigError(DavincirunError, ValueError):
+    """The launch cannot be configured as asked (no command, no rank table,
+    this machine not in the table, a work or log directory that cannot be
+    used...). Nothing was started."""
+
+
+class SpawnError(DavincirunError, RuntimeError):
+    """A rank's command could not be started; nothing of the job is left running.
+
+    Attributes:
+        rank (int): the rank that could not be started.
+        command (str): the command line.
+        os_errno (int): the operating system's error number (e.g. ENOENT).
+        exit_code (int): the shell's convention for it: 127 not found, 126 not executable.
+    """
+
+    rank = None
+    command = None
+    os_errno = None
+    exit_code = None
+
+
+class LauncherSystemError(DavincirunError, OSError):
+    """A system call of the launcher itself failed (pipes, epoll, log files)."""
+
+    os_errno = None
+
+
+class DistributedRuntimeError(DavincirunError, RuntimeError):
+    """A rank of the distributed job failed; the other ranks were stopped.
+
+    The message names the first rank that failed, how it ended, its log file
+    and the last lines of that log, then how every other rank ended.
+
+    Attributes:
+        rank (int): the first rank that failed (by time).
+        exit_code (int | None): its exit code, or ``None`` if killed by a signal.
+        signal (int | None): the signal that killed it, or ``None``.
+        returncode (int): ``exit_code``, or 128 + ``signal``, as a shell reports it.
+        log_file (str): path of that rank's log file.
+        log_tail (str): the last lines of that log file.
+        result: the job's full result (``ranks``, ``first_failure``, ``stop_reason``).
+    """
+
+    rank = None
+    exit_code = None
+    signal = None
+    returncode = None
+    log_file = None
+    log_tail = None
+    result = None

@@ -1,0 +1,296 @@
+"""Starting, waiting for and stopping distributed training jobs.
+
+The signatures of ``start_and_wait_distributed_train``,
+``start_distributed_train`` and ``wait_distributed_train`` are those of
+davincirunsdk 0.1.x; the new parameters are keyword-only and optional.
+"""
+
+import os
+import shlex
+import warnings
+
+from . import _core
+from ._cache_dir import make_cache_dir, remove_cache_dir
+from ._console import ConsoleWriter, console_mode
+from .errors import DistributedRuntimeError, LaunchConfigError
+
+# How long the waiting thread sleeps between checks for Ctrl-C, in seconds.
+_WAKE_INTERVAL = 0.1
+
+
+def _normalize_command(command):
+    if isinstance(command, (str, bytes)):
+        # A convenience for "python train.py": split like a shell would, but
+        # no shell ever runs, so nothing is expanded or interpreted.
+        command = shlex.split(os.fsdecode(command))
+    try:
+        argv = [os.fsdecode(os.fspath(part)) for part in command]
+    except TypeError:
+        raise TypeError("command must be a list of strings, e.g. ['python', 'train.py'], got %r" % (command,))
+    if not argv or not argv[0]:
+        raise LaunchConfigError("no command given: pass the program each rank runs, e.g. ['python', 'train.py']")
+    return argv
+
+
+def _normalize_env(env):
+    if env is None:
+        return []
+    items = []
+    for name, value in dict(env).items():
+        name, value = str(name), str(value)
+        if not name or "=" in name or "\0" in name:
+            raise LaunchConfigError("env: invalid variable name %r" % name)
+        if "\0" in value:
+            raise LaunchConfigError("env: the value of %s contains a NUL character" % name)
+        items.append((name, value))
+    return items
+
+
+class DistributedJob:
+    """A running distributed job, as returned by :func:`start_distributed_train`.
+
+    Attributes:
+        run_dir (str): this run's log directory (``<log_dir>/<UTC time>-<job id>``),
+            holding ``rank_<rank>.device_<physical device id>.log`` per rank.
+        job_id (str): the ``JOB_ID`` every rank sees.
+        pids (list[int]): the ranks' process ids, by rank.
+        plan: the launch plan (ranks, devices, environments).
+    """
+
+    def __init__(self, plan, console, cache_dir=None):
+        self.plan = plan
+        self.job_id = plan.job_id
+        self._cache_dir = cache_dir
+        self._console = ConsoleWriter()
+        self._core = _core.Job(plan, console)
+        self.run_dir = self._core.run_dir
+        self.pids = list(self._core.pids)
+        self._result = None
+
+    def _pump(self):
+        data, skipped = self._core.take_output()
+        self._console.write(data, skipped)
+
+    def _wait_until_done(self):
+        while not self._core.wait_for(_WAKE_INTERVAL):
+            self._pump()
+        self._pump()
+
+    def _finish(self):
+        if self._result is None:
+            self._result = self._core.result()
+            if self._cache_dir:
+                remove_cache_dir(self._cache_dir)
+                self._cache_dir = None
+        return self._result
+
+    def terminate(self):
+        """Stops every rank: SIGTERM to each rank's process group, SIGKILL after
+        the grace period. Calling it twice kills at once. Returns immediately;
+        call :meth:`wait` to wait for the end."""
+        self._core.request_stop()
+
+    def poll(self):
+        """``None`` while the job runs, else its exit code (see :meth:`wait`)."""
+        if not self._core.done:
+            return None
+        return self._finish().exit_code
+
+    def wait(self, destroy_when_finished=True, raise_exception=True):
+        """Waits for the job to end, showing the ranks' output live.
+
+        The GIL is released while waiting. Ctrl-C (KeyboardInterrupt) stops
+        every rank (SIGTERM, then SIGKILL after the grace period; a second
+        Ctrl-C kills at once) and is re-raised once they are gone.
+
+        Args:
+            destroy_when_finished: kept for 0.1.x compatibility. Every process
+                of a job is always stopped when the job ends, so ``False``
+                changes nothing and gives a warning.
+            raise_exception: when a rank fails, raise DistributedRuntimeError
+                (default) instead of returning its code.
+
+        Returns:
+            int: 0 when every rank exited 0; otherwise (with
+            ``raise_exception=False``) the first failed rank's exit code, or
+            128 + N when signal N killed it.
+
+        Raises:
+            DistributedRuntimeError: a rank failed (``raise_exception=True``).
+            KeyboardInterrupt: after stopping every rank on Ctrl-C.
+        """
+        if not destroy_when_finished:
+            warnings.warn(
+                "destroy_when_finished=False has no effect: davincirunsdk always stops "
+                "every process of a job when it ends",
+                stacklevel=2,
+            )
+        try:
+            self._wait_until_done()
+        except KeyboardInterrupt:
+            self._stop_after_interrupt()
+            raise
+        result = self._finish()
+        if result.success:
+            return 0
+        if raise_exception:
+            raise _runtime_error(result)
+        return result.exit_code
+
+    def _stop_after_interrupt(self):
+        self._core.request_stop()
+        while True:
+            try:
+                self._wait_until_done()
+                break
+            except KeyboardInterrupt:
+                self._core.request_stop()  # a second Ctrl-C: kill now
+        self._finish()
+
+
+def _runtime_error(result):
+    report = result.failure_report()
+    error = DistributedRuntimeError("distributed training failed: " + report.rstrip("\n"))
+    error.result = result
+    if result.first_failure is not None:
+        failed = result.ranks[result.first_failure]
+        error.rank = failed.rank
+        error.exit_code = failed.exit_code
+        error.signal = failed.signal
+        error.returncode = failed.returncode
+        error.log_file = failed.log_path
+        error.log_tail = _core.read_log_tail(failed.log_path)
+    else:
+        error.returncode = result.exit_code
+    return error
+
+
+def start_distributed_train(
+    command,
+    work_dir="./",
+    log_dir="./log",
+    *,
+    output_notebook=None,
+    rank_table=None,
+    server_id=None,
+    env=None,
+    grace_period=None,
+    random_cache_dir=False,
+):
+    """Starts one process per device of this machine's server in the rank table.
+
+    Args:
+        command (list[str] | str): the program every rank runs, e.g.
+            ``["python", "train.py"]``. Never run through a shell; a string is
+            split like a shell would (no expansion). ``"python"`` is looked up
+            in PATH, which inside a notebook may differ from the kernel's
+            interpreter (``sys.executable``).
+        work_dir (str): working directory of the ranks; relative paths in
+            ``command`` resolve from it. Default ``"./"``.
+        log_dir (str): where this run's log directory is created (relative to
+            the caller's working directory). Default ``"./log"``.
+        output_notebook (bool | None): show the ranks' output live, each line
+            prefixed by its rank. ``None`` (default): yes; ``False``: log files only.
+        rank_table (str | None): rank table path; default ``$RANK_TABLE_FILE``.
+        server_id (str | None): this machine's ``server_id`` in the table
+            (needed for multi-server tables).
+        env (dict[str, str] | None): extra variables for every rank; they win
+            over inherited ones, not over the rank identity variables.
+        grace_period (float | None): seconds between SIGTERM and SIGKILL when
+            ranks are stopped; default 10.
+        random_cache_dir (bool): give the ranks a fresh
+            ``MS_COMPILER_CACHE_PATH`` (removed after the job) unless one is set.
+
+    Returns:
+        DistributedJob
+
+    Raises:
+        RankTableError, LaunchConfigError, SpawnError, LauncherSystemError.
+    """
+    argv = _normalize_command(command)
+    extra = _normalize_env(env)
+    if grace_period is None:
+        grace_period = _core.DEFAULT_GRACE_PERIOD
+    cache_dir = None
+    names = {name for name, _ in extra}
+    if random_cache_dir and "MS_COMPILER_CACHE_PATH" not in names and not os.environ.get("MS_COMPILER_CACHE_PATH"):
+        cache_dir = make_cache_dir()
+        extra.append(("MS_COMPILER_CACHE_PATH", cache_dir))
+    try:
+        plan = _core.plan_launch(
+            argv,
+            os.fspath(rank_table) if rank_table is not None else "",
+            os.fspath(work_dir),
+            os.fspath(log_dir),
+            server_id,
+            extra,
+            float(grace_period),
+            _core.DEFAULT_DRAIN_TIMEOUT,
+        )
+        return DistributedJob(plan, console_mode(output_notebook), cache_dir)
+    except BaseException:
+        if cache_dir:
+            remove_cache_dir(cache_dir)
+        raise
+
+
+def wait_distributed_train(fmk_manager, destroy_when_finished=True, raise_exception=True):
+    """Waits for a job from :func:`start_distributed_train`; see :meth:`DistributedJob.wait`."""
+    return fmk_manager.wait(destroy_when_finished=destroy_when_finished, raise_exception=raise_exception)
+
+
+def start_and_wait_distributed_train(
+    command,
+    work_dir="./",
+    log_dir="./log",
+    *,
+    output_notebook=None,
+    random_cache_dir=True,
+    destroy_when_finished=True,
+    raise_exception=True,
+    rank_table=None,
+    server_id=None,
+    env=None,
+    grace_period=None,
+):
+    """Starts distributed training on this machine and waits for it to end.
+
+    One process per device of this machine's server in the rank table
+    (``$RANK_TABLE_FILE`` unless ``rank_table`` is given), each with
+    ``RANK_ID``, ``RANK_SIZE``, ``DEVICE_ID``, ``ASCEND_DEVICE_ID``,
+    ``RANK_TABLE_FILE``, ``JOB_ID``, ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
+    ``MASTER_ADDR``, ``MASTER_PORT``... (docs/environment.md). Output goes to
+    one log file per rank under a new directory in ``log_dir`` and, prefixed
+    by rank, to the caller's output. When a rank fails, the others are
+    stopped at once.
+
+    Args:
+        command, work_dir, log_dir, output_notebook, rank_table, server_id,
+        env, grace_period: as for :func:`start_distributed_train`.
+        random_cache_dir (bool): default True: a fresh MindSpore compiler
+            cache directory for this job, removed afterwards (a
+            ``MS_COMPILER_CACHE_PATH`` already set wins).
+        destroy_when_finished, raise_exception: as for :meth:`DistributedJob.wait`.
+
+    Returns:
+        int: 0 on success; with ``raise_exception=False``, the first failed
+        rank's exit code (128 + N for signal N).
+
+    Raises:
+        DistributedRuntimeError: a rank failed (names the rank, how it ended,
+            its log file and the end of its log).
+        KeyboardInterrupt: Ctrl-C, after every rank was stopped.
+        RankTableError, LaunchConfigError, SpawnError: nothing was started.
+    """
+    job = start_distributed_train(
+        command,
+        work_dir,
+        log_dir,
+        output_notebook=output_notebook,
+        rank_table=rank_table,
+        server_id=server_id,
+        env=env,
+        grace_period=grace_period,
+        random_cache_dir=random_cache_dir,
+    )
+    return job.wait(destroy_when_finished=destroy_when_finished, raise_exception=raise_exception)

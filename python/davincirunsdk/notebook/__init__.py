@@ -1,0 +1,11 @@
+"""Import paths kept from davincirunsdk 0.1.x (``davincirunsdk.notebook``)."""
+
+from ..launch import start_and_wait_distributed_train, start_distributed_train, wait_distributed_train
+from .exception import DistributedRuntimeError
+
+__all__ = [
+    "DistributedRuntimeError",
+    "start_and_wait_distributed_train",
+    "start_distributed_train",
+    "wait_distributed_train",
+]

@@ -1,0 +1,521 @@
+// Rank table parser: the shared corpus (tests/data/rank_tables/MANIFEST.json)
+// checked under the rules of its "_about", then focused cases.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "davincirun/errors.hpp"
+#include "davincirun/rank_table.hpp"
+
+using davincirun::load_rank_table;
+using davincirun::parse_rank_table;
+using davincirun::RankTable;
+using davincirun::RankTableError;
+using Catch::Matchers::Contains;
+using Kind = RankTableError::Kind;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+const std::string corpus_dir = DAVINCIRUN_TEST_DATA "/rank_tables/";
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// The RankTableError that `load` throws; fails the test when it throws none.
+template <typename Load>
+RankTableError error_of(Load&& load) {
+  try {
+    load();
+  } catch (const RankTableError& e) {
+    return e;
+  }
+  FAIL("expected a RankTableError");
+  throw std::logic_error("unreachable");
+}
+
+RankTableError parse_error(const std::string& text) {
+  return error_of([&] { parse_rank_table(text, "test.json"); });
+}
+
+RankTableError doc_error(const Json& doc) { return parse_error(doc.dump()); }
+
+// ---- the corpus --------------------------------------------------------------
+
+// Corpus entries this parser does not handle yet, and why. Everything else in
+// MANIFEST.json is checked.
+std::optional<std::string> skip_reason(const std::string& name, const Json& entry) {
+  static const std::map<std::string, std::string> by_name = {
+      // An error entry has no "format" field; its file says "version": "1.2".
+      {"invalid/v1_2_missing_super_device_id.json", "file is format 1.2 (SuperPoD), read later"},
+  };
+  if (const auto it = by_name.find(name); it != by_name.end()) return it->second;
+  const std::string outcome = entry.value("outcome", "");
+  if (outcome == "timeout") return "a timeout entry needs loading with a wait, which comes later";
+  const std::string format = entry.value("format", "1.0");
+  if (format == "0.1") return "format 0.1 (group_list) is read later";
+  if (format == "1.2") return "format 1.2 (SuperPoD) is read later";
+  return std::nullopt;
+}
+
+// What a message must name for the value at `pointer` of the file: a string's
+// text or a number's JSON. Empty when nothing is there (a missing field) or the
+// value is a container.
+std::string offending_value(const std::string& path, const std::string& pointer) {
+  const Json doc = Json::parse(read_text(path), nullptr, false);
+  const Json::json_pointer at(pointer);
+  if (doc.is_discarded() || !doc.contains(at)) return "";
+  const Json& value = doc.at(at);
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_number()) return value.dump();
+  return "";
+}
+
+void check_valid_entry(const std::string& path, const Json& entry) {
+  RankTable table;
+  try {
+    table = load_rank_table(path);
+  } catch (const RankTableError& e) {
+    FAIL_CHECK("unexpected error: " << e.what());
+    return;
+  }
+  CHECK(std::string(to_string(table.format)) == entry.at("format").get<std::string>());
+  CHECK(table.servers.size() == entry.at("servers").get<std::size_t>());
+  CHECK(table.world_size == entry.at("world_size").get<int>());
+  std::map<std::string, int> starts;
+  for (const auto& server : table.servers) starts[server.server_id] = server.rank_start;
+  CHECK(starts.size() == entry.at("rank_start").size());
+  for (const auto& [server_id, start] : entry.at("rank_start").items()) {
+    CAPTURE(server_id);
+    REQUIRE(starts.count(server_id) == 1);
+    CHECK(starts[server_id] == start.get<int>());
+  }
+}
+
+void check_error_entry(const std::string& path, const Json& entry) {
+  std::optional<RankTableError> error;
+  try {
+    load_rank_table(path);
+  } catch (const RankTableError& e) {
+    error = e;
+  }
+  if (!error) {
+    FAIL_CHECK("loaded without error");
+    return;
+  }
+  INFO("message: " << error->what());
+  CHECK(error->kind() != Kind::io);
+  CHECK(error->source() == path);
+  if (entry.contains("pointer")) {
+    const std::string expected = entry.at("pointer").get<std::string>();
+    CHECK(error->pointer().has_value());  // nullopt never matches a listed pointer, not even ""
+    CHECK(error->pointer().value_or("<no pointer>") == expected);
+    const std::string value = offending_value(path, expected);
+    if (!value.empty()) CHECK_THAT(error->detail(), Contains(value));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the corpus' format 1.0 tables load as MANIFEST.json says", "[rank_table]") {
+  const Json manifest = Json::parse(read_text(corpus_dir + "MANIFEST.json"));
+  REQUIRE(manifest.contains("_about"));
+  std::size_t checked = 0;
+  for (const auto& [name, entry] : manifest.items()) {
+    if (name == "_about" || skip_reason(name, entry)) continue;
+    INFO("corpus file: " << name);
+    const std::string outcome = entry.at("outcome").get<std::string>();
+    if (outcome == "valid") {
+      check_valid_entry(corpus_dir + name, entry);
+    } else {
+      CHECK(outcome == "error");
+      check_error_entry(corpus_dir + name, entry);
+    }
+    ++checked;
+  }
+  CHECK(checked >= 30);  // the loop must not silently skip everything
+}
+
+TEST_CASE("the corpus skip list names real entries", "[rank_table]") {
+  const Json manifest = Json::parse(read_text(corpus_dir + "MANIFEST.json"));
+  CHECK(manifest.contains("invalid/v1_2_missing_super_device_id.json"));
+  CHECK(manifest.contains("valid/v0_two_pods_out_of_order.json"));
+  CHECK(manifest.contains("invalid/status_initializing_forever.json"));
+}
+
+// ---- focused cases -------------------------------------------------------------
+
+namespace {
+
+// Two servers, two devices each, everything as HCCL writes it.
+Json two_servers() {
+  return Json::parse(R"({
+    "version": "1.0", "server_count": "2", "status": "completed",
+    "server_list": [
+      {"server_id": "10.0.0.11", "device": [
+        {"device_id": "0", "device_ip": "192.1.11.10", "rank_id": "0"},
+        {"device_id": "1", "device_ip": "192.2.11.10", "rank_id": "1"}]},
+      {"server_id": "10.0.0.12", "device": [
+        {"device_id": "0", "device_ip": "192.1.12.10", "rank_id": "2"},
+        {"device_id": "1", "device_ip": "192.2.12.10", "rank_id": "3"}]}]})");
+}
+
+Json::json_pointer at(const std::string& pointer) { return Json::json_pointer(pointer); }
+
+// An engaged optional, to compare with optional fields and pointers.
+std::optional<std::string> some(const std::string& text) { return text; }
+
+}  // namespace
+
+TEST_CASE("a valid table is read into servers and devices in file order", "[rank_table]") {
+  Json doc = two_servers();
+  doc[at("/server_list/1/device")] = Json::parse(R"([
+      {"device_id": "7", "device_ip": "192.1.12.10", "rank_id": "3"},
+      {"device_id": "5", "device_ip": "::ffff:10.0.0.1", "rank_id": "2"}])");
+  doc[at("/server_list/1/host_ip")] = "10.1.0.12";
+  doc[at("/server_list/1/container_ip")] = "172.17.0.3";
+  const RankTable table = parse_rank_table(doc.dump(), "t.json");
+  CHECK(table.status == "completed");
+  CHECK(table.world_size == 4);
+  REQUIRE(table.servers.size() == 2);
+  const auto& second = table.servers[1];
+  CHECK(second.server_id == "10.0.0.12");
+  CHECK(second.rank_start == 2);
+  CHECK(second.host_ip == some("10.1.0.12"));
+  CHECK(second.container_ip == some("172.17.0.3"));
+  CHECK_FALSE(table.servers[0].host_ip.has_value());
+  REQUIRE(second.devices.size() == 2);
+  CHECK(second.devices[0].device_id == 7);
+  CHECK(second.devices[0].rank_id == 3);
+  CHECK(second.devices[1].device_ip == some("::ffff:10.0.0.1"));
+}
+
+TEST_CASE("integers and decimal strings are read alike", "[rank_table]") {
+  Json doc = two_servers();
+  doc["server_count"] = 2;
+  doc[at("/server_list/1/device/1/rank_id")] = 3;
+  doc[at("/server_list/1/device/1/device_id")] = 1;
+  const RankTable table = parse_rank_table(doc.dump(), "t.json");
+  CHECK(table.servers[1].devices[1].rank_id == 3);
+  CHECK(table.servers[1].devices[1].device_id == 1);
+}
+
+TEST_CASE("status defaults to completed and is kept when given", "[rank_table]") {
+  Json doc = two_servers();
+  doc.erase("status");
+  CHECK(parse_rank_table(doc.dump(), "t.json").status == "completed");
+  doc["status"] = "initializing";
+  CHECK(parse_rank_table(doc.dump(), "t.json").status == "initializing");
+  doc["status"] = 1;
+  const auto e = doc_error(doc);
+  CHECK(e.kind() == Kind::shape);
+  CHECK(e.pointer() == some("/status"));
+}
+
+TEST_CASE("unknown fields are ignored at every level", "[rank_table]") {
+  Json doc = two_servers();
+  doc["vendor"] = Json::parse(R"({"deep": [[[1, {"x": null}]]]})");
+  doc[at("/server_list/0/host_nic_ip")] = "reserve";
+  doc[at("/server_list/0/device/0/device_port")] = 16666;
+  doc[at("/server_list/0/device/0/super_device_id")] = "x";
+  CHECK(parse_rank_table(doc.dump(), "t.json").world_size == 4);
+}
+
+TEST_CASE("a UTF-8 byte order mark is skipped", "[rank_table]") {
+  CHECK(parse_rank_table("\xEF\xBB\xBF" + two_servers().dump(), "t.json").world_size == 4);
+  // Only one, and only at the start.
+  CHECK(parse_error("\xEF\xBB\xBF\xEF\xBB\xBF" + two_servers().dump()).kind() == Kind::syntax);
+  CHECK(parse_error(" \xEF\xBB\xBF" + two_servers().dump()).kind() == Kind::syntax);
+}
+
+TEST_CASE("an empty or blank file is reported as empty", "[rank_table]") {
+  for (const std::string text : {"", "   ", "\n\r\n\t ", "\xEF\xBB\xBF", "\xEF\xBB\xBF \n"}) {
+    CAPTURE(text);
+    const auto e = parse_error(text);
+    CHECK(e.kind() == Kind::empty);
+    CHECK(e.detail() == "empty file");
+    CHECK_FALSE(e.pointer().has_value());
+  }
+}
+
+TEST_CASE("a syntax error names line, column and byte", "[rank_table]") {
+  const std::string text = "{\n  \"version\": \"1.0\",\n  oops\n}";
+  const std::size_t byte = text.find("oops");
+  auto e = parse_error(text);
+  CHECK(e.kind() == Kind::syntax);
+  CHECK_FALSE(e.pointer().has_value());
+  CHECK_THAT(e.detail(), Contains("not valid JSON at line 3, column 3 (byte " +
+                                  std::to_string(byte) + "): invalid literal"));
+  CHECK_THAT(e.detail(), !Contains("last read"));
+
+  // The byte offset is in the file, BOM included; lines and columns ignore it.
+  e = parse_error("\xEF\xBB\xBF" + text);
+  CHECK_THAT(e.detail(), Contains("line 3, column 3 (byte " + std::to_string(byte + 3) + ")"));
+
+  // A file cut in the middle of a write.
+  e = parse_error(std::string("{\n  \"version\": \"1.0\",\n  \"server_list\": [\n"));
+  CHECK(e.kind() == Kind::syntax);
+  CHECK_THAT(e.detail(), Contains("line 4, column 1") && Contains("end of input"));
+}
+
+TEST_CASE("hostile input becomes a RankTableError, never a crash", "[rank_table]") {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  CHECK_THAT(parse_error(deep).detail(), Contains("nested more than"));
+  // Invalid UTF-8, and a NUL byte (which nlohmann would take for the end of input).
+  CHECK(parse_error("{\"version\": \"1.0\", \"x\": \"\xFF\"}").kind() == Kind::syntax);
+  CHECK(parse_error(std::string("{\"version\": \"1.0\"}") + '\0').kind() == Kind::syntax);
+  for (const std::string text : {"null", "1", "\"1.0\"", "[]", "true"}) {
+    CAPTURE(text);
+    const auto e = parse_error(text);
+    CHECK(e.kind() == Kind::shape);
+    CHECK(e.pointer() == some(""));
+  }
+  // Every prefix and a few byte swaps of a real table: only RankTableError may come out.
+  const std::string table = read_text(corpus_dir + "valid/v1_two_servers_16p.json");
+  REQUIRE(table.size() > 1000);
+  for (std::size_t n = 0; n < table.size(); ++n) {
+    CAPTURE(n);
+    REQUIRE_NOTHROW([&] {
+      try {
+        parse_rank_table(table.substr(0, n), "t.json");
+      } catch (const RankTableError&) {
+      }
+      for (const char c : {'"', '[', '{', '1', '-', ']'}) {
+        std::string mutated = table;
+        mutated[n] = c;
+        try {
+          parse_rank_table(mutated, "t.json");
+        } catch (const RankTableError&) {
+        }
+      }
+    }());
+  }
+}
+
+TEST_CASE("the table integer parser takes decimal digits only", "[rank_table]") {
+  // Leading zeros are accepted: "007" is decimal 7 (never octal).
+  struct Case {
+    const char* json;  // the device_id as written in the file
+    std::optional<int> value;
+    const char* says;  // for rejected ones
+  };
+  const Case cases[] = {
+      {R"("0")", 0, ""},
+      {R"("007")", 7, ""},
+      {R"("1000000")", 1000000, ""},
+      {"15", 15, ""},
+      {"1000000", 1000000, ""},
+      {R"("1000001")", std::nullopt, "out of range (at most 1000000), got \"1000001\""},
+      {R"("99999999999999999999999")", std::nullopt, "out of range"},
+      {"1000001", std::nullopt, "out of range (at most 1000000), got 1000001"},
+      {"99999999999999999999999", std::nullopt, "out of range"},
+      {R"("")", std::nullopt, "expected a non-negative decimal integer, got \"\""},
+      {R"("-1")", std::nullopt, "expected a non-negative decimal integer, got \"-1\""},
+      {"-1", std::nullopt, "expected a non-negative decimal integer, got -1"},
+      {R"("+1")", std::nullopt, "got \"+1\""},
+      {R"(" 1")", std::nullopt, "got \" 1\""},
+      {R"("1 ")", std::nullopt, "got \"1 \""},
+      {R"("1.0")", std::nullopt, "got \"1.0\""},
+      {R"("0x1")", std::nullopt, "got \"0x1\""},
+      {R"("1e3")", std::nullopt, "got \"1e3\""},
+      {"1.0", std::nullopt, "expected a non-negative decimal integer, got 1.0"},
+      {"1e3", std::nullopt, "expected a non-negative decimal integer"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.json);
+    const std::string text = R"({"version": "1.0", "server_list": [{"server_id": "a", "device": [
+                               {"rank_id": "0", "device_id": )" +
+                             std::string(c.json) + "}]}]}";
+    if (c.value) {
+      CHECK(parse_rank_table(text, "t.json").servers[0].devices[0].device_id == *c.value);
+    } else {
+      const auto e = parse_error(text);
+      CHECK(e.kind() == Kind::bad_value);
+      CHECK(e.pointer() == some("/server_list/0/device/0/device_id"));
+      CHECK_THAT(e.detail(), Contains(c.says));
+    }
+  }
+  // Other JSON types are shape errors.
+  for (const char* json : {"true", "null", "[]", "{}"}) {
+    CAPTURE(json);
+    const std::string text = R"({"version": "1.0", "server_list": [{"server_id": "a", "device": [
+                               {"rank_id": "0", "device_id": )" + std::string(json) + "}]}]}";
+    CHECK(parse_error(text).kind() == Kind::shape);
+  }
+}
+
+TEST_CASE("version: only 1.0 is read", "[rank_table]") {
+  Json doc = two_servers();
+  doc["version"] = "7.3";
+  auto e = doc_error(doc);
+  CHECK(e.kind() == Kind::unsupported);
+  CHECK(e.pointer() == some("/version"));
+  CHECK(e.detail() == R"(unsupported rank table version "7.3" (supported: "1.0"))");
+
+  doc["version"] = 1.0;
+  CHECK(doc_error(doc).kind() == Kind::shape);
+
+  doc.erase("version");
+  e = doc_error(doc);
+  CHECK(e.kind() == Kind::missing);
+  CHECK(e.pointer() == some("/version"));
+
+  doc = Json::parse(read_text(corpus_dir + "valid/v0_two_pods_out_of_order.json"));
+  CHECK_THAT(doc_error(doc).detail(), Contains("0.1") && Contains("not supported yet"));
+}
+
+TEST_CASE("messages name what is wrong", "[rank_table]") {
+  Json doc = two_servers();
+  SECTION("duplicate rank, at its second occurrence") {
+    doc[at("/server_list/1/device/0/rank_id")] = "1";
+    const auto e = doc_error(doc);
+    CHECK(e.kind() == Kind::duplicate);
+    CHECK(e.pointer() == some("/server_list/1/device/0/rank_id"));
+    CHECK(e.detail() == "rank 1 appears twice (also at /server_list/0/device/1/rank_id)");
+    CHECK_THAT(std::string(e.what()),
+               Contains("test.json: /server_list/1/device/0/rank_id: rank 1 appears twice"));
+  }
+  SECTION("duplicate device_ip, compared as addresses") {
+    doc[at("/server_list/0/device/0/device_ip")] = "fe80::1";
+    doc[at("/server_list/1/device/1/device_ip")] = "fe80:0::0:1";
+    const auto e = doc_error(doc);
+    CHECK(e.kind() == Kind::duplicate);
+    CHECK(e.pointer() == some("/server_list/1/device/1/device_ip"));
+    CHECK_THAT(e.detail(), Contains("\"fe80:0::0:1\" appears twice"));
+  }
+  SECTION("ranks not 0..N-1") {
+    doc[at("/server_list/1/device/0/rank_id")] = "9";
+    doc[at("/server_list/1/device/1/rank_id")] = "7";
+    const auto e = doc_error(doc);
+    CHECK(e.kind() == Kind::inconsistent);
+    CHECK_FALSE(e.pointer().has_value());
+    CHECK(e.detail() ==
+          "rank ids must be exactly 0..3 (one per device); ranks 2 and 3 are missing and 7 and "
+          "9 are out of range");
+  }
+  SECTION("interleaved servers") {
+    doc[at("/server_list/0/device/1/rank_id")] = "2";
+    doc[at("/server_list/1/device/0/rank_id")] = "1";
+    const auto e = doc_error(doc);
+    CHECK(e.kind() == Kind::inconsistent);
+    CHECK_THAT(e.detail(), Contains("each server's ranks must form one contiguous block "
+                                    "(server 10.0.0.11 holds 0 and 2"));
+  }
+  SECTION("server_count") {
+    doc["server_count"] = "3";
+    const auto e = doc_error(doc);
+    CHECK(e.kind() == Kind::inconsistent);
+    CHECK(e.pointer() == some("/server_count"));
+    CHECK(e.detail() == "server_count is 3 but server_list has 2 entries");
+  }
+  SECTION("device_ip: placeholder, malformed, required on several servers") {
+    doc[at("/server_list/1/device/1/device_ip")] = "-.-.-.-";
+    CHECK_THAT(doc_error(doc).detail(),
+               Contains("\"-.-.-.-\" is not an IP address (the placeholder"));
+    // inet_pton would stop at the NUL.
+    doc[at("/server_list/1/device/1/device_ip")] = std::string("10.0.0.1\0x", 10);
+    CHECK_THAT(doc_error(doc).detail(), Contains("is not an IP address"));
+    doc[at("/server_list/1/device/1")].erase("device_ip");
+    const auto e = doc_error(doc);
+    CHECK(e.kind() == Kind::missing);
+    CHECK(e.pointer() == some("/server_list/1/device/1/device_ip"));
+    CHECK(e.detail() == "device_ip is required when the table has more than one server");
+  }
+  SECTION("server_id: empty, too long, repeated") {
+    doc[at("/server_list/1/server_id")] = "";
+    CHECK(doc_error(doc).kind() == Kind::bad_value);
+    doc[at("/server_list/1/server_id")] = std::string(65, 'a');
+    CHECK_THAT(doc_error(doc).detail(), Contains("longer than 64"));
+    doc[at("/server_list/1/server_id")] = std::string(64, 'a');
+    CHECK_NOTHROW(parse_rank_table(doc.dump(), "t.json"));
+    doc[at("/server_list/1/server_id")] = "10.0.0.11";
+    const auto e = doc_error(doc);
+    CHECK(e.kind() == Kind::duplicate);
+    CHECK(e.detail() == "server 10.0.0.11 listed twice (also at /server_list/0/server_id)");
+  }
+  SECTION("no devices, no servers") {
+    doc[at("/server_list/1/device")] = Json::array();
+    auto e = doc_error(doc);
+    CHECK(e.pointer() == some("/server_list/1/device"));
+    CHECK(e.detail() == "server 10.0.0.12 has no devices");
+    doc["server_list"] = Json::array();
+    e = doc_error(doc);
+    CHECK(e.pointer() == some("/server_list"));
+  }
+}
+
+TEST_CASE("several problems: the first by precedence is reported", "[rank_table]") {
+  Json doc = two_servers();
+  SECTION("element checks come before uniqueness, whatever the order in the file") {
+    doc[at("/server_list/0/device/1/rank_id")] = "0";          // duplicate, early
+    doc[at("/server_list/1/device/1/device_id")] = "x";        // bad value, later
+    CHECK(doc_error(doc).pointer() == some("/server_list/1/device/1/device_id"));
+  }
+  SECTION("element checks follow document order") {
+    doc[at("/server_list/1/device/0/rank_id")] = "x";
+    doc[at("/server_list/0/device/1/device_ip")] = "nope";
+    CHECK(doc_error(doc).pointer() == some("/server_list/0/device/1/device_ip"));
+    // server_count comes first in this document.
+    doc["server_count"] = "-2";
+    CHECK(doc_error(doc).pointer() == some("/server_count"));
+  }
+  SECTION("uniqueness: server_id, device_id, rank_id, device_ip") {
+    doc[at("/server_list/1/device/1/device_ip")] = "192.1.11.10";  // device_ip
+    doc[at("/server_list/1/device/1/rank_id")] = "2";              // rank_id
+    CHECK_THAT(doc_error(doc).detail(), Contains("rank 2 appears twice"));
+    doc[at("/server_list/1/device/1/device_id")] = "0";            // device_id
+    CHECK_THAT(doc_error(doc).detail(), Contains("device 0 listed twice on server 10.0.0.12"));
+    doc[at("/server_list/1/server_id")] = "10.0.0.11";             // server_id
+    CHECK_THAT(doc_error(doc).detail(), Contains("server 10.0.0.11 listed twice"));
+  }
+  SECTION("table-wide: numbering, then blocks, then server_count") {
+    doc["server_count"] = "5";
+    CHECK_THAT(doc_error(doc).detail(), Contains("server_count is 5"));
+    doc[at("/server_list/0/device/1/rank_id")] = "2";
+    doc[at("/server_list/1/device/0/rank_id")] = "1";
+    CHECK_THAT(doc_error(doc).detail(), Contains("contiguous block"));
+    doc[at("/server_list/1/device/0/rank_id")] = "4";
+    CHECK_THAT(doc_error(doc).detail(), Contains("rank 1 is missing and 4 is out of range"));
+  }
+  SECTION("a required field is reported before the members of its object") {
+    doc[at("/server_list/0/device/0")].erase("rank_id");
+    doc[at("/server_list/0/device/0/device_id")] = "x";
+    CHECK(doc_error(doc).pointer() == some("/server_list/0/device/0/rank_id"));
+  }
+}
+
+TEST_CASE("load_rank_table reads files and reports I/O errors with the path", "[rank_table]") {
+  const std::string valid = corpus_dir + "valid/v1_two_servers_16p.json";
+  CHECK(load_rank_table(valid).world_size == 16);
+
+  const std::string missing = corpus_dir + "no_such_table.json";
+  auto e = error_of([&] { load_rank_table(missing); });
+  CHECK(e.kind() == Kind::io);
+  CHECK(e.source() == missing);
+  CHECK_THAT(std::string(e.what()), Contains(missing) && Contains("No such file or directory"));
+
+  e = error_of([&] { load_rank_table(corpus_dir + "valid"); });
+  CHECK(e.kind() == Kind::io);
+  CHECK_THAT(std::string(e.what()), Contains(corpus_dir + "valid") && Contains("Is a directory"));
+
+  e = error_of([&] { load_rank_table("/dev/null"); });
+  CHECK(e.kind() == Kind::io);
+  CHECK_THAT(e.detail(), Contains("not a regular file"));
+
+  e = error_of([&] { load_rank_table(corpus_dir + "invalid/empty_file.json"); });
+  CHECK(e.kind() == Kind::empty);
+  CHECK(e.source() == corpus_dir + "invalid/empty_file.json");
+}
