@@ -36,6 +36,13 @@ std::chrono::milliseconds to_millis(double seconds, const char* what) {
   return std::chrono::milliseconds(std::llround(seconds * 1000));
 }
 
+// Rank output is arbitrary bytes: show invalid UTF-8 as U+FFFD, never fail.
+py::str lenient_text(const std::string& bytes) {
+  PyObject* text = PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "replace");
+  if (!text) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(text);
+}
+
 enum class ConsoleMode { python, terminal, none };
 
 // A job started from Python. Owns the Job, its console sink and the thread
@@ -161,7 +168,11 @@ void bind_job(py::module_& m) {
         py::arg("log_dir"), py::arg("server_id"), py::arg("env"), py::arg("grace_period"),
         py::arg("drain_timeout"), py::arg("device_dir") = "/dev");
 
-  m.def("read_log_tail", &read_log_tail, py::arg("path"), py::arg("max_lines") = 20,
+  m.def("read_log_tail",
+        [](const std::string& path, std::size_t max_lines, std::size_t max_bytes) {
+          return lenient_text(read_log_tail(path, max_lines, max_bytes));
+        },
+        py::arg("path"), py::arg("max_lines") = 20,
         py::arg("max_bytes") = 16 * 1024, "The last lines of a log file, as text (empty if unreadable).");
 
   py::class_<RankResult>(m, "RankResult")
@@ -199,7 +210,9 @@ void bind_job(py::module_& m) {
       })
       .def_property_readonly("success", &JobResult::success)
       .def_property_readonly("exit_code", &JobResult::exit_code)
-      .def("failure_report", &failure_report, py::arg("tail_lines") = 20);
+      .def("failure_report",
+           [](const JobResult& r, std::size_t tail_lines) { return lenient_text(failure_report(r, tail_lines)); },
+           py::arg("tail_lines") = 20);
 
   py::enum_<ConsoleMode>(m, "ConsoleMode")
       .value("python", ConsoleMode::python)

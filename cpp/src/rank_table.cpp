@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "davincirun/errors.hpp"
+#include "detail/unique_fd.hpp"
 
 namespace davincirun {
 
@@ -512,11 +513,6 @@ void Checker::check_server_count(const RankTable& table, std::optional<int> serv
 // ---------------------------------------------------------------------------
 // Reading the file.
 
-struct FdCloser {
-  int fd;
-  ~FdCloser() { ::close(fd); }
-};
-
 std::string read_file(const std::string& path) {
   const auto io_error = [&](std::string_view what, int error) {
     return RankTableError(Kind::io, path, std::nullopt,
@@ -528,9 +524,9 @@ std::string read_file(const std::string& path) {
                                       max_file_bytes >> 20));
   };
   // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below).
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw io_error("cannot open the rank table", errno);
-  const FdCloser closer{fd};
+  const detail::UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!file) throw io_error("cannot open the rank table", errno);
+  const int fd = file.get();
 
   struct stat info {};
   if (::fstat(fd, &info) != 0) throw io_error("cannot stat the rank table", errno);

@@ -1,0 +1,85 @@
+"""Shared fixtures: rank tables describing this machine, and a guard proving
+that no test leaves a process of its jobs behind."""
+
+import json
+import os
+import signal
+import sys
+import time
+import uuid
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MARKER_VARIABLE = "DAVINCIRUN_TEST_MARKER"
+
+
+def write_rank_table(path, device_ids, server_id="127.0.0.1"):
+    """A format 1.0 table with one server; rank i runs on device_ids[i]."""
+    table = {
+        "version": "1.0",
+        "server_count": "1",
+        "server_list": [
+            {
+                "server_id": server_id,
+                "device": [{"device_id": str(d), "rank_id": str(r)} for r, d in enumerate(device_ids)],
+            }
+        ],
+        "status": "completed",
+    }
+    with open(path, "w") as f:
+        json.dump(table, f, indent=2)
+    return str(path)
+
+
+@pytest.fixture
+def rank_table(tmp_path):
+    """Factory: rank_table(n) writes a table of n devices 0..n-1 and returns its path."""
+
+    def make(n=4, device_ids=None, name="rank_table.json"):
+        return write_rank_table(tmp_path / name, device_ids if device_ids is not None else list(range(n)))
+
+    return make
+
+
+def processes_with_marker(marker):
+    """Pids of processes whose environment carries `marker` (they came from a test job)."""
+    needle = ("%s=%s" % (MARKER_VARIABLE, marker)).encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/environ" % name, "rb") as f:
+                env = f.read()
+            with open("/proc/%s/stat" % name, "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != b"Z" and needle in env.split(b"\0"):
+            found.append(int(name))
+    return found
+
+
+@pytest.fixture
+def job_env():
+    """Variables to pass as env= to every job of a test; after the test, fails
+    if any process carrying them is still alive (and kills it)."""
+    marker = uuid.uuid4().hex
+    yield {MARKER_VARIABLE: marker}
+    deadline = time.monotonic() + 3.0
+    left = processes_with_marker(marker)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = processes_with_marker(marker)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert not left, "processes left behind by the test: %s" % left
+
+
+def python_command(code):
+    """argv running `code` with this interpreter (no shell involved)."""
+    return [sys.executable, "-c", code]

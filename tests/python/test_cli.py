@@ -1,0 +1,116 @@
+"""The `davincirun` command as a user runs it from a shell."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import MARKER_VARIABLE
+
+DAVINCIRUN = shutil.which("davincirun")
+pytestmark = pytest.mark.skipif(DAVINCIRUN is None, reason="davincirun is not on PATH (pip install . first)")
+
+
+def run_cli(args, job_env, cwd, timeout=60):
+    marker = ["--env", "%s=%s" % (MARKER_VARIABLE, job_env[MARKER_VARIABLE])]
+    return subprocess.run(
+        [DAVINCIRUN] + marker + list(args), cwd=str(cwd), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, text=True,
+    )
+
+
+def test_help_and_version():
+    out = subprocess.run([DAVINCIRUN, "--help"], stdout=subprocess.PIPE, text=True, check=True).stdout
+    assert out.startswith("Usage: davincirun")
+    assert "--grace-period" in out and "Exit status" in out
+    version = subprocess.run([DAVINCIRUN, "--version"], stdout=subprocess.PIPE, text=True, check=True).stdout
+    import davincirunsdk
+
+    assert version.strip() == "davincirun " + davincirunsdk.__version__
+
+
+def test_success_prints_prefixed_lines(tmp_path, rank_table, job_env):
+    proc = run_cli(["-r", rank_table(3), sys.executable, "-c", "import os; print('rank says', os.environ['RANK_ID'])"],
+                   job_env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    for rank in range(3):
+        assert "[rank %d] rank says %d\n" % (rank, rank) in proc.stdout
+    assert "all 3 rank(s) exited 0" in proc.stderr
+    assert len(os.listdir(tmp_path / "log" / "latest")) == 3
+
+
+def test_exit_code_of_first_failed_rank(tmp_path, rank_table, job_env):
+    code = "import os, sys, time\nif os.environ['RANK_ID'] == '2': sys.exit(7)\ntime.sleep(120)\n"
+    start = time.monotonic()
+    proc = run_cli(["-r", rank_table(4), sys.executable, "-c", code], job_env, tmp_path)
+    assert proc.returncode == 7
+    assert time.monotonic() - start < 30
+    assert "rank 2" in proc.stderr and "exit code 7" in proc.stderr
+    assert "stopped by the launcher" in proc.stderr
+
+
+def test_exit_code_for_a_signal_is_128_plus_n(tmp_path, rank_table, job_env):
+    code = "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n"
+    proc = run_cli(["-r", rank_table(2), sys.executable, "-c", code], job_env, tmp_path)
+    assert proc.returncode == 128 + signal.SIGSEGV
+    assert "SIGSEGV" in proc.stderr
+
+
+def test_arguments_pass_through_untouched(tmp_path, rank_table, job_env):
+    tricky = ["a b", "$(echo no)", "'q'", ";", "", "line\nbreak"]
+    code = "import sys; print(repr(sys.argv[1:]))"
+    proc = run_cli(["-r", rank_table(1), "--", sys.executable, "-c", code] + tricky, job_env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "[rank 0] %r" % (tricky,) in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "no command given"),
+        (["--no-such-option", "true"], "unknown option"),
+        (["--grace-period", "soon", "true"], "--grace-period"),
+        (["--env", "NOEQUALS", "true"], "NAME=VALUE"),
+    ],
+)
+def test_usage_errors_exit_2(tmp_path, rank_table, job_env, args, message):
+    proc = run_cli(["-r", rank_table(1)] + args, job_env, tmp_path)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+
+
+def test_invalid_rank_table_exits_2_naming_the_value(tmp_path, job_env):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"version": "1.0", "server_list": [{"server_id": "a", "device": '
+                   '[{"device_id": "-1", "rank_id": "0"}]}]}')
+    proc = run_cli(["-r", str(bad), "true"], job_env, tmp_path)
+    assert proc.returncode == 2
+    assert "/server_list/0/device/0/device_id" in proc.stderr and '"-1"' in proc.stderr
+
+
+def test_command_not_found_exits_127(tmp_path, rank_table, job_env):
+    proc = run_cli(["-r", rank_table(2), "davincirun-no-such-program-xyz"], job_env, tmp_path)
+    assert proc.returncode == 127
+    assert "command not found" in proc.stderr
+
+
+def test_sigterm_stops_the_job(tmp_path, rank_table, job_env):
+    marker = ["--env", "%s=%s" % (MARKER_VARIABLE, job_env[MARKER_VARIABLE])]
+    proc = subprocess.Popen(
+        [DAVINCIRUN] + marker + ["-r", rank_table(3), sys.executable, "-c", "import time; time.sleep(120)"],
+        cwd=str(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert "stopped" in err

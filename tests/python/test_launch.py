@@ -1,0 +1,297 @@
+"""The Python API on real processes: success, fail-fast, crashes, interrupts."""
+
+import hashlib
+import os
+import random
+import signal
+import threading
+import time
+
+import pytest
+
+import davincirunsdk
+from davincirunsdk import (
+    DistributedRuntimeError,
+    LaunchConfigError,
+    RankTableError,
+    SpawnError,
+    start_and_wait_distributed_train,
+    start_distributed_train,
+)
+
+from conftest import python_command
+
+# A rank that sleeps far longer than any test may take: only a stop ends it.
+SLEEPER = "import time; time.sleep(120)"
+
+# Rank 1 fails with exit code 3 after printing a last word; the others sleep.
+RANK1_FAILS = (
+    "import os, sys, time\n"
+    "if os.environ['RANK_ID'] == '1':\n"
+    "    time.sleep(0.5)\n"
+    "    print('rank 1 is about to fail', flush=True)\n"
+    "    sys.exit(3)\n"
+    "time.sleep(120)\n"
+)
+
+ENV_NAMES = [
+    "RANK_TABLE_FILE", "RANK_ID", "RANK_SIZE", "RANK_START", "DEVICE_ID", "ASCEND_DEVICE_ID", "JOB_ID",
+    "HCCL_CONNECT_TIMEOUT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+    "MASTER_PORT", "PYTHONUNBUFFERED", "MS_COMPILER_CACHE_PATH",
+]
+PRINT_ENV = "import os\nfor n in %r:\n    print(n + '=' + os.environ.get(n, '<unset>'))\n" % (ENV_NAMES,)
+
+
+def read_env_log(path):
+    with open(path) as f:
+        return dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
+
+
+def assert_gone(pids):
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_success_sets_rank_environment_and_logs(tmp_path, rank_table, job_env):
+    table = rank_table(4)
+    job = start_distributed_train(
+        python_command(PRINT_ENV), log_dir=str(tmp_path / "log"), rank_table=table, env=job_env,
+        output_notebook=False,
+    )
+    assert job.wait() == 0
+    logs = sorted(os.listdir(job.run_dir))
+    assert logs == ["rank_%d.device_%d.log" % (r, r) for r in range(4)]
+    envs = [read_env_log(os.path.join(job.run_dir, name)) for name in logs]
+    for rank, env in enumerate(envs):
+        assert env["RANK_ID"] == env["RANK"] == env["LOCAL_RANK"] == str(rank)
+        assert env["DEVICE_ID"] == env["ASCEND_DEVICE_ID"] == str(rank)
+        assert env["RANK_SIZE"] == env["WORLD_SIZE"] == env["LOCAL_WORLD_SIZE"] == "4"
+        assert env["RANK_START"] == "0"
+        assert env["RANK_TABLE_FILE"] == os.path.realpath(table)
+        assert env["MASTER_ADDR"] == "127.0.0.1"
+        assert 0 < int(env["MASTER_PORT"]) < 65536
+        assert env["HCCL_CONNECT_TIMEOUT"] == "1800"
+        assert env["PYTHONUNBUFFERED"] == "1"
+        assert env["JOB_ID"] == job.job_id
+        assert env["MS_COMPILER_CACHE_PATH"] == "<unset>"  # random_cache_dir is off here
+    assert len({e["MASTER_PORT"] for e in envs}) == 1
+    assert_gone(job.pids)
+
+
+def test_each_run_gets_a_new_directory_and_latest_points_to_it(tmp_path, rank_table, job_env):
+    log_dir = tmp_path / "log"
+    runs = []
+    for _ in range(2):
+        job = start_distributed_train(
+            python_command("print('hi')"), log_dir=str(log_dir), rank_table=rank_table(2), env=job_env,
+            output_notebook=False,
+        )
+        assert job.wait() == 0
+        runs.append(job.run_dir)
+    assert runs[0] != runs[1]
+    assert all(os.path.isdir(r) for r in runs)
+    assert os.path.realpath(str(log_dir / "latest")) == os.path.realpath(runs[1])
+
+
+def test_inherited_environment_and_defaults(tmp_path, rank_table, job_env, monkeypatch):
+    monkeypatch.setenv("HCCL_CONNECT_TIMEOUT", "600")
+    monkeypatch.setenv("RANK", "7")  # e.g. a Kubernetes pod's rank: must be overwritten
+    monkeypatch.setenv("LOCAL_RANK", "{0,1,2,3}")
+    monkeypatch.setenv("MASTER_PORT", "29123")
+    env = dict(job_env, RANK_SIZE="99", EXTRA_VAR="from-env")
+    job = start_distributed_train(
+        python_command(PRINT_ENV + "print('EXTRA_VAR=' + os.environ['EXTRA_VAR'])"),
+        log_dir=str(tmp_path / "log"), rank_table=rank_table(2), env=env, output_notebook=False,
+    )
+    assert job.wait() == 0
+    for rank in range(2):
+        got = read_env_log(os.path.join(job.run_dir, "rank_%d.device_%d.log" % (rank, rank)))
+        assert got["HCCL_CONNECT_TIMEOUT"] == "600"
+        assert got["RANK"] == got["LOCAL_RANK"] == str(rank)
+        assert got["RANK_SIZE"] == "2"  # identity wins over env=
+        assert got["MASTER_PORT"] == "29123"
+        assert got["EXTRA_VAR"] == "from-env"
+
+
+def test_one_rank_fails_the_others_are_stopped(tmp_path, rank_table, job_env):
+    start = time.monotonic()
+    job = start_distributed_train(
+        python_command(RANK1_FAILS), log_dir=str(tmp_path / "log"), rank_table=rank_table(4), env=job_env,
+        output_notebook=False,
+    )
+    with pytest.raises(DistributedRuntimeError) as info:
+        job.wait()
+    elapsed = time.monotonic() - start
+    error = info.value
+    assert isinstance(error, RuntimeError)
+    assert (error.rank, error.exit_code, error.signal, error.returncode) == (1, 3, None, 3)
+    assert error.log_file == os.path.join(job.run_dir, "rank_1.device_1.log")
+    assert "rank 1 is about to fail" in error.log_tail
+    message = str(error)
+    assert "rank 1" in message and "exit code 3" in message and error.log_file in message
+    assert "rank 1 is about to fail" in message
+    # The sleepers would take 120 s; fail-fast ends them right away.
+    assert elapsed < 30
+    others = [r for r in error.result.ranks if r.rank != 1]
+    assert all(r.terminated_by_launcher and r.signal == signal.SIGTERM for r in others)
+    assert error.result.stop_reason == "rank_failed"
+    assert_gone(job.pids)
+
+
+def test_raise_exception_false_returns_the_first_failure_code(tmp_path, rank_table, job_env):
+    code = start_and_wait_distributed_train(
+        python_command(RANK1_FAILS), log_dir=str(tmp_path / "log"), rank_table=rank_table(3), env=job_env,
+        output_notebook=False, raise_exception=False,
+    )
+    assert code == 3
+
+
+def test_rank_killed_by_sigsegv(tmp_path, rank_table, job_env):
+    code = (
+        "import os, signal, time\n"
+        "if os.environ['RANK_ID'] == '2':\n"
+        "    os.kill(os.getpid(), signal.SIGSEGV)\n"
+        "time.sleep(120)\n"
+    )
+    with pytest.raises(DistributedRuntimeError) as info:
+        start_and_wait_distributed_train(
+            python_command(code), log_dir=str(tmp_path / "log"), rank_table=rank_table(4), env=job_env,
+            output_notebook=False,
+        )
+    error = info.value
+    assert (error.rank, error.exit_code, error.signal, error.returncode) == (2, None, 11, 139)
+    assert "SIGSEGV" in str(error)
+
+
+def test_crashing_rank_log_is_byte_identical(tmp_path, rank_table, job_env):
+    size = 50 * 1024 * 1024
+    code = (
+        "import os, random, time\n"
+        "if os.environ['RANK_ID'] != '0':\n"
+        "    time.sleep(120)\n"
+        "data = random.Random(1234).randbytes(%d)\n"
+        "view = memoryview(data)\n"
+        "while view:\n"
+        "    view = view[os.write(1, view[:1 << 20]):]\n"
+        "os.abort()\n" % size
+    )
+    with pytest.raises(DistributedRuntimeError) as info:
+        start_and_wait_distributed_train(
+            python_command(code), log_dir=str(tmp_path / "log"), rank_table=rank_table(2), env=job_env,
+            output_notebook=False,
+        )
+    error = info.value
+    assert error.rank == 0 and error.signal == signal.SIGABRT
+    expected = hashlib.sha256(random.Random(1234).randbytes(size)).hexdigest()
+    with open(error.log_file, "rb") as f:
+        written = f.read()
+    assert len(written) == size
+    assert hashlib.sha256(written).hexdigest() == expected
+    assert error.result.ranks[0].output_bytes == size
+
+
+def test_live_output_is_prefixed_by_rank(tmp_path, rank_table, job_env, capsys):
+    code = "import os\nprint('hello from', os.environ['RANK_ID'])\nprint('bye', end='')\n"
+    assert start_and_wait_distributed_train(
+        python_command(code), log_dir=str(tmp_path / "log"), rank_table=rank_table(3), env=job_env,
+        output_notebook=True,
+    ) == 0
+    out = capsys.readouterr().out.splitlines()
+    for rank in range(3):
+        assert "[rank %d] hello from %d" % (rank, rank) in out
+        assert "[rank %d] bye" % rank in out  # the unterminated last line is shown whole
+
+
+def test_output_notebook_false_shows_nothing_live(tmp_path, rank_table, job_env, capsys):
+    start_and_wait_distributed_train(
+        python_command("print('quiet line')"), log_dir=str(tmp_path / "log"), rank_table=rank_table(2),
+        env=job_env, output_notebook=False,
+    )
+    assert "quiet line" not in capsys.readouterr().out
+
+
+def test_random_cache_dir_is_fresh_and_removed(tmp_path, rank_table, job_env):
+    code = (
+        "import os\n"
+        "path = os.environ['MS_COMPILER_CACHE_PATH']\n"
+        "assert os.path.isdir(path) and not os.listdir(path)\n"
+        "print('CACHE=' + path)\n"
+    )
+    job = start_distributed_train(
+        python_command(code), log_dir=str(tmp_path / "log"), rank_table=rank_table(2), env=job_env,
+        output_notebook=False, random_cache_dir=True,
+    )
+    assert job.wait() == 0
+    with open(os.path.join(job.run_dir, "rank_0.device_0.log")) as f:
+        cache = f.read().split("CACHE=")[1].strip()
+    assert not os.path.exists(cache)
+
+
+def test_ctrl_c_stops_every_rank_then_raises_keyboard_interrupt(tmp_path, rank_table, job_env):
+    job = start_distributed_train(
+        python_command(SLEEPER), log_dir=str(tmp_path / "log"), rank_table=rank_table(4), env=job_env,
+        output_notebook=False,
+    )
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        job.wait()
+    timer.join()
+    assert time.monotonic() - start < 30
+    assert_gone(job.pids)
+    assert job.poll() == 130
+
+
+def test_terminate_stops_the_job(tmp_path, rank_table, job_env):
+    job = start_distributed_train(
+        python_command(SLEEPER), log_dir=str(tmp_path / "log"), rank_table=rank_table(2), env=job_env,
+        output_notebook=False,
+    )
+    assert job.poll() is None
+    job.terminate()
+    assert job.wait(raise_exception=False) == 130
+    assert_gone(job.pids)
+
+
+def test_command_not_found_starts_nothing(tmp_path, rank_table, job_env):
+    with pytest.raises(SpawnError) as info:
+        start_and_wait_distributed_train(
+            ["davincirun-no-such-program-xyz"], log_dir=str(tmp_path / "log"), rank_table=rank_table(2),
+            env=job_env,
+        )
+    assert info.value.exit_code == 127
+    assert "davincirun-no-such-program-xyz" in str(info.value)
+
+
+def test_invalid_rank_table_is_a_typed_error(tmp_path, job_env):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"version": "1.0", "server_list": [{"server_id": "a", "device": '
+                   '[{"device_id": "0", "rank_id": "x"}]}]}')
+    with pytest.raises(RankTableError) as info:
+        start_and_wait_distributed_train(["true"], log_dir=str(tmp_path / "log"), rank_table=str(bad), env=job_env)
+    assert info.value.pointer == "/server_list/0/device/0/rank_id"
+    assert '"x"' in str(info.value)
+    assert isinstance(info.value, ValueError)
+    assert not (tmp_path / "log").exists()  # nothing was created
+
+
+def test_no_rank_table_is_a_config_error(tmp_path, monkeypatch, job_env):
+    monkeypatch.delenv("RANK_TABLE_FILE", raising=False)
+    with pytest.raises(LaunchConfigError, match="RANK_TABLE_FILE"):
+        start_and_wait_distributed_train(["true"], log_dir=str(tmp_path / "log"), env=job_env)
+
+
+def test_rank_table_from_environment_and_string_command(tmp_path, rank_table, job_env, monkeypatch):
+    monkeypatch.setenv("RANK_TABLE_FILE", rank_table(2))
+    monkeypatch.chdir(tmp_path)
+    assert start_and_wait_distributed_train("true", env=job_env, output_notebook=False) == 0
+    assert os.path.isdir(tmp_path / "log" / "latest")
+
+
+def test_compat_import_paths():
+    from davincirunsdk.notebook.exception import DistributedRuntimeError as Compat
+
+    assert Compat is davincirunsdk.DistributedRuntimeError
+    assert issubclass(Compat, RuntimeError)
