@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what davincirunsdk needs to build, test and run its example, then
+# builds and installs the package. Safe to run again: what is there is kept,
+# and the C++ build is incremental (build/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+# Debian's own Python refuses pip installs outside a venv (PEP 668); as root on
+# a dedicated machine that is what we want.
+export PIP_BREAK_SYSTEM_PACKAGES=1
+
+# C++ dependencies from Debian.
+apt_packages=(g++ nlohmann-json3-dev libfmt-dev catch2)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]} (apt)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Python dependencies from PyPI. torch is pinned to the CPU wheel this
+# machine's pip serves locally; any range would pull a multi-GB CUDA build.
+"$PYTHON" -m pip install -q "scikit-build-core>=0.10" "pybind11>=2.12" "cmake>=3.15" ninja pytest scikit-learn
+"$PYTHON" -c "import torch" 2>/dev/null || "$PYTHON" -m pip install -q torch==2.13.0
+
+# The package itself: the C++ core, the `davincirun` command and the Python module.
+echo "setup: building and installing davincirunsdk"
+"$PYTHON" -m pip install -q --no-build-isolation .
