@@ -11,7 +11,7 @@ std::string rank_table_message(const std::string& source, const std::optional<st
                                const std::string& detail) {
   std::string out = source;
   if (pointer) {
-    // The root pointer is the empty string; show it as "/" to stay readable.
+    // The root pointer is the empty string; name it in words to stay readable.
     out += ": ";
     out += pointer->empty() ? std::string("(top level)") : *pointer;
   }

@@ -1,1 +1,279 @@
-// placeholder: being written
+// Log streamer: RankLog fed through a pipe this test writes to itself; the
+// log file must hold the exact bytes, the console complete prefixed lines.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <limits>
+
+#include "davincirun/errors.hpp"
+#include "davincirun/log_streamer.hpp"
+#include "test_support.hpp"
+
+using namespace davincirun;
+using namespace davincirun_test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// A pipe: `read_fd` goes to the RankLog (which owns it from then on); the
+// write end is ours and closed on destruction.
+struct Pipe {
+  Pipe() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2");
+    read_fd = fds[0];
+    write_fd = fds[1];
+  }
+  ~Pipe() { close_write(); }
+  Pipe(const Pipe&) = delete;
+  Pipe& operator=(const Pipe&) = delete;
+  void close_write() {
+    if (write_fd >= 0) ::close(write_fd);
+    write_fd = -1;
+  }
+  int read_fd = -1;
+  int write_fd = -1;
+};
+
+constexpr std::size_t no_budget_limit = std::numeric_limits<std::size_t>::max();
+
+// Reads until the pipe is empty (or at its end).
+RankLog::ReadResult drain(RankLog& log, std::vector<char>& buffer) {
+  RankLog::ReadResult r;
+  do {
+    r = log.read_available(buffer, no_budget_limit);
+  } while (r == RankLog::ReadResult::budget_spent);
+  return r;
+}
+
+// Writes `data` in pieces of `piece` bytes, draining after each, so a pipe
+// of any capacity never blocks the writer.
+void feed(Pipe& pipe, RankLog& log, std::vector<char>& buffer, const std::string& data, std::size_t piece) {
+  for (std::size_t done = 0; done < data.size();) {
+    const ssize_t n = ::write(pipe.write_fd, data.data() + done, std::min(piece, data.size() - done));
+    REQUIRE(n > 0);
+    done += static_cast<std::size_t>(n);
+    REQUIRE(drain(log, buffer) == RankLog::ReadResult::would_block);
+  }
+}
+
+// Closes the write end, reads to the end and finishes the log.
+void end_stream(Pipe& pipe, RankLog& log, std::vector<char>& buffer) {
+  pipe.close_write();
+  REQUIRE(drain(log, buffer) == RankLog::ReadResult::eof);
+  log.finish();
+}
+
+// Restores SIGPIPE's disposition on destruction after ignoring it.
+class SigpipeIgnored {
+ public:
+  SigpipeIgnored() {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    ::sigaction(SIGPIPE, &ignore, &old_);
+  }
+  ~SigpipeIgnored() { ::sigaction(SIGPIPE, &old_, nullptr); }
+
+ private:
+  struct sigaction old_;
+};
+
+}  // namespace
+
+TEST_CASE("raw bytes reach the log file unchanged; the console gets prefixed whole lines", "[log_streamer]") {
+  TempDir dir;
+  RecordingSink console;
+  Pipe pipe;
+  std::vector<char> buffer(4096);
+  RankLog log("rank 0", pipe.read_fd, dir / "rank_0.log", console);
+  CHECK(log.open());
+  CHECK(log.log_path() == dir / "rank_0.log");
+
+  const std::string first = std::string("plain\n") + std::string("nul\0byte\n", 9) + "bad utf-8 \xff\xfe\xc3\n" +
+                            "crlf\r\n" + "\x1b[31mred\x1b[0m\n" + "partial-";
+  feed(pipe, log, buffer, first, first.size());
+  CHECK_THAT(console.text(), !Contains("partial"));  // held back until its end arrives
+  const std::string second = "end\nunterminated";
+  feed(pipe, log, buffer, second, second.size());
+  CHECK_THAT(console.text(), !Contains("unterminated"));
+  end_stream(pipe, log, buffer);
+
+  CHECK(read_file(dir / "rank_0.log") == first + second);
+  CHECK(log.bytes() == first.size() + second.size());
+  CHECK_FALSE(log.file_error());
+  const std::string expected = std::string("[rank 0] plain\n") + std::string("[rank 0] nul\0byte\n", 18) +
+                               "[rank 0] bad utf-8 \xff\xfe\xc3\n" + "[rank 0] crlf\r\n" +
+                               "[rank 0] \x1b[31mred\x1b[0m\n" + "[rank 0] partial-end\n" +
+                               "[rank 0] unterminated\n";  // '\n' added at finish()
+  CHECK(console.text() == expected);
+  for (const auto& call : console.calls()) CHECK((!call.empty() && call.back() == '\n'));
+
+  CHECK_FALSE(log.open());
+  log.finish();  // idempotent
+  CHECK(console.text() == expected);
+}
+
+TEST_CASE("a line longer than max_line_bytes reaches the console in marked chunks", "[log_streamer]") {
+  TempDir dir;
+  RecordingSink console;
+  Pipe pipe;
+  constexpr std::size_t max = RankLog::max_line_bytes;
+  std::string line;
+  for (std::size_t i = 0; i < 2 * max + 1000; ++i) line += static_cast<char>('a' + i % 26);
+
+  std::vector<char> buffer;
+  std::size_t piece = 0;
+  SECTION("read in small pieces") {
+    buffer.resize(4096);
+    piece = 10000;
+  }
+  SECTION("read at once") {
+    REQUIRE(::fcntl(pipe.write_fd, F_SETPIPE_SZ, 1 << 20) >= static_cast<int>(3 * max));
+    buffer.resize(1 << 20);
+    piece = 1 << 20;
+  }
+  RankLog log("r", pipe.read_fd, dir / "r.log", console);
+  const std::string data = line + "\nnext\n" + line.substr(0, max + 5);
+  feed(pipe, log, buffer, data, piece);
+  end_stream(pipe, log, buffer);
+
+  CHECK((read_file(dir / "r.log") == data));
+  CHECK(log.bytes() == data.size());
+  const std::string expected = "[r] " + line.substr(0, max) + "\n" + "[r]+ " + line.substr(max, max) + "\n" +
+                               "[r]+ " + line.substr(2 * max) + "\n" + "[r] next\n" +
+                               // an overlong unterminated last line: chunks, the rest at finish()
+                               "[r] " + line.substr(0, max) + "\n" + "[r]+ " + line.substr(max, 5) + "\n";
+  const std::string text = console.text();
+  CHECK(text.size() == expected.size());
+  CHECK((text == expected));  // not CHECK(a == b): 200 KB in a failure message
+}
+
+TEST_CASE("a line of exactly max_line_bytes is passed whole", "[log_streamer]") {
+  TempDir dir;
+  RecordingSink console;
+  Pipe pipe;
+  std::vector<char> buffer(4096);
+  RankLog log("r", pipe.read_fd, dir / "r.log", console);
+  const std::string line(RankLog::max_line_bytes, 'x');
+  feed(pipe, log, buffer, line + "\n", 10000);
+  end_stream(pipe, log, buffer);
+  CHECK((console.text() == "[r] " + line + "\n"));
+}
+
+TEST_CASE("the log file is created private and never over an existing path or symlink", "[log_streamer]") {
+  TempDir dir;
+  NullLineSink console;
+
+  SECTION("created with mode 0600") {
+    Pipe pipe;
+    RankLog log("r", pipe.read_fd, dir / "new.log", console);
+    struct stat st {};
+    REQUIRE(::lstat((dir / "new.log").c_str(), &st) == 0);
+    CHECK(S_ISREG(st.st_mode));
+    CHECK((st.st_mode & 07777) == 0600);
+  }
+
+  std::string path;
+  std::string target_before;
+  SECTION("refuses an existing file") {
+    path = dir / "old.log";
+    write_file(path, "older run\n");
+  }
+  SECTION("refuses a symlink to an existing file") {
+    write_file(dir / "target", "precious\n");
+    path = dir / "link.log";
+    REQUIRE(::symlink((dir / "target").c_str(), path.c_str()) == 0);
+  }
+  SECTION("refuses a dangling symlink") {
+    path = dir / "dangling.log";
+    REQUIRE(::symlink((dir / "nowhere").c_str(), path.c_str()) == 0);
+  }
+  if (!path.empty()) {
+    const std::string before = read_file(path);
+    Pipe pipe;
+    try {
+      RankLog log("r", pipe.read_fd, path, console);
+      FAIL("RankLog accepted " << path);
+    } catch (const SystemError& e) {
+      CHECK(e.os_errno() == EEXIST);
+      CHECK_THAT(e.what(), Contains(path));
+    }
+    CHECK(read_file(path) == before);
+    CHECK(::access((dir / "nowhere").c_str(), F_OK) != 0);
+    // The pipe was handed over: RankLog closed it even though it failed.
+    CHECK(::fcntl(pipe.read_fd, F_GETFD) == -1);
+  }
+}
+
+TEST_CASE("read_log_tail returns the last lines of a log", "[log_streamer]") {
+  TempDir dir;
+  std::string numbers;
+  for (int i = 1; i <= 30; ++i) numbers += std::to_string(i) + "\n";
+  write_file(dir / "numbers.log", numbers);
+  write_file(dir / "unterminated.log", "a\nb\nc");
+  write_file(dir / "empty.log", "");
+  // Whether the tail keeps the file's final '\n' is not part of the contract.
+  auto tail = [](const std::string& path, std::size_t lines, std::size_t max_bytes = 16 * 1024) {
+    std::string t = read_log_tail(path, lines, max_bytes);
+    if (!t.empty() && t.back() == '\n') t.pop_back();
+    return t;
+  };
+
+  std::string last20;
+  for (int i = 11; i <= 30; ++i) last20 += std::to_string(i) + (i < 30 ? "\n" : "");
+  CHECK(tail(dir / "numbers.log", 20) == last20);
+  std::string by_default = read_log_tail(dir / "numbers.log");
+  if (!by_default.empty() && by_default.back() == '\n') by_default.pop_back();
+  CHECK(by_default == last20);
+  CHECK(tail(dir / "numbers.log", 3) == "28\n29\n30");
+  CHECK(tail(dir / "numbers.log", 1) == "30");
+  CHECK(tail(dir / "numbers.log", 100) == numbers.substr(0, numbers.size() - 1));
+  CHECK(tail(dir / "unterminated.log", 2) == "b\nc");
+  // At most max_bytes are read from the end.
+  const std::string limited = read_log_tail(dir / "numbers.log", 100, 9);
+  CHECK(limited.size() <= 9);
+  CHECK_THAT(numbers, Contains(limited));
+  CHECK(tail(dir / "empty.log", 5) == "");
+  CHECK(read_log_tail(dir / "missing.log") == "");
+  CHECK(read_log_tail(dir.path()) == "");  // a directory
+}
+
+// BUG (cpp/src/log_streamer.cpp, read_log_tail): with max_lines == 0 the loop
+// never runs, pos == data.size(), and data.substr(pos + 1) throws
+// std::out_of_range for any non-empty file. Reachable from
+// failure_report(result, 0) and the Python read_log_tail(path, 0).
+// Marked [!mayfail] until fixed; remove the tag then.
+TEST_CASE("read_log_tail with max_lines 0 returns nothing", "[log_streamer][!mayfail]") {
+  TempDir dir;
+  write_file(dir / "a.log", "one\ntwo\n");
+  std::string tail;
+  CHECK_NOTHROW(tail = read_log_tail(dir / "a.log", 0));
+  CHECK(tail == "");
+}
+
+TEST_CASE("FdLineSink writes lines to its descriptor", "[log_streamer]") {
+  Pipe pipe;
+  FdLineSink sink(pipe.write_fd);
+  sink.write("[rank 0] one\n[rank 1] two\n");
+  CHECK_FALSE(sink.broken());
+  pipe.close_write();
+  char got[64] = {};
+  const ssize_t n = ::read(pipe.read_fd, got, sizeof got);
+  ::close(pipe.read_fd);
+  CHECK(std::string(got, n > 0 ? static_cast<std::size_t>(n) : 0) == "[rank 0] one\n[rank 1] two\n");
+}
+
+TEST_CASE("FdLineSink on a pipe nobody reads becomes broken instead of failing", "[log_streamer]") {
+  SigpipeIgnored no_sigpipe;  // as the CLI and Python set it
+  Pipe pipe;
+  ::close(pipe.read_fd);
+  FdLineSink sink(pipe.write_fd);
+  sink.write("[rank 0] nobody listens\n");
+  CHECK(sink.broken());
+  sink.write("[rank 0] still nobody\n");  // silently dropped
+  CHECK(sink.broken());
+}

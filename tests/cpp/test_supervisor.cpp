@@ -1,1 +1,445 @@
-// placeholder: being written
+// Supervisor: ranks started from tiny helper programs (tests/cpp/helpers),
+// each test under a watchdog deadline and ending with proof that nothing it
+// started is left running.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <optional>
+#include <sstream>
+
+#include "davincirun/errors.hpp"
+#include "davincirun/supervisor.hpp"
+#include "helpers/pattern.hpp"
+#include "test_support.hpp"
+
+using namespace davincirun;
+using namespace davincirun_test;
+using Catch::Matchers::Contains;
+using Kind = ExitStatus::Kind;
+
+namespace {
+
+RankLaunch launch(const TempDir& dir, int rank, std::vector<std::string> argv) {
+  RankLaunch l;
+  l.rank = rank;
+  l.process.argv = std::move(argv);
+  l.process.env = {"PATH=/usr/bin:/bin"};
+  l.log_path = dir / ("rank_" + std::to_string(rank) + ".log");
+  l.label = "rank " + std::to_string(rank);
+  return l;
+}
+
+struct Outcome {
+  JobResult result;
+  std::chrono::steady_clock::duration elapsed;
+};
+
+// run() under a deadline: past it, the watchdog kills every rank (and the test fails).
+Outcome run_with_deadline(Supervisor& sup, std::chrono::milliseconds deadline = 30s) {
+  Watchdog dog(deadline, [&sup] {
+    sup.request_stop();
+    sup.request_stop();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  JobResult result = sup.run();
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  CHECK_FALSE(dog.fired());
+  return {std::move(result), elapsed};
+}
+
+void check_nothing_left(const JobResult& result) {
+  for (const auto& r : result.ranks) {
+    INFO("rank " << r.rank << " pid " << r.pid);
+    CHECK(reaped(r.pid));
+  }
+  CHECK(no_children_left());
+}
+
+void check_status(const ExitStatus& status, Kind kind, int value) {
+  INFO("status: " << status.describe());
+  CHECK(status.kind == kind);
+  CHECK(status.value == value);
+}
+
+// The number after `key ` on the first line of `text` starting with it; -1 if none.
+long long value_after(const std::string& text, const std::string& key, int base = 10) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(key, 0) == 0) return static_cast<long long>(std::stoull(line.substr(key.size()), nullptr, base));
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("ranks that all exit 0 make a successful job", "[supervisor]") {
+  TempDir dir;
+  RecordingSink console;
+  std::vector<RankLaunch> ranks;
+  for (int i = 0; i < 4; ++i) {
+    ranks.push_back(launch(dir, i, {helper("child_exit"), "0", "0", "hello from " + std::to_string(i)}));
+  }
+  Supervisor sup(ranks, {}, console);
+  const std::vector<pid_t> pids = sup.pids();
+  REQUIRE(pids.size() == 4);
+  const auto [result, elapsed] = run_with_deadline(sup);
+
+  CHECK(result.success());
+  CHECK(result.exit_code() == 0);
+  CHECK(result.stop_reason == StopReason::none);
+  CHECK_FALSE(result.first_failure);
+  REQUIRE(result.ranks.size() == 4);
+  for (int i = 0; i < 4; ++i) {
+    const RankResult& r = result.ranks[static_cast<std::size_t>(i)];
+    const std::string said = "hello from " + std::to_string(i) + "\n";
+    INFO("rank " << i);
+    CHECK(r.rank == i);
+    CHECK(r.pid == pids[static_cast<std::size_t>(i)]);
+    check_status(r.status, Kind::exited, 0);
+    CHECK_FALSE(r.terminated_by_launcher);
+    CHECK_FALSE(r.killed_by_launcher);
+    CHECK(r.log_path == ranks[static_cast<std::size_t>(i)].log_path);
+    CHECK(read_file(r.log_path) == said);
+    CHECK(r.output_bytes == said.size());
+    CHECK_FALSE(r.log_error);
+    CHECK(r.started <= r.ended);
+    CHECK_THAT(console.text(), Contains("[rank " + std::to_string(i) + "] " + said));
+  }
+  for (const auto& call : console.calls()) CHECK((!call.empty() && call.back() == '\n'));
+  check_nothing_left(result);
+}
+
+TEST_CASE("a failing rank stops the others with SIGTERM at once", "[supervisor]") {
+  TempDir dir;
+  RecordingSink console;
+  std::vector<RankLaunch> ranks;
+  for (int i = 0; i < 4; ++i) {
+    ranks.push_back(i == 2 ? launch(dir, i, {helper("child_exit"), "3", "200", "bye"})
+                           : launch(dir, i, {helper("child_sleep"), "60"}));
+  }
+  const SupervisorOptions options{10s, default_drain_timeout};
+  Supervisor sup(ranks, options, console);
+  const auto [result, elapsed] = run_with_deadline(sup);
+
+  CHECK(elapsed < options.grace_period);  // SIGTERM ended the sleepers, not SIGKILL
+  CHECK_FALSE(result.success());
+  CHECK(result.stop_reason == StopReason::rank_failed);
+  REQUIRE(result.first_failure == std::optional<std::size_t>(2));
+  CHECK(result.exit_code() == 3);
+  REQUIRE(result.ranks.size() == 4);
+  check_status(result.ranks[2].status, Kind::exited, 3);
+  CHECK_FALSE(result.ranks[2].terminated_by_launcher);
+  for (std::size_t i : {0u, 1u, 3u}) {
+    INFO("rank " << i);
+    check_status(result.ranks[i].status, Kind::signaled, SIGTERM);
+    CHECK(result.ranks[i].terminated_by_launcher);
+    CHECK_FALSE(result.ranks[i].killed_by_launcher);
+  }
+  // The rank's last words reach the console before the verdict on it.
+  const std::string text = console.text();
+  const auto words = text.find("[rank 2] bye\n");
+  const auto verdict = text.find("rank 2 (pid " + std::to_string(result.ranks[2].pid) + ") failed with exit code 3");
+  REQUIRE(words != std::string::npos);
+  REQUIRE(verdict != std::string::npos);
+  CHECK(words < verdict);
+  check_nothing_left(result);
+}
+
+TEST_CASE("a rank dying by a signal is reported with the shell's code", "[supervisor]") {
+  TempDir dir;
+  NullLineSink console;
+  Supervisor sup({launch(dir, 0, {helper("child_write"), "0", std::to_string(SIGSEGV)})}, {}, console);
+  const auto [result, elapsed] = run_with_deadline(sup);
+
+  REQUIRE(result.ranks.size() == 1);
+  const ExitStatus& status = result.ranks[0].status;
+  check_status(status, Kind::signaled, SIGSEGV);
+  CHECK(status.shell_code() == 139);
+  CHECK_THAT(status.describe(), Contains("SIGSEGV"));
+  CHECK_FALSE(result.success());
+  CHECK(result.first_failure == std::optional<std::size_t>(0));
+  CHECK(result.exit_code() == 139);
+  check_nothing_left(result);
+}
+
+TEST_CASE("everything a crashing rank wrote reaches its log file unchanged", "[supervisor]") {
+  TempDir dir;
+  NullLineSink console;
+  constexpr std::size_t size = 5 * 1024 * 1024;
+  Supervisor sup({launch(dir, 0, {helper("child_write"), std::to_string(size), std::to_string(SIGSEGV)})}, {},
+                 console);
+  const auto [result, elapsed] = run_with_deadline(sup);
+
+  REQUIRE(result.ranks.size() == 1);
+  check_status(result.ranks[0].status, Kind::signaled, SIGSEGV);
+  CHECK(result.ranks[0].output_bytes == size);
+  CHECK_FALSE(result.ranks[0].log_error);
+  const std::string log = read_file(result.ranks[0].log_path);
+  CHECK(log.size() == size);
+  CHECK((log == pattern_bytes(size)));  // not CHECK(a == b): 5 MB in a failure message
+  check_nothing_left(result);
+}
+
+TEST_CASE("request_stop() ends the job with SIGTERM and exit code 130", "[supervisor]") {
+  TempDir dir;
+  RecordingSink console;
+  std::vector<RankLaunch> ranks;
+  for (int i = 0; i < 3; ++i) ranks.push_back(launch(dir, i, {helper("child_sleep"), "60"}));
+  const SupervisorOptions options{30s, default_drain_timeout};
+  Supervisor sup(ranks, options, console);
+  Joined stopper([&sup] {
+    std::this_thread::sleep_for(200ms);
+    sup.request_stop();
+  });
+  const auto [result, elapsed] = run_with_deadline(sup);
+
+  CHECK(elapsed < options.grace_period);
+  CHECK(result.stop_reason == StopReason::requested);
+  CHECK_FALSE(result.first_failure);
+  CHECK_FALSE(result.success());
+  CHECK(result.exit_code() == 130);
+  for (const auto& r : result.ranks) {
+    INFO("rank " << r.rank);
+    check_status(r.status, Kind::signaled, SIGTERM);
+    CHECK(r.terminated_by_launcher);
+    CHECK_FALSE(r.killed_by_launcher);
+  }
+  CHECK_THAT(console.text(), Contains("[davincirun] stop requested"));
+  check_nothing_left(result);
+}
+
+TEST_CASE("ranks ignoring SIGTERM are killed after the grace period, or at a second request",
+          "[supervisor]") {
+  TempDir dir;
+  RecordingSink console;
+  std::vector<RankLaunch> ranks;
+  for (int i = 0; i < 2; ++i) ranks.push_back(launch(dir, i, {helper("child_sleep"), "60", "ignore-term"}));
+  int requests = 1;
+  SupervisorOptions options{300ms, default_drain_timeout};
+  SECTION("one request: SIGKILL once the grace period is over") {}
+  SECTION("two requests: SIGKILL at once") {
+    requests = 2;
+    options.grace_period = 30s;
+  }
+  Supervisor sup(ranks, options, console);
+  Joined stopper([&] {
+    // Only once both ranks ignore SIGTERM (they print "ready" after that).
+    if (!console.wait_for("] ready\n", 2, 20s)) return;
+    for (int i = 0; i < requests; ++i) sup.request_stop();
+  });
+  const auto [result, elapsed] = run_with_deadline(sup);
+
+  if (requests == 2) CHECK(elapsed < options.grace_period);
+  CHECK(result.stop_reason == StopReason::requested);
+  CHECK(result.exit_code() == 130);
+  for (const auto& r : result.ranks) {
+    INFO("rank " << r.rank);
+    check_status(r.status, Kind::signaled, SIGKILL);
+    CHECK(r.terminated_by_launcher);
+    CHECK(r.killed_by_launcher);
+  }
+  check_nothing_left(result);
+}
+
+TEST_CASE("a rank that cannot start stops the job before it runs", "[supervisor]") {
+  TempDir dir;
+  NullLineSink console;
+  const std::string tag = unique_tag("spawn-failure");
+  std::vector<RankLaunch> ranks{launch(dir, 0, {helper("child_sleep"), "60", tag}),
+                                launch(dir, 1, {helper("child_exit"), "0"}),
+                                launch(dir, 2, {helper("child_exit"), "0"})};
+  RankLaunch& bad = ranks[1];
+  int expected_errno = 0;
+  int expected_code = 0;
+  SECTION("command not found in PATH") {
+    bad.process.argv = {"davincirun-test-no-such-command"};
+    expected_errno = ENOENT;
+    expected_code = 127;
+  }
+  SECTION("path that does not exist") {
+    bad.process.argv = {dir / "missing"};
+    expected_errno = ENOENT;
+    expected_code = 127;
+  }
+  SECTION("regular file without execute permission, as a path") {
+    write_file(dir / "script", "#!/bin/sh\n");
+    REQUIRE(::chmod((dir / "script").c_str(), 0644) == 0);
+    bad.process.argv = {dir / "script"};
+    expected_errno = EACCES;
+    expected_code = 126;
+  }
+  SECTION("regular file without execute permission, found in PATH") {
+    write_file(dir / "script", "#!/bin/sh\n");
+    REQUIRE(::chmod((dir / "script").c_str(), 0644) == 0);
+    bad.process.argv = {"script"};
+    bad.process.env = {"PATH=" + dir.path()};
+    expected_errno = EACCES;
+    expected_code = 126;
+  }
+  SECTION("work directory that does not exist") {
+    bad.process.work_dir = dir / "no-such-dir";
+    expected_errno = ENOENT;
+    expected_code = 127;
+  }
+  std::optional<SpawnError> error;
+  try {
+    Supervisor sup(ranks, {}, console);
+  } catch (const SpawnError& e) {
+    error = e;
+  }
+  REQUIRE(error);
+  INFO("message: " << error->what());
+  CHECK(error->rank() == 1);
+  CHECK(error->os_errno() == expected_errno);
+  CHECK(error->exit_code() == expected_code);
+  CHECK_THAT(error->command(), Contains(bad.process.argv[0]));
+  CHECK(processes_with_arg(tag).empty());
+  CHECK(no_children_left());
+  CHECK(::access(ranks[2].log_path.c_str(), F_OK) != 0);  // rank 2 never started
+}
+
+TEST_CASE("a log file that cannot be created stops the job before it runs", "[supervisor]") {
+  TempDir dir;
+  NullLineSink console;
+  const std::string tag = unique_tag("log-failure");
+  std::vector<RankLaunch> ranks{launch(dir, 0, {helper("child_sleep"), "60", tag}),
+                                launch(dir, 1, {helper("child_sleep"), "60", tag})};
+  write_file(ranks[1].log_path, "an older run\n");
+  std::optional<SystemError> error;
+  try {
+    Supervisor sup(ranks, {}, console);
+  } catch (const SystemError& e) {
+    error = e;
+  }
+  REQUIRE(error);
+  CHECK(error->os_errno() == EEXIST);
+  CHECK_THAT(error->what(), Contains(ranks[1].log_path));
+  CHECK(read_file(ranks[1].log_path) == "an older run\n");
+  CHECK(processes_with_arg(tag).empty());
+  CHECK(no_children_left());
+}
+
+namespace {
+// Blocks SIGUSR1 in this thread, ignores SIGPIPE and leaks a descriptor
+// without O_CLOEXEC, as a host process might; undoes all three.
+class MessyHost {
+ public:
+  MessyHost() : leaked_fd(::open("/dev/null", O_RDONLY)) {
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    ::pthread_sigmask(SIG_BLOCK, &usr1, &old_mask_);
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    ::sigaction(SIGPIPE, &ignore, &old_pipe_);
+  }
+  ~MessyHost() {
+    ::sigaction(SIGPIPE, &old_pipe_, nullptr);
+    ::pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+    ::close(leaked_fd);
+  }
+  const int leaked_fd;
+
+ private:
+  sigset_t old_mask_;
+  struct sigaction old_pipe_;
+};
+}  // namespace
+
+TEST_CASE("ranks start clean: default signals, own process group, stdin /dev/null, no leaked fds",
+          "[supervisor]") {
+  TempDir dir;
+  NullLineSink console;
+  std::optional<Outcome> outcome;
+  {
+    MessyHost host;
+    REQUIRE(host.leaked_fd > 2);
+    Supervisor sup({launch(dir, 0, {helper("child_signal")})}, {}, console);
+    outcome = run_with_deadline(sup);
+  }
+  const JobResult& result = outcome->result;
+  REQUIRE(result.ranks.size() == 1);
+  CHECK(result.success());
+  const std::string report = read_file(result.ranks[0].log_path);
+  INFO("child_signal says:\n" << report);
+  CHECK(value_after(report, "SigBlk:", 16) == 0);
+  const long long ignored = value_after(report, "SigIgn:", 16);
+  CHECK((ignored & (1LL << (SIGPIPE - 1))) == 0);
+  CHECK(ignored == 0);
+  CHECK(value_after(report, "pid ") == result.ranks[0].pid);
+  CHECK(value_after(report, "pgid ") == result.ranks[0].pid);
+  CHECK_THAT(report, Contains("stdin /dev/null\n"));
+  CHECK_THAT(report, Contains("fds 0 1 2\n"));
+  check_nothing_left(result);
+}
+
+TEST_CASE("a rank gets exactly the environment given, and PATH from it finds the command", "[supervisor]") {
+  TempDir dir;
+  NullLineSink console;
+  const std::vector<std::string> env{"PATH=" DAVINCIRUN_HELPER_DIR, "A=1", "MULTI=line1\nline2", "EMPTY="};
+  RankLaunch by_path = launch(dir, 0, {"child_env"});
+  by_path.process.env = env;
+  // A name with '/' is relative to the rank's work directory.
+  RankLaunch relative = launch(dir, 1, {"./child_exit", "0"});
+  relative.process.work_dir = DAVINCIRUN_HELPER_DIR;
+  Supervisor sup({by_path, relative}, {}, console);
+  const auto [result, elapsed] = run_with_deadline(sup);
+
+  REQUIRE(result.ranks.size() == 2);
+  CHECK(result.success());
+  std::vector<std::string> seen;
+  std::istringstream entries(read_file(result.ranks[0].log_path));
+  for (std::string e; std::getline(entries, e, '\0');) seen.push_back(e);
+  CHECK(seen == env);
+  check_nothing_left(result);
+}
+
+TEST_CASE("processes a rank leaves in its process group are killed when it exits", "[supervisor]") {
+  TempDir dir;
+  RecordingSink console;
+  Supervisor sup({launch(dir, 0, {helper("child_sleep"), "0.2", "grandchild"})}, {}, console);
+  KillOnExit cleanup;
+  Joined spy([&] {  // learn the grandchild's pid early, to clean up even if run() misbehaves
+    if (console.wait_for("ready\n", 1, 20s)) cleanup.set(static_cast<pid_t>(value_after(read_file(dir / "rank_0.log"), "grandchild ")));
+  });
+  const auto [result, elapsed] = run_with_deadline(sup);
+  REQUIRE(result.ranks.size() == 1);
+  check_status(result.ranks[0].status, Kind::exited, 0);
+  CHECK(result.success());
+
+  const auto grandchild = static_cast<pid_t>(value_after(read_file(result.ranks[0].log_path), "grandchild "));
+  REQUIRE(grandchild > 0);
+  CHECK(wait_gone(grandchild, 2s));
+  check_nothing_left(result);
+}
+
+TEST_CASE("a process holding a rank's output after leaving its group cannot hang run()", "[supervisor]") {
+  TempDir dir;
+  RecordingSink console;
+  const std::string tag = unique_tag("holder");
+  const SupervisorOptions options{10s, 300ms};
+  Supervisor sup({launch(dir, 0, {helper("child_setsid_holder"), tag})}, options, console);
+  KillOnExit cleanup;
+  Joined spy([&] {
+    if (console.wait_for("] holder ", 1, 20s)) cleanup.set(static_cast<pid_t>(value_after(read_file(dir / "rank_0.log"), "holder ")));
+  });
+  const auto [result, elapsed] = run_with_deadline(sup);
+
+  CHECK(elapsed < 10s);  // the holder sleeps 30 s
+  REQUIRE(result.ranks.size() == 1);
+  check_status(result.ranks[0].status, Kind::exited, 0);
+  CHECK(result.success());
+  CHECK_THAT(console.text(), Contains("still holds its output open"));
+  const auto holder = static_cast<pid_t>(value_after(read_file(result.ranks[0].log_path), "holder "));
+  REQUIRE(holder > 0);
+  CHECK_FALSE(process_gone(holder));  // outside the rank's group: not the supervisor's to kill
+  REQUIRE(::kill(holder, SIGKILL) == 0);
+  CHECK(wait_gone(holder, 2s));
+  CHECK(processes_with_arg(tag).empty());
+  check_nothing_left(result);
+}

@@ -10,9 +10,11 @@
 #include <string>
 
 int main() {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("SigBlk:", 0) == 0 || line.rfind("SigIgn:", 0) == 0) std::printf("%s\n", line.c_str());
+  {
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("SigBlk:", 0) == 0 || line.rfind("SigIgn:", 0) == 0) std::printf("%s\n", line.c_str());
+    }
   }
   std::printf("pid %d\npgid %d\n", static_cast<int>(::getpid()), static_cast<int>(::getpgrp()));
   char target[4096] = {};

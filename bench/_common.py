@@ -1,0 +1,40 @@
+"""Helpers shared by the benchmark scripts: rank tables, the davincirun path."""
+
+import json
+import os
+import shutil
+import sys
+
+
+def davincirun_path():
+    path = shutil.which("davincirun")
+    if not path:
+        sys.exit("davincirun is not on PATH: run `pip install .` (or scripts/setup.sh) first")
+    return path
+
+
+def write_table(path, ranks):
+    """A one-server format 1.0 table for this machine with `ranks` devices."""
+    table = {
+        "version": "1.0",
+        "server_count": "1",
+        "server_list": [
+            {"server_id": "127.0.0.1", "device": [{"device_id": str(i), "rank_id": str(i)} for i in range(ranks)]}
+        ],
+        "status": "completed",
+    }
+    with open(path, "w") as f:
+        json.dump(table, f)
+    return path
+
+
+def peak_rss_kib(pid):
+    """VmHWM (peak resident set) of a live process in KiB, or None."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None

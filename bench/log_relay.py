@@ -1,0 +1,148 @@
+"""Log relay benchmark: 8 ranks write 256 MiB of output in total.
+
+Compares, in the same run:
+  bare    8 processes with stdout/stderr redirected straight to files (what a
+          shell loop `cmd > rank_i.log 2>&1 &` does): the floor;
+  cli     davincirun, per-rank log files plus the console (stdout to a file);
+  cli-null davincirun with the console going to /dev/null.
+Prints wall time, the ratio to `bare`, the launcher's peak RSS, and checks
+that every log file is byte-identical to what its rank wrote and that every
+console line is whole and carries its rank's prefix.
+
+Usage: python bench/log_relay.py [--ranks 8] [--mib 256] [--repeat 3]
+"""
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import davincirun_path, peak_rss_kib, write_table  # noqa: E402
+
+# Each rank writes `per_rank` bytes of 100-byte lines naming itself.
+WRITER = r"""
+import os, sys
+rank = os.environ.get("RANK_ID") or sys.argv[2]
+total = int(sys.argv[1])
+line = lambda i: ("rank %s line %09d " % (rank, i)).ljust(99, "x") + "\n"
+block = "".join(line(i) for i in range(10000)).encode()
+out = sys.stdout.buffer
+written = 0
+while written < total:
+    chunk = block[: total - written]
+    out.write(chunk)
+    written += len(chunk)
+out.flush()
+"""
+
+
+def expected_digest(rank, size):
+    line = lambda i: ("rank %s line %09d " % (rank, i)).ljust(99, "x") + "\n"
+    block = "".join(line(i) for i in range(10000)).encode()
+    h = hashlib.sha256()
+    written = 0
+    while written < size:
+        chunk = block[: size - written]
+        h.update(chunk)
+        written += len(chunk)
+    return h.hexdigest()
+
+
+def digest(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def run_bare(tmp, ranks, per_rank):
+    files = [open(os.path.join(tmp, "bare_%d.log" % r), "wb") for r in range(ranks)]
+    start = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(per_rank), str(r)], stdout=f, stderr=f,
+                              stdin=subprocess.DEVNULL) for r, f in enumerate(files)]
+    for p in procs:
+        p.wait()
+    elapsed = time.perf_counter() - start
+    for f in files:
+        f.close()
+    return elapsed, None
+
+
+def run_cli(tmp, ranks, per_rank, console_path, tag):
+    table = write_table(os.path.join(tmp, "table.json"), ranks)
+    log_dir = os.path.join(tmp, "log_" + tag)
+    with open(console_path, "wb") as console:
+        start = time.perf_counter()
+        proc = subprocess.Popen([davincirun_path(), "-r", table, "-l", log_dir, sys.executable, "-c", WRITER,
+                                 str(per_rank), "-"], stdout=console, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL)
+        peak = 0
+        while proc.poll() is None:
+            peak = max(peak, peak_rss_kib(proc.pid) or 0)
+            time.sleep(0.02)
+        elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit("davincirun failed with %d" % proc.returncode)
+    run_dir = os.path.join(log_dir, "latest")
+    for r in range(ranks):
+        path = os.path.join(run_dir, "rank_%d.device_%d.log" % (r, r))
+        if digest(path) != expected_digest(r, per_rank):
+            sys.exit("%s: log of rank %d differs from what it wrote" % (tag, r))
+    return elapsed, peak
+
+
+def check_console(path, ranks, per_rank):
+    """Every line whole and attributed: '[rank R] rank R line N xxx'."""
+    counts = [0] * ranks
+    with open(path, "rb") as f:
+        for raw in f:
+            if not raw.startswith(b"[rank "):
+                continue
+            prefix, _, rest = raw.partition(b"] ")
+            r = int(prefix[6:])
+            if not (rest.startswith(b"rank %d line " % r) and len(rest) == 100 and rest.endswith(b"\n")):
+                sys.exit("console line split or misattributed: %r" % raw[:120])
+            counts[r] += 1
+    expected = per_rank // 100
+    if counts != [expected] * ranks:
+        sys.exit("console line counts %s, expected %d each" % (counts, expected))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument("--mib", type=int, default=256, help="total MiB written by all ranks")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    per_rank = args.mib * (1 << 20) // args.ranks // 100 * 100
+    results = {"bare": [], "cli": [], "cli-null": []}
+    peaks = {"cli": 0, "cli-null": 0}
+    for _ in range(args.repeat):
+        with tempfile.TemporaryDirectory(prefix="davincirun-bench-") as tmp:
+            results["bare"].append(run_bare(tmp, args.ranks, per_rank)[0])
+            console = os.path.join(tmp, "console.txt")
+            t, peak = run_cli(tmp, args.ranks, per_rank, console, "cli")
+            check_console(console, args.ranks, per_rank)
+            results["cli"].append(t)
+            peaks["cli"] = max(peaks["cli"], peak)
+            t, peak = run_cli(tmp, args.ranks, per_rank, os.devnull, "cli-null")
+            results["cli-null"].append(t)
+            peaks["cli-null"] = max(peaks["cli-null"], peak)
+    base = min(results["bare"])
+    total_mib = per_rank * args.ranks / (1 << 20)
+    print("log relay: %d ranks, %.0f MiB in total, best of %d" % (args.ranks, total_mib, args.repeat))
+    print("%-10s %9s %9s %12s" % ("mode", "seconds", "vs bare", "peak RSS"))
+    for mode in ("bare", "cli", "cli-null"):
+        best = min(results[mode])
+        rss = "%.1f MiB" % (peaks[mode] / 1024.0) if mode in peaks else "-"
+        print("%-10s %9.2f %8.2fx %12s" % (mode, best, best / base, rss))
+    print("log files byte-identical: yes; console lines whole and attributed: yes")
+
+
+if __name__ == "__main__":
+    main()
