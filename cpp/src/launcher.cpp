@@ -201,8 +201,8 @@ double seconds_between(std::chrono::system_clock::time_point a, std::chrono::sys
 }
 
 std::string rank_outcome(const RankResult& r) {
-  if (r.killed_by_launcher) return fmt::format("killed by the launcher after the grace period ({})", r.status.describe());
-  if (r.terminated_by_launcher) return fmt::format("stopped by the launcher ({})", r.status.describe());
+  if (r.killed_by_launcher) return r.status.describe() + " (SIGKILL from the launcher)";
+  if (r.terminated_by_launcher) return r.status.describe() + " (after SIGTERM from the launcher)";
   return r.status.describe();
 }
 }  // namespace

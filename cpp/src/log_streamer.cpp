@@ -1,6 +1,7 @@
 #include "davincirun/log_streamer.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,10 +23,8 @@ void FdLineSink::write(std::string_view lines) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) {
         // A non-blocking terminal or pipe: wait for room rather than drop.
-        fd_set set;
-        FD_ZERO(&set);
-        FD_SET(fd_, &set);
-        ::select(fd_ + 1, nullptr, &set, nullptr, nullptr);
+        pollfd room{fd_, POLLOUT, 0};
+        ::poll(&room, 1, -1);
         continue;
       }
       broken_ = true;  // EPIPE, EBADF...: stop writing to the console
@@ -159,6 +158,7 @@ void RankLog::finish() {
 }
 
 std::string read_log_tail(const std::string& path, std::size_t max_lines, std::size_t max_bytes) {
+  if (max_lines == 0 || max_bytes == 0) return {};
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return {};
   struct stat st {};

@@ -194,12 +194,18 @@ ChildProcess ChildProcess::spawn(const ProcessSpec& spec, int rank) {
   // process (a notebook kernel holding tensors), and no pthread_atfork
   // handlers run, which fork() from a threaded host would risk.
   std::unique_ptr<char[]> stack(new char[child_stack_bytes]);
+  // CLONE_PIDFD hands back the pidfd atomically: opening it afterwards would
+  // race with a host that ignores SIGCHLD (the kernel reaps at once, and the
+  // pid could even be reused).
+  int pidfd = -1;
   pid_t pid;
   {
     AllSignalsBlocked blocked;
-    pid = ::clone(child_main, stack.get() + child_stack_bytes, CLONE_VM | CLONE_VFORK | SIGCHLD, &setup);
+    pid = ::clone(child_main, stack.get() + child_stack_bytes, CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD,
+                  &setup, &pidfd);
   }
-  if (pid < 0) throw SystemError("clone", errno);
+  if (pid < 0) throw SystemError("clone (needs Linux >= 5.3)", errno);
+  UniqueFd pidfd_owner(pidfd);
   ::setpgid(pid, pid);  // may fail harmlessly: the child already did it and exec'd
 
   out_write.reset();
@@ -219,17 +225,7 @@ ChildProcess ChildProcess::spawn(const ProcessSpec& spec, int rank) {
                      fmt::format("rank {}: {} '{}': {}", rank, step, target, ::strerror(failure.error)));
   }
 
-  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  if (pidfd < 0) {
-    int err = errno;
-    ::kill(-pid, SIGKILL);
-    int status;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    throw SystemError("pidfd_open (needs Linux >= 5.3)", err);
-  }
-  ::fcntl(pidfd, F_SETFD, FD_CLOEXEC);
-  return ChildProcess(pid, pidfd, out_read.release());
+  return ChildProcess(pid, pidfd_owner.release(), out_read.release());
 }
 
 ChildProcess::ChildProcess(pid_t pid, int pidfd, int output_fd) noexcept

@@ -213,6 +213,11 @@ void Supervisor::handle_exit(std::size_t index) {
   }
   r.exited = true;
   r.result.status = *status;
+  // It may have died of the SIGTERM just before the SIGKILL was sent.
+  if (r.result.killed_by_launcher &&
+      !(status->kind == ExitStatus::Kind::signaled && status->value == SIGKILL)) {
+    r.result.killed_by_launcher = false;
+  }
   r.result.ended = std::chrono::system_clock::now();
   if (r.log.open()) r.drain_deadline = Clock::now() + options_.drain_timeout;
 

@@ -1,1 +1,188 @@
-// placeholder: being written
+// Environment builder: the Environment block, each rank's variables in their
+// layers, JOB_ID resolution and a free port.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <map>
+#include <regex>
+#include <set>
+
+#include "davincirun/environment.hpp"
+
+using namespace davincirun;
+
+namespace {
+
+// Every name must appear once; returns name → value.
+std::map<std::string, std::string> as_map(const Environment& env) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : env.entries()) {
+    const auto eq = e.find('=');
+    REQUIRE(eq != std::string::npos);
+    INFO("entry " << e);
+    CHECK(out.emplace(e.substr(0, eq), e.substr(eq + 1)).second);
+  }
+  return out;
+}
+
+JobEnvironment a_job() {
+  JobEnvironment job;
+  job.rank_table_file = "/work/run/hccl.json";
+  job.world_size = 16;
+  job.rank_start = 8;
+  job.local_world_size = 8;
+  job.job_id = "job-1234abcd";
+  job.master_addr = "10.0.0.1";
+  job.master_port = 29500;
+  return job;
+}
+
+RankAssignment a_rank() {
+  RankAssignment rank;
+  rank.rank = 10;
+  rank.local_rank = 2;
+  rank.physical_device_id = 6;
+  rank.logical_device_id = 2;
+  return rank;
+}
+
+}  // namespace
+
+TEST_CASE("Environment sets, keeps, removes and reads variables", "[environment]") {
+  Environment env;
+  CHECK(env.entries().empty());
+  env.set("A", "1");
+  env.set("AB", "2");
+  env.set("B", "x=y");
+  CHECK(env.get("A") == std::optional<std::string>("1"));
+  CHECK(env.get("AB") == std::optional<std::string>("2"));
+  CHECK(env.get("B") == std::optional<std::string>("x=y"));
+  CHECK_FALSE(env.get("C"));
+  CHECK_FALSE(env.get("ABC"));
+
+  env.set("A", "overwritten");  // in place: the order is kept
+  env.set_default("AB", "ignored");
+  env.set_default("C", "");
+  CHECK(env.entries() == std::vector<std::string>{"A=overwritten", "AB=2", "B=x=y", "C="});
+  CHECK(env.get("C") == std::optional<std::string>(""));  // set, though empty
+
+  env.unset("AB");
+  env.unset("NOT_THERE");
+  CHECK(env.entries() == std::vector<std::string>{"A=overwritten", "B=x=y", "C="});
+  CHECK(env.get("A") == std::optional<std::string>("overwritten"));
+}
+
+TEST_CASE("Environment reads NAME=value entries as getenv() would see them", "[environment]") {
+  const Environment env({"A=1", "NO_EQUALS", "B=x=y", "A=2", "EMPTY=", "MULTI=line1\nline2"});
+  CHECK(env.get("A") == std::optional<std::string>("2"));  // a later duplicate wins
+  CHECK_FALSE(env.get("NO_EQUALS"));
+  CHECK(env.get("B") == std::optional<std::string>("x=y"));
+  CHECK(env.get("EMPTY") == std::optional<std::string>(""));
+  CHECK(env.get("MULTI") == std::optional<std::string>("line1\nline2"));
+  CHECK(env.entries().size() == 4);
+
+  REQUIRE(::setenv("DAVINCIRUN_TEST_CURRENT", "from this process", 1) == 0);
+  const Environment current = Environment::current();
+  ::unsetenv("DAVINCIRUN_TEST_CURRENT");
+  CHECK(current.get("DAVINCIRUN_TEST_CURRENT") == std::optional<std::string>("from this process"));
+}
+
+TEST_CASE("rank_environment sets each rank's identity over whatever was inherited", "[environment]") {
+  const Environment inherited({"RANK=5", "LOCAL_RANK={0,1,2,3}", "RANK_ID=9", "DEVICE_ID=7", "JOB_ID=old",
+                               "MASTER_PORT=1", "PATH=/usr/bin", "MULTI=line1\nline2\n", "ODD= spaced =x"});
+  const auto env = as_map(rank_environment(inherited, a_job(), a_rank()));
+
+  const std::map<std::string, std::string> identity{
+      {"RANK_TABLE_FILE", "/work/run/hccl.json"},
+      {"RANK_ID", "10"},
+      {"RANK_SIZE", "16"},
+      {"RANK_START", "8"},
+      {"DEVICE_ID", "2"},  // logical, not the physical 6
+      {"ASCEND_DEVICE_ID", "2"},
+      {"JOB_ID", "job-1234abcd"},
+      {"RANK", "10"},
+      {"LOCAL_RANK", "2"},
+      {"WORLD_SIZE", "16"},
+      {"LOCAL_WORLD_SIZE", "8"},
+      {"MASTER_ADDR", "10.0.0.1"},
+      {"MASTER_PORT", "29500"},
+  };
+  for (const auto& [name, value] : identity) {
+    INFO(name);
+    REQUIRE(env.count(name) == 1);
+    CHECK(env.at(name) == value);
+  }
+  // Defaults when absent; everything else passes through untouched.
+  CHECK(env.at("HCCL_CONNECT_TIMEOUT") == "1800");
+  CHECK(env.at("PYTHONUNBUFFERED") == "1");
+  CHECK(env.at("PATH") == "/usr/bin");
+  CHECK(env.at("MULTI") == "line1\nline2\n");
+  CHECK(env.at("ODD") == " spaced =x");
+  CHECK(env.size() == identity.size() + 5);
+}
+
+TEST_CASE("rank_environment keeps the user's settings and lets extra override them", "[environment]") {
+  const Environment inherited({"HCCL_CONNECT_TIMEOUT=600", "PYTHONUNBUFFERED=0", "PATH=/usr/bin", "A=inherited"});
+
+  SECTION("inherited values of the defaulted variables are kept") {
+    const auto env = as_map(rank_environment(inherited, a_job(), a_rank()));
+    CHECK(env.at("HCCL_CONNECT_TIMEOUT") == "600");
+    CHECK(env.at("PYTHONUNBUFFERED") == "0");
+  }
+  SECTION("extra wins over inherited values and defaults, not over identity") {
+    const auto env = as_map(rank_environment(
+        inherited, a_job(), a_rank(),
+        {{"A", "extra"}, {"HCCL_CONNECT_TIMEOUT", "900"}, {"NEW", "value"}, {"RANK", "99"}, {"DEVICE_ID", "5"}}));
+    CHECK(env.at("A") == "extra");
+    CHECK(env.at("HCCL_CONNECT_TIMEOUT") == "900");
+    CHECK(env.at("PYTHONUNBUFFERED") == "0");
+    CHECK(env.at("NEW") == "value");
+    CHECK(env.at("RANK") == "10");
+    CHECK(env.at("DEVICE_ID") == "2");
+  }
+  SECTION("extra sets a defaulted variable the user did not have") {
+    const auto env = as_map(rank_environment(Environment(), a_job(), a_rank(), {{"PYTHONUNBUFFERED", "0"}}));
+    CHECK(env.at("PYTHONUNBUFFERED") == "0");
+    CHECK(env.at("HCCL_CONNECT_TIMEOUT") == "1800");
+  }
+}
+
+TEST_CASE("resolve_job_id takes the scheduler's id, else makes one", "[environment]") {
+  CHECK(resolve_job_id(Environment({"JOB_ID=abc", "BATCH_JOB_ID=batch", "MA_VJ_NAME=ma-job-1"})) == "abc");
+  CHECK(resolve_job_id(Environment({"BATCH_JOB_ID=batch-7", "MA_VJ_NAME=ma-job-1"})) == "batch-7");
+  CHECK(resolve_job_id(Environment({"JOB_ID=", "BATCH_JOB_ID=batch-7"})) == "batch-7");  // empty = unset
+  CHECK(resolve_job_id(Environment({"MA_VJ_NAME=ma-job-123"})) == "modelarts-job-123");
+  CHECK(resolve_job_id(Environment({"MA_VJ_NAME=other-123"})) == "other-123");
+  CHECK(resolve_job_id(Environment({"JOB_ID=my job/1:x\ny_z"})) == "my-job-1-x-y_z");
+  CHECK(resolve_job_id(Environment({"JOB_ID=caf\xc3\xa9"})) == "caf--");  // bytewise
+
+  const std::regex generated("job-[0-9a-f]{8}");
+  std::set<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    const std::string id = resolve_job_id(Environment({"PATH=/usr/bin"}));
+    INFO(id);
+    CHECK(std::regex_match(id, generated));
+    ids.insert(id);
+  }
+  CHECK(ids.size() > 1);  // random, not a constant
+}
+
+TEST_CASE("find_free_port returns a port that can be bound", "[environment]") {
+  const int port = find_free_port();
+  CHECK(port >= 1);
+  CHECK(port <= 65535);
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  ::close(fd);
+  CHECK(rc == 0);
+}

@@ -50,8 +50,8 @@ RankLog::ReadResult drain(RankLog& log, std::vector<char>& buffer) {
   return r;
 }
 
-// Writes `data` in pieces of `piece` bytes, draining after each, so a pipe
-// of any capacity never blocks the writer.
+// Writes `data` in pieces of `piece` bytes (at most the pipe's capacity),
+// draining after each, so the writer never blocks.
 void feed(Pipe& pipe, RankLog& log, std::vector<char>& buffer, const std::string& data, std::size_t piece) {
   for (std::size_t done = 0; done < data.size();) {
     const ssize_t n = ::write(pipe.write_fd, data.data() + done, std::min(piece, data.size() - done));
@@ -67,20 +67,6 @@ void end_stream(Pipe& pipe, RankLog& log, std::vector<char>& buffer) {
   REQUIRE(drain(log, buffer) == RankLog::ReadResult::eof);
   log.finish();
 }
-
-// Restores SIGPIPE's disposition on destruction after ignoring it.
-class SigpipeIgnored {
- public:
-  SigpipeIgnored() {
-    struct sigaction ignore {};
-    ignore.sa_handler = SIG_IGN;
-    ::sigaction(SIGPIPE, &ignore, &old_);
-  }
-  ~SigpipeIgnored() { ::sigaction(SIGPIPE, &old_, nullptr); }
-
- private:
-  struct sigaction old_;
-};
 
 }  // namespace
 
@@ -164,6 +150,26 @@ TEST_CASE("a line of exactly max_line_bytes is passed whole", "[log_streamer]") 
   CHECK((console.text() == "[r] " + line + "\n"));
 }
 
+TEST_CASE("read_available stops after its budget and resumes where it stopped", "[log_streamer]") {
+  TempDir dir;
+  RecordingSink console;
+  Pipe pipe;
+  std::vector<char> buffer(1000);
+  RankLog log("r", pipe.read_fd, dir / "r.log", console);
+  std::string data;
+  for (int i = 0; i < 1000; ++i) data += "line " + std::to_string(i) + "\n";  // < 64 KiB
+  REQUIRE(::write(pipe.write_fd, data.data(), data.size()) == static_cast<ssize_t>(data.size()));
+
+  CHECK(log.read_available(buffer, 3000) == RankLog::ReadResult::budget_spent);
+  CHECK(log.bytes() >= 3000);
+  CHECK(log.bytes() < data.size());
+  CHECK(drain(log, buffer) == RankLog::ReadResult::would_block);
+  CHECK(log.bytes() == data.size());
+  end_stream(pipe, log, buffer);
+  CHECK(read_file(dir / "r.log") == data);
+  CHECK(RecordingSink::occurrences(console.text(), "[r] line ") == 1000);
+}
+
 TEST_CASE("the log file is created private and never over an existing path or symlink", "[log_streamer]") {
   TempDir dir;
   NullLineSink console;
@@ -242,12 +248,7 @@ TEST_CASE("read_log_tail returns the last lines of a log", "[log_streamer]") {
   CHECK(read_log_tail(dir.path()) == "");  // a directory
 }
 
-// BUG (cpp/src/log_streamer.cpp, read_log_tail): with max_lines == 0 the loop
-// never runs, pos == data.size(), and data.substr(pos + 1) throws
-// std::out_of_range for any non-empty file. Reachable from
-// failure_report(result, 0) and the Python read_log_tail(path, 0).
-// Marked [!mayfail] until fixed; remove the tag then.
-TEST_CASE("read_log_tail with max_lines 0 returns nothing", "[log_streamer][!mayfail]") {
+TEST_CASE("read_log_tail with max_lines 0 returns nothing", "[log_streamer]") {
   TempDir dir;
   write_file(dir / "a.log", "one\ntwo\n");
   std::string tail;
@@ -268,7 +269,7 @@ TEST_CASE("FdLineSink writes lines to its descriptor", "[log_streamer]") {
 }
 
 TEST_CASE("FdLineSink on a pipe nobody reads becomes broken instead of failing", "[log_streamer]") {
-  SigpipeIgnored no_sigpipe;  // as the CLI and Python set it
+  SignalDisposition no_sigpipe(SIGPIPE, SIG_IGN);  // as the CLI and Python set it
   Pipe pipe;
   ::close(pipe.read_fd);
   FdLineSink sink(pipe.write_fd);

@@ -231,6 +231,33 @@ inline std::vector<pid_t> processes_with_arg(const std::string& arg) {
   return out;
 }
 
+/// The number after `key` on the first line of `text` that starts with it
+/// (in `base`, leading blanks skipped); -1 when there is none.
+inline long long value_after(const std::string& text, const std::string& key, int base = 10) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(key, 0) == 0) return static_cast<long long>(std::stoull(line.substr(key.size()), nullptr, base));
+  }
+  return -1;
+}
+
+/// Sets a signal's disposition (e.g. SIG_IGN) for its lifetime, then restores it.
+class SignalDisposition {
+ public:
+  SignalDisposition(int signal, void (*handler)(int)) : signal_(signal) {
+    struct sigaction action {};
+    action.sa_handler = handler;
+    ::sigaction(signal_, &action, &old_);
+  }
+  ~SignalDisposition() { ::sigaction(signal_, &old_, nullptr); }
+  SignalDisposition(const SignalDisposition&) = delete;
+  SignalDisposition& operator=(const SignalDisposition&) = delete;
+
+ private:
+  int signal_;
+  struct sigaction old_;
+};
+
 /// A tag unique to this test process, for finding its helpers in /proc.
 inline std::string unique_tag(const std::string& what) {
   return "tag=" + what + "-" + std::to_string(::getpid());

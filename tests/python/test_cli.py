@@ -50,7 +50,7 @@ def test_exit_code_of_first_failed_rank(tmp_path, rank_table, job_env):
     assert proc.returncode == 7
     assert time.monotonic() - start < 30
     assert "rank 2" in proc.stderr and "exit code 7" in proc.stderr
-    assert "stopped by the launcher" in proc.stderr
+    assert "after SIGTERM from the launcher" in proc.stderr
 
 
 def test_exit_code_for_a_signal_is_128_plus_n(tmp_path, rank_table, job_env):
