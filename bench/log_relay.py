@@ -60,7 +60,15 @@ def digest(path):
     return h.hexdigest()
 
 
+def settle():
+    """Writes back dirty pages so that no run pays for the previous one's
+    writeback (the kernel throttles writers once enough pages are dirty)."""
+    os.sync()
+    time.sleep(0.2)
+
+
 def run_bare(tmp, ranks, per_rank):
+    settle()
     files = [open(os.path.join(tmp, "bare_%d.log" % r), "wb") for r in range(ranks)]
     start = time.perf_counter()
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(per_rank), str(r)], stdout=f, stderr=f,
@@ -76,6 +84,7 @@ def run_bare(tmp, ranks, per_rank):
 def run_cli(tmp, ranks, per_rank, console_path, tag):
     table = write_table(os.path.join(tmp, "table.json"), ranks)
     log_dir = os.path.join(tmp, "log_" + tag)
+    settle()
     with open(console_path, "wb") as console:
         start = time.perf_counter()
         proc = subprocess.Popen([davincirun_path(), "-r", table, "-l", log_dir, sys.executable, "-c", WRITER,

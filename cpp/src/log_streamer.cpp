@@ -70,7 +70,8 @@ RankLog::~RankLog() {
   if (file_fd_ >= 0) ::close(file_fd_);
 }
 
-RankLog::ReadResult RankLog::read_available(std::vector<char>& buffer, std::size_t budget) {
+RankLog::ReadResult RankLog::read_available(StreamScratch& scratch, std::size_t budget) {
+  std::vector<char>& buffer = scratch.input;
   std::size_t taken = 0;
   while (pipe_fd_ >= 0) {
     if (taken >= budget) return ReadResult::budget_spent;
@@ -85,7 +86,7 @@ RankLog::ReadResult RankLog::read_available(std::vector<char>& buffer, std::size
     taken += size;
     bytes_ += size;
     write_file(buffer.data(), size);  // the file first: it is the record of truth
-    emit_lines(buffer.data(), size);
+    emit_lines(buffer.data(), size, scratch.console);
   }
   return ReadResult::eof;
 }
@@ -104,10 +105,10 @@ void RankLog::write_file(const char* data, std::size_t size) {
   }
 }
 
-void RankLog::emit_lines(const char* data, std::size_t size) {
+void RankLog::emit_lines(const char* data, std::size_t size, std::string& out) {
   // Build one block of whole, prefixed lines per read so that a sink writes
   // it at once and lines of different ranks never interleave mid-line.
-  std::string out;
+  out.clear();  // keeps its capacity
   const char* end = data + size;
   while (data < end) {
     const char* nl = static_cast<const char*>(std::memchr(data, '\n', static_cast<std::size_t>(end - data)));

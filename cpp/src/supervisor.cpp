@@ -31,7 +31,6 @@ constexpr std::size_t read_budget = 1 << 20;
 // After a rank exits, read at most this much more at once before its verdict:
 // what it wrote itself is already in the pipe (at most the pipe capacity).
 constexpr std::size_t exit_drain_budget = 16 << 20;
-constexpr std::size_t read_buffer_bytes = 256 * 1024;
 
 }  // namespace
 
@@ -61,7 +60,7 @@ struct Supervisor::Rank {
 };
 
 Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions options, LineSink& console)
-    : options_(options), console_(&console), buffer_(read_buffer_bytes) {
+    : options_(options), console_(&console), scratch_() {
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) throw SystemError("epoll_create1", errno);
   stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -177,7 +176,7 @@ JobResult Supervisor::run() {
 void Supervisor::handle_output(std::size_t index) {
   Rank& r = ranks_[index];
   if (!r.log.open()) return;
-  if (r.log.read_available(buffer_, read_budget) == RankLog::ReadResult::eof) close_output(index);
+  if (r.log.read_available(scratch_, read_budget) == RankLog::ReadResult::eof) close_output(index);
 }
 
 void Supervisor::close_output(std::size_t index) {
@@ -198,7 +197,7 @@ void Supervisor::handle_exit(std::size_t index) {
   if (r.exited) return;
   // Everything the rank wrote before exiting is in the pipe now: take it.
   if (r.log.open() &&
-      r.log.read_available(buffer_, exit_drain_budget) == RankLog::ReadResult::eof) {
+      r.log.read_available(scratch_, exit_drain_budget) == RankLog::ReadResult::eof) {
     close_output(index);
   }
   // Leftovers in the rank's process group would hold the NPU: end them while

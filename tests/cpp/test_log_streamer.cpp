@@ -42,7 +42,7 @@ struct Pipe {
 constexpr std::size_t no_budget_limit = std::numeric_limits<std::size_t>::max();
 
 // Reads until the pipe is empty (or at its end).
-RankLog::ReadResult drain(RankLog& log, std::vector<char>& buffer) {
+RankLog::ReadResult drain(RankLog& log, StreamScratch& buffer) {
   RankLog::ReadResult r;
   do {
     r = log.read_available(buffer, no_budget_limit);
@@ -52,7 +52,7 @@ RankLog::ReadResult drain(RankLog& log, std::vector<char>& buffer) {
 
 // Writes `data` in pieces of `piece` bytes (at most the pipe's capacity),
 // draining after each, so the writer never blocks.
-void feed(Pipe& pipe, RankLog& log, std::vector<char>& buffer, const std::string& data, std::size_t piece) {
+void feed(Pipe& pipe, RankLog& log, StreamScratch& buffer, const std::string& data, std::size_t piece) {
   for (std::size_t done = 0; done < data.size();) {
     const ssize_t n = ::write(pipe.write_fd, data.data() + done, std::min(piece, data.size() - done));
     REQUIRE(n > 0);
@@ -62,7 +62,7 @@ void feed(Pipe& pipe, RankLog& log, std::vector<char>& buffer, const std::string
 }
 
 // Closes the write end, reads to the end and finishes the log.
-void end_stream(Pipe& pipe, RankLog& log, std::vector<char>& buffer) {
+void end_stream(Pipe& pipe, RankLog& log, StreamScratch& buffer) {
   pipe.close_write();
   REQUIRE(drain(log, buffer) == RankLog::ReadResult::eof);
   log.finish();
@@ -74,7 +74,7 @@ TEST_CASE("raw bytes reach the log file unchanged; the console gets prefixed who
   TempDir dir;
   RecordingSink console;
   Pipe pipe;
-  std::vector<char> buffer(4096);
+  StreamScratch buffer(4096);
   RankLog log("rank 0", pipe.read_fd, dir / "rank_0.log", console);
   CHECK(log.open());
   CHECK(log.log_path() == dir / "rank_0.log");
@@ -111,15 +111,15 @@ TEST_CASE("a line longer than max_line_bytes reaches the console in marked chunk
   std::string line;
   for (std::size_t i = 0; i < 2 * max + 1000; ++i) line += static_cast<char>('a' + i % 26);
 
-  std::vector<char> buffer;
+  StreamScratch buffer(0);
   std::size_t piece = 0;
   SECTION("read in small pieces") {
-    buffer.resize(4096);
+    buffer.input.resize(4096);
     piece = 10000;
   }
   SECTION("read at once") {
     REQUIRE(::fcntl(pipe.write_fd, F_SETPIPE_SZ, 1 << 20) >= static_cast<int>(3 * max));
-    buffer.resize(1 << 20);
+    buffer.input.resize(1 << 20);
     piece = 1 << 20;
   }
   RankLog log("r", pipe.read_fd, dir / "r.log", console);
@@ -142,7 +142,7 @@ TEST_CASE("a line of exactly max_line_bytes is passed whole", "[log_streamer]") 
   TempDir dir;
   RecordingSink console;
   Pipe pipe;
-  std::vector<char> buffer(4096);
+  StreamScratch buffer(4096);
   RankLog log("r", pipe.read_fd, dir / "r.log", console);
   const std::string line(RankLog::max_line_bytes, 'x');
   feed(pipe, log, buffer, line + "\n", 10000);
@@ -154,7 +154,7 @@ TEST_CASE("read_available stops after its budget and resumes where it stopped", 
   TempDir dir;
   RecordingSink console;
   Pipe pipe;
-  std::vector<char> buffer(1000);
+  StreamScratch buffer(1000);
   RankLog log("r", pipe.read_fd, dir / "r.log", console);
   std::string data;
   for (int i = 0; i < 1000; ++i) data += "line " + std::to_string(i) + "\n";  // < 64 KiB

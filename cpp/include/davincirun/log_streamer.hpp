@@ -1,7 +1,8 @@
 // Log streamer: moves each rank's output from its pipe to its log file, raw
 // and whole, and to a console sink as complete lines prefixed by the rank.
 //
-// Memory per rank is bounded: one partial line of at most `max_line_bytes`;
+// Memory is bounded: per rank, one partial line of at most `max_line_bytes`;
+// per event loop, one StreamScratch (a 256 KiB read and its prefixed lines);
 // longer lines reach the console in chunks, each continuation marked with
 // "[rank N]+ ". The log file always receives the bytes exactly as written.
 #pragma once
@@ -42,6 +43,16 @@ class NullLineSink final : public LineSink {
   void write(std::string_view) override {}
 };
 
+/// Working memory shared by every RankLog of one event loop. Reusing it keeps
+/// a flood of output from churning the allocator (and faulting in fresh
+/// pages) on every read.
+struct StreamScratch {
+  static constexpr std::size_t default_read_bytes = 256 * 1024;
+  explicit StreamScratch(std::size_t read_bytes = default_read_bytes) : input(read_bytes) {}
+  std::vector<char> input;  ///< one read(2) at most this size
+  std::string console;      ///< the prefixed lines of one read
+};
+
 /// One rank's output stream: pipe → log file (raw) and console (lines).
 class RankLog {
  public:
@@ -65,8 +76,8 @@ class RankLog {
     eof,          ///< every writer closed the pipe; call finish()
   };
   /// Reads what the pipe holds, up to `budget` bytes, into the file and the
-  /// console. `buffer` is scratch space shared by all ranks of a loop.
-  ReadResult read_available(std::vector<char>& buffer, std::size_t budget);
+  /// console.
+  ReadResult read_available(StreamScratch& scratch, std::size_t budget);
 
   /// Flushes a last unterminated line to the console (adding '\n'), closes
   /// the pipe and the file. Idempotent.
@@ -82,7 +93,7 @@ class RankLog {
 
  private:
   void write_file(const char* data, std::size_t size);
-  void emit_lines(const char* data, std::size_t size);
+  void emit_lines(const char* data, std::size_t size, std::string& out);
   void emit_full_chunks(std::string& out);
 
   std::string label_;

@@ -117,7 +117,7 @@ class Supervisor {
   std::vector<Rank> ranks_;
   int epoll_fd_ = -1;
   int stop_fd_ = -1;  // eventfd written by request_stop()
-  std::vector<char> buffer_;
+  StreamScratch scratch_;
   StopReason stop_reason_ = StopReason::none;
   std::optional<std::size_t> first_failure_;
   std::optional<std::chrono::steady_clock::time_point> kill_deadline_;
