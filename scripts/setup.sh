@@ -24,11 +24,11 @@ if ((${#missing[@]})); then
   apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# Python dependencies from PyPI. torch is pinned to the CPU wheel this
-# machine's pip serves locally; any range would pull a multi-GB CUDA build.
+# Python dependencies from PyPI. torch (for the example and its test) is
+# pinned to a CPU build; an unpinned torch pulls a multi-GB CUDA build.
 "$PYTHON" -m pip install -q "scikit-build-core>=0.10" "pybind11>=2.12" "cmake>=3.15" ninja pytest scikit-learn
 "$PYTHON" -c "import torch" 2>/dev/null || "$PYTHON" -m pip install -q torch==2.13.0
 
 # The package itself: the C++ core, the `davincirun` command and the Python module.
-echo "setup: building and installing davincirunsdk"
+echo "setup: building and installing davincirunsdk (about two minutes the first time)"
 "$PYTHON" -m pip install -q --no-build-isolation .

@@ -30,8 +30,9 @@ double epoch_seconds(std::chrono::system_clock::time_point t) {
 }
 
 std::chrono::milliseconds to_millis(double seconds, const char* what) {
-  if (!std::isfinite(seconds) || seconds < 0) {
-    throw py::value_error(std::string(what) + " must be a non-negative number of seconds");
+  const double max_seconds = static_cast<double>(max_grace_period.count()) / 1000.0;
+  if (!std::isfinite(seconds) || seconds < 0 || seconds > max_seconds) {
+    throw py::value_error(std::string(what) + " must be a number of seconds between 0 and 86400");
   }
   return std::chrono::milliseconds(std::llround(seconds * 1000));
 }
@@ -49,10 +50,10 @@ enum class ConsoleMode { python, terminal, none };
 // running its event loop.
 class PyJob {
  public:
-  PyJob(const LaunchPlan& plan, ConsoleMode mode) : fd_sink_(1) {
+  PyJob(const LaunchPlan& plan, ConsoleMode mode) : fd_sink_(1, 2) {
     LineSink* sink = &null_sink_;
     if (mode == ConsoleMode::python) sink = &queue_;
-    if (mode == ConsoleMode::terminal) sink = &fd_sink_;
+    if (mode == ConsoleMode::terminal) sink = &fd_sink_;  // ranks' lines to 1, notices to 2
     job_ = std::make_unique<Job>(plan, *sink);
     loop_ = std::thread([this] {
       try {
@@ -71,10 +72,7 @@ class PyJob {
   // A job dropped while running is killed, never left behind.
   ~PyJob() {
     if (loop_.joinable()) {
-      if (!done_.load()) {
-        job_->request_stop();
-        job_->request_stop();  // the second request kills at once
-      }
+      if (!done_.load()) job_->request_kill();
       loop_.join();
     }
   }
@@ -94,6 +92,7 @@ class PyJob {
   }
 
   void request_stop() { job_->request_stop(); }
+  void request_kill() { job_->request_kill(); }
   bool done() const { return done_.load(); }
 
   JobResult result() {
@@ -225,6 +224,7 @@ void bind_job(py::module_& m) {
       .def("wait_for", &PyJob::wait_for, py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
       .def("take_output", &PyJob::take_output)
       .def("request_stop", &PyJob::request_stop)
+      .def("request_kill", &PyJob::request_kill)
       .def_property_readonly("done", &PyJob::done)
       .def("result", &PyJob::result, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("run_dir", &PyJob::run_dir)

@@ -1,7 +1,8 @@
 // `davincirun`: the command-line front end of the launcher.
 //
 // It owns the process's signals, which the library never touches: SIGINT,
-// SIGTERM and SIGHUP stop the job gracefully; SIGPIPE is ignored so that a
+// SIGTERM, SIGHUP and SIGQUIT stop the job gracefully (unless they were
+// ignored when it started, as under nohup); SIGPIPE is ignored so that a
 // closed console (e.g. `davincirun ... | head`) never kills the launcher.
 #include <signal.h>
 #include <unistd.h>
@@ -31,7 +32,12 @@ void install_signal_handlers() {
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+    struct sigaction old {};
+    ::sigaction(sig, nullptr, &old);
+    if (old.sa_handler == SIG_IGN) continue;  // nohup, or a background job of a script
+    ::sigaction(sig, &sa, nullptr);
+  }
   ::signal(SIGPIPE, SIG_IGN);
 }
 
@@ -45,7 +51,7 @@ int run(const davincirun::cli::CliOptions& cli) {
   using namespace davincirun;
   LaunchPlan plan = plan_launch(cli.launch, Environment::current());
   const RankTableServer& server = plan.table.servers[plan.server_index];
-  FdLineSink console(STDOUT_FILENO);
+  FdLineSink console(STDOUT_FILENO, STDERR_FILENO);
   install_signal_handlers();
   Job job(plan, console);
   running_job.store(&job);
@@ -55,6 +61,9 @@ int run(const davincirun::cli::CliOptions& cli) {
   JobResult result = job.wait();
   running_job.store(nullptr);
 
+  for (const auto& r : result.ranks) {
+    if (r.log_error) say(fmt::format("warning: the log of rank {} is incomplete ({}): {}", r.rank, r.log_path, *r.log_error));
+  }
   if (result.success()) {
     say(fmt::format("all {} rank(s) exited 0; logs in {}", result.ranks.size(), job.run_dir()));
     return 0;

@@ -32,10 +32,16 @@ Options (they end at the first non-option or at --):
   -h, --help               show this help and exit
   -V, --version            show the version and exit
 
+Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT stop every rank (SIGTERM, then
+SIGKILL after the grace period); a second one kills at once. A signal that
+was ignored when davincirun started (e.g. SIGHUP under nohup) stays ignored.
+
 Exit status: 0 when every rank exited 0; else the first failed rank's exit
-code, or 128+N when it was killed by signal N; 130/143 when interrupted by
-SIGINT/SIGTERM; 2 for a usage or configuration error; 126/127 when the
-command cannot be executed / is not found.
+code, or 128+N when it was killed by signal N; 128+N when davincirun itself
+was stopped by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP, 131 SIGQUIT);
+2 for a usage, configuration or rank-table error; 126/127 when the command
+cannot be executed / is not found. A rank's own exit code can take these
+values too: the messages on standard error say which it was.
 )",
       static_cast<double>(default_grace_period.count()) / 1000.0);
 }
@@ -45,7 +51,8 @@ namespace {
 double parse_seconds(std::string_view option, const std::string& text) {
   char* end = nullptr;
   double value = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !std::isfinite(value) || value < 0 || value > 86400) {
+  const double max_seconds = static_cast<double>(max_grace_period.count()) / 1000.0;
+  if (text.empty() || *end != '\0' || !std::isfinite(value) || value < 0 || value > max_seconds) {
     throw UsageError(fmt::format("{} expects a number of seconds between 0 and 86400, got '{}'", option, text));
   }
   return value;
@@ -70,7 +77,8 @@ CliOptions parse_command_line(int argc, char** argv) {
       break;
     }
     if (arg.empty() || arg[0] != '-' || arg == "-") break;  // the command starts here
-    std::string_view name = arg.substr(0, arg.find('='));
+    // Long options take "--name=value"; a short option is exactly "-x".
+    std::string_view name = arg.substr(0, 2) == "--" ? arg.substr(0, arg.find('=')) : arg;
     if (name == "-h" || name == "--help") {
       out.help = true;
     } else if (name == "-V" || name == "--version") {

@@ -1,6 +1,7 @@
 #include "davincirun/launcher.hpp"
 
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -136,6 +137,19 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   if (options.command.empty() || options.command[0].empty()) {
     throw ConfigError("no command given: pass the program each rank runs, e.g. [\"python\", \"train.py\"]");
   }
+  for (const auto& arg : options.command) {
+    if (arg.find('\0') != std::string::npos) {
+      throw ConfigError("an argument of the command contains a NUL character, which no program can receive");
+    }
+  }
+  for (const auto& [name, value] : options.env) {
+    if (name.empty() || name.find('=') != std::string::npos || name.find('\0') != std::string::npos) {
+      throw ConfigError(fmt::format("invalid environment variable name '{}'", name));
+    }
+    if (value.find('\0') != std::string::npos) {
+      throw ConfigError(fmt::format("the value of {} contains a NUL character", name));
+    }
+  }
   LaunchPlan plan;
   plan.options = options;
 
@@ -145,6 +159,11 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
     throw ConfigError("no rank table: set RANK_TABLE_FILE or pass the rank table path explicitly");
   }
   plan.table = load_rank_table(table_path);
+  if (plan.table.status != "completed") {
+    // The platform is still writing it (Kubernetes operator, ModelArts).
+    throw ConfigError(fmt::format("rank table {} is not ready: its status is '{}', not 'completed'", table_path,
+                                  plan.table.status));
+  }
   plan.server_index = select_server(plan.table, options.server_id);
   plan.ranks = allocate_ranks(plan.table, plan.server_index, present_devices(options.device_dir));
   plan.work_dir = resolve_work_dir(options.work_dir);
@@ -201,8 +220,10 @@ double seconds_between(std::chrono::system_clock::time_point a, std::chrono::sys
 }
 
 std::string rank_outcome(const RankResult& r) {
-  if (r.killed_by_launcher) return r.status.describe() + " (SIGKILL from the launcher)";
-  if (r.terminated_by_launcher) return r.status.describe() + " (after SIGTERM from the launcher)";
+  const bool by_sigterm = r.status.kind == ExitStatus::Kind::signaled && r.status.value == SIGTERM;
+  if (r.killed_by_launcher) return "killed by the launcher (SIGKILL)";
+  if (r.terminated_by_launcher && by_sigterm) return "stopped by the launcher (SIGTERM)";
+  if (r.terminated_by_launcher) return r.status.describe() + " after SIGTERM from the launcher";
   return r.status.describe();
 }
 }  // namespace
@@ -228,6 +249,9 @@ std::string failure_report(const JobResult& result, std::size_t tail_lines) {
     if (result.first_failure && *result.first_failure == i) continue;
     const RankResult& r = result.ranks[i];
     out += fmt::format("rank {} (pid {}): {}\n", r.rank, r.pid, rank_outcome(r));
+  }
+  for (const auto& r : result.ranks) {
+    if (r.log_error) out += fmt::format("the log of rank {} is incomplete: {}\n", r.rank, *r.log_error);
   }
   return out;
 }

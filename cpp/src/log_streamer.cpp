@@ -16,21 +16,27 @@
 
 namespace davincirun {
 
-void FdLineSink::write(std::string_view lines) {
-  while (!broken_ && !lines.empty()) {
-    ssize_t n = ::write(fd_, lines.data(), lines.size());
+void FdLineSink::write(std::string_view lines) { write_all(fd_, lines, broken_); }
+
+void FdLineSink::notice(std::string_view lines) {
+  write_all(notice_fd_, lines, notice_fd_ == fd_ ? broken_ : notice_broken_);
+}
+
+void FdLineSink::write_all(int fd, std::string_view data, bool& broken) {
+  while (!broken && !data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) {
         // A non-blocking terminal or pipe: wait for room rather than drop.
-        pollfd room{fd_, POLLOUT, 0};
+        pollfd room{fd, POLLOUT, 0};
         ::poll(&room, 1, -1);
         continue;
       }
-      broken_ = true;  // EPIPE, EBADF...: stop writing to the console
+      broken = true;  // EPIPE, EBADF...: stop writing to this stream
       return;
     }
-    lines.remove_prefix(static_cast<std::size_t>(n));
+    data.remove_prefix(static_cast<std::size_t>(n));
   }
 }
 

@@ -113,9 +113,20 @@ std::vector<pid_t> Supervisor::pids() const {
   return out;
 }
 
+namespace {
+// The eventfd counter carries both kinds of request: graceful stops in the
+// low 32 bits, kills above them.
+constexpr std::uint64_t kill_request = std::uint64_t{1} << 32;
+}  // namespace
+
 void Supervisor::request_stop() noexcept {
   const std::uint64_t one = 1;
   ssize_t ignored = ::write(stop_fd_, &one, sizeof one);
+  (void)ignored;
+}
+
+void Supervisor::request_kill() noexcept {
+  ssize_t ignored = ::write(stop_fd_, &kill_request, sizeof kill_request);
   (void)ignored;
 }
 
@@ -148,7 +159,11 @@ JobResult Supervisor::run() {
           std::uint64_t count = 0;
           if (::read(stop_fd_, &count, sizeof count) == static_cast<ssize_t>(sizeof count)) {
             stop_requests_ += count;
-            if (stop_requests_ == 1 && stop_reason_ == StopReason::none) {
+            if (count >= kill_request) {
+              log_notice("kill requested: killing every rank now");
+              if (stop_reason_ == StopReason::none) stop_reason_ = StopReason::requested;
+              kill_remaining();
+            } else if (stop_requests_ == 1 && stop_reason_ == StopReason::none) {
               log_notice("stop requested: stopping every rank");
               begin_stop(StopReason::requested, std::nullopt);
             } else {
@@ -284,6 +299,6 @@ void Supervisor::check_deadlines() {
   }
 }
 
-void Supervisor::log_notice(const std::string& text) { console_->write("[davincirun] " + text + "\n"); }
+void Supervisor::log_notice(const std::string& text) { console_->notice("[davincirun] " + text + "\n"); }
 
 }  // namespace davincirun

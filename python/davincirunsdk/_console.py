@@ -49,8 +49,14 @@ class ConsoleWriter:
 
     def __init__(self):
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._broken = False
 
     def write(self, data, skipped_lines=0):
+        """Shows `data`; a display that fails (a closed pipe, no sys.stdout)
+        is given up for the rest of the job: the ranks and their log files
+        must never suffer for it."""
+        if self._broken:
+            return
         parts = []
         if skipped_lines:
             parts.append(
@@ -60,5 +66,8 @@ class ConsoleWriter:
         if data:
             parts.append(self._decoder.decode(data))
         if parts:
-            sys.stdout.write("".join(parts))
-            sys.stdout.flush()
+            try:
+                sys.stdout.write("".join(parts))
+                sys.stdout.flush()
+            except Exception:  # OSError (EPIPE), AttributeError (no stdout), ValueError (closed)
+                self._broken = True

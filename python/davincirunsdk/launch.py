@@ -22,7 +22,10 @@ def _normalize_command(command):
     if isinstance(command, (str, bytes)):
         # A convenience for "python train.py": split like a shell would, but
         # no shell ever runs, so nothing is expanded or interpreted.
-        command = shlex.split(os.fsdecode(command))
+        try:
+            command = shlex.split(os.fsdecode(command))
+        except ValueError as e:
+            raise LaunchConfigError("cannot split the command %r: %s" % (command, e))
     try:
         argv = [os.fsdecode(os.fspath(part)) for part in command]
     except TypeError:
@@ -37,7 +40,9 @@ def _normalize_env(env):
         return []
     items = []
     for name, value in dict(env).items():
-        name, value = str(name), str(value)
+        if not isinstance(name, str) or value is None:
+            raise LaunchConfigError("env: expected names and values as strings, got %r=%r" % (name, value))
+        value = os.fsdecode(value) if isinstance(value, bytes) else str(value)
         if not name or "=" in name or "\0" in name:
             raise LaunchConfigError("env: invalid variable name %r" % name)
         if "\0" in value:
@@ -55,6 +60,10 @@ class DistributedJob:
         job_id (str): the ``JOB_ID`` every rank sees.
         pids (list[int]): the ranks' process ids, by rank.
         plan: the launch plan (ranks, devices, environments).
+
+    Keep the handle until the job is over: a job whose handle is dropped
+    (garbage-collected) before it ends is killed, so that nothing is ever left
+    running unwatched.
     """
 
     def __init__(self, plan, console, cache_dir=None):
@@ -66,6 +75,19 @@ class DistributedJob:
         self.run_dir = self._core.run_dir
         self.pids = list(self._core.pids)
         self._result = None
+        self._terminated = False
+
+    def __del__(self):
+        core = getattr(self, "_core", None)
+        if core is None:
+            return
+        if not core.done:
+            core.request_kill()
+        if getattr(self, "_cache_dir", None):
+            while not core.wait_for(_WAKE_INTERVAL):
+                pass
+            remove_cache_dir(self._cache_dir)
+            self._cache_dir = None
 
     def _pump(self):
         data, skipped = self._core.take_output()
@@ -82,13 +104,34 @@ class DistributedJob:
             if self._cache_dir:
                 remove_cache_dir(self._cache_dir)
                 self._cache_dir = None
+            for rank in self._result.ranks:
+                if rank.log_error:
+                    warnings.warn(
+                        "the log of rank %d is incomplete (%s): %s" % (rank.rank, rank.log_path, rank.log_error),
+                        RuntimeWarning,
+                        stacklevel=3,
+                    )
         return self._result
 
     def terminate(self):
         """Stops every rank: SIGTERM to each rank's process group, SIGKILL after
         the grace period. Calling it twice kills at once. Returns immediately;
-        call :meth:`wait` to wait for the end."""
+        call :meth:`wait` to wait for the end, which then returns 130 (or 0
+        when every rank had already exited 0) instead of raising, unless a
+        rank failed before the stop."""
+        self._terminated = True
         self._core.request_stop()
+
+    @property
+    def result(self):
+        """The job's result once it is over, else ``None``: ``ranks`` (each with
+        ``rank``, ``pid``, ``log_path``, ``exit_code``, ``signal``,
+        ``returncode``, ``terminated_by_launcher``, ``killed_by_launcher``,
+        ``started``/``ended`` in seconds since the epoch, ``output_bytes``,
+        ``log_error``), ``first_failure``, ``stop_reason``, ``exit_code``."""
+        if not self._core.done:
+            return None
+        return self._finish()
 
     def poll(self):
         """``None`` while the job runs, else its exit code (see :meth:`wait`)."""
@@ -113,11 +156,15 @@ class DistributedJob:
         Returns:
             int: 0 when every rank exited 0; otherwise (with
             ``raise_exception=False``) the first failed rank's exit code, or
-            128 + N when signal N killed it.
+            128 + N when signal N killed it; 130 after :meth:`terminate`.
 
         Raises:
             DistributedRuntimeError: a rank failed (``raise_exception=True``).
             KeyboardInterrupt: after stopping every rank on Ctrl-C.
+
+        Any exception raised while waiting stops every rank gracefully before
+        it propagates. A log file that could not take every byte (e.g. a full
+        disk) is reported with a RuntimeWarning.
         """
         if not destroy_when_finished:
             warnings.warn(
@@ -127,13 +174,13 @@ class DistributedJob:
             )
         try:
             self._wait_until_done()
-        except KeyboardInterrupt:
+        except BaseException:  # Ctrl-C, or anything else that ends the wait early
             self._stop_after_interrupt()
             raise
         result = self._finish()
         if result.success:
             return 0
-        if raise_exception:
+        if raise_exception and (result.first_failure is not None or not self._terminated):
             raise _runtime_error(result)
         return result.exit_code
 
@@ -222,7 +269,7 @@ def start_distributed_train(
             os.fspath(rank_table) if rank_table is not None else "",
             os.fspath(work_dir),
             os.fspath(log_dir),
-            server_id,
+            None if server_id is None else str(server_id),
             extra,
             float(grace_period),
             _core.DEFAULT_DRAIN_TIMEOUT,

@@ -50,7 +50,7 @@ def test_exit_code_of_first_failed_rank(tmp_path, rank_table, job_env):
     assert proc.returncode == 7
     assert time.monotonic() - start < 30
     assert "rank 2" in proc.stderr and "exit code 7" in proc.stderr
-    assert "after SIGTERM from the launcher" in proc.stderr
+    assert "stopped by the launcher (SIGTERM)" in proc.stderr
 
 
 def test_exit_code_for_a_signal_is_128_plus_n(tmp_path, rank_table, job_env):
@@ -114,3 +114,55 @@ def test_sigterm_stops_the_job(tmp_path, rank_table, job_env):
             proc.wait()
     assert proc.returncode == 128 + signal.SIGTERM
     assert "stopped" in err
+
+
+def test_signals_ignored_at_start_stay_ignored(tmp_path, rank_table, job_env):
+    """`nohup davincirun ...`: a hangup must not stop the job."""
+    marker = ["--env", "%s=%s" % (MARKER_VARIABLE, job_env[MARKER_VARIABLE])]
+    proc = subprocess.Popen(
+        [DAVINCIRUN] + marker + ["-r", rank_table(2), sys.executable, "-c", "import time; time.sleep(2)"],
+        cwd=str(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+    )
+    try:
+        time.sleep(0.8)
+        proc.send_signal(signal.SIGHUP)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+
+
+def test_short_option_with_equals_is_refused(tmp_path, rank_table, job_env):
+    proc = run_cli(["-r=" + rank_table(1), "true"], job_env, tmp_path)
+    assert proc.returncode == 2
+    assert "unknown option '-r=" in proc.stderr
+
+
+def test_launcher_notices_go_to_stderr(tmp_path, rank_table, job_env):
+    code = "import os, sys, time\nif os.environ['RANK_ID'] == '1': sys.exit(4)\ntime.sleep(120)\n"
+    proc = run_cli(["-r", rank_table(2), sys.executable, "-c", code], job_env, tmp_path)
+    assert proc.returncode == 4
+    assert "[davincirun] rank 1" in proc.stderr
+    assert "[davincirun]" not in proc.stdout
+
+
+def test_incomplete_log_is_reported(tmp_path, rank_table, job_env):
+    """A log file that cannot take every byte (here: a 64 KiB file-size limit
+    standing in for a full disk) is reported; the ranks are not disturbed."""
+    import resource
+
+    def limit_file_size():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # write() then fails with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+
+    marker = ["--env", "%s=%s" % (MARKER_VARIABLE, job_env[MARKER_VARIABLE])]
+    proc = subprocess.run(
+        [DAVINCIRUN] + marker + ["-r", rank_table(1), sys.executable, "-c", "print('x' * 200000)"],
+        cwd=str(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True, timeout=60, preexec_fn=limit_file_size,
+    )
+    assert proc.returncode == 0
+    assert "log of rank 0 is incomplete" in proc.stderr and "File too large at byte 65536" in proc.stderr

@@ -27,7 +27,7 @@ def _files(root: Path) -> dict[str, bytes]:
 
 def test_rank_table_corpus_is_a_byte_identical_copy() -> None:
     if not SHARED.is_dir():
-        pytest.skip(f"shared corpus not found at {SHARED} (only present in the team workspace)")
+        pytest.skip(f"shared corpus not found at {SHARED} (the upstream corpus is not beside this checkout)")
     assert COPY.is_dir(), f"missing corpus copy {COPY}"
 
     shared, copy = _files(SHARED), _files(COPY)

@@ -4,6 +4,7 @@ import hashlib
 import os
 import random
 import signal
+import sys
 import threading
 import time
 
@@ -251,8 +252,69 @@ def test_terminate_stops_the_job(tmp_path, rank_table, job_env):
     )
     assert job.poll() is None
     job.terminate()
-    assert job.wait(raise_exception=False) == 130
+    assert job.wait() == 130  # a stop the caller asked for is not a failure
     assert_gone(job.pids)
+    assert all(r.terminated_by_launcher and r.signal == signal.SIGTERM for r in job.result.ranks)
+
+
+def test_a_failing_display_never_harms_the_job(tmp_path, rank_table, job_env, monkeypatch):
+    class BrokenStdout:
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            pass
+
+    monkeypatch.setattr("sys.stdout", BrokenStdout())
+    code = "import os\nfor i in range(20000):\n    print('line', i)\n"
+    job = start_distributed_train(
+        python_command(code), log_dir=str(tmp_path / "log"), rank_table=rank_table(2), env=job_env,
+        output_notebook=True,
+    )
+    assert job.wait() == 0
+    for rank in range(2):
+        with open(os.path.join(job.run_dir, "rank_%d.device_%d.log" % (rank, rank))) as f:
+            assert f.read().count("\n") == 20000
+
+
+def test_dropping_an_unfinished_job_kills_it(tmp_path, rank_table, job_env):
+    job = start_distributed_train(
+        python_command(SLEEPER), log_dir=str(tmp_path / "log"), rank_table=rank_table(2), env=job_env,
+        output_notebook=False, random_cache_dir=True,
+    )
+    pids, cache = job.pids, job._cache_dir
+    del job
+    import gc
+
+    gc.collect()
+    assert_gone(pids)
+    assert not os.path.exists(cache)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(grace_period=1e20), "grace_period"),
+        (dict(command=[sys.executable, "-c", "print('a\\0b')", "a\0b"]), "NUL"),
+        (dict(command="python 'unbalanced"), "cannot split"),
+        (dict(env={"A": None}), "env"),
+    ],
+)
+def test_bad_arguments_start_nothing(tmp_path, rank_table, job_env, kwargs, message):
+    args = dict(command=["true"], log_dir=str(tmp_path / "log"), rank_table=rank_table(2))
+    args.update(kwargs)
+    args["env"] = dict(job_env, **args.get("env", {}))
+    with pytest.raises((LaunchConfigError, ValueError), match=message):
+        start_and_wait_distributed_train(args.pop("command"), **args)
+    assert not (tmp_path / "log").exists()
+
+
+def test_table_still_being_written_is_refused(tmp_path, job_env):
+    table = tmp_path / "initializing.json"
+    table.write_text('{"version": "1.0", "status": "initializing", "server_list": '
+                     '[{"server_id": "127.0.0.1", "device": [{"device_id": "0", "rank_id": "0"}]}]}')
+    with pytest.raises(LaunchConfigError, match="initializing"):
+        start_and_wait_distributed_train(["true"], log_dir=str(tmp_path / "log"), rank_table=str(table), env=job_env)
 
 
 def test_command_not_found_starts_nothing(tmp_path, rank_table, job_env):

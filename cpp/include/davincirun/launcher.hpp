@@ -75,6 +75,8 @@ class Job {
   JobResult wait() { return supervisor_->run(); }
   /// Stops the job; see Supervisor::request_stop(). Thread- and signal-safe.
   void request_stop() noexcept { supervisor_->request_stop(); }
+  /// Kills every rank at once; see Supervisor::request_kill().
+  void request_kill() noexcept { supervisor_->request_kill(); }
 
   const std::string& run_dir() const noexcept { return run_dir_; }
   std::vector<pid_t> pids() const { return supervisor_->pids(); }

@@ -30,6 +30,9 @@ namespace davincirun {
 /// short enough that a notebook user is not left waiting.
 inline constexpr std::chrono::milliseconds default_grace_period{10'000};
 
+/// Longest accepted grace period: 24 h.
+inline constexpr std::chrono::milliseconds max_grace_period{86'400'000};
+
 /// Default time a rank's output pipe may stay open after the rank exited
 /// (held by a descendant that left its process group): 2 s.
 inline constexpr std::chrono::milliseconds default_drain_timeout{2'000};
@@ -97,6 +100,9 @@ class Supervisor {
   /// a second call SIGKILLs at once. Safe from any thread and from a signal
   /// handler (it only writes to an eventfd).
   void request_stop() noexcept;
+
+  /// Asks run() to SIGKILL every rank at once. Same safety as request_stop().
+  void request_kill() noexcept;
 
   /// Process ids of the ranks, in order.
   std::vector<pid_t> pids() const;
