@@ -138,6 +138,10 @@ LaunchPlan plan(std::vector<std::string> command, std::string rank_table_file, s
 
 void bind_job(py::module_& m) {
   m.attr("DEFAULT_GRACE_PERIOD") = static_cast<double>(default_grace_period.count()) / 1000.0;
+  {
+    std::vector<std::string> names(identity_variable_names().begin(), identity_variable_names().end());
+    m.attr("IDENTITY_VARIABLES") = py::tuple(py::cast(names));
+  }
   m.attr("DEFAULT_DRAIN_TIMEOUT") = static_cast<double>(default_drain_timeout.count()) / 1000.0;
 
   py::class_<RankAssignment>(m, "RankAssignment")

@@ -50,6 +50,11 @@ void say(const std::string& text) {
 int run(const davincirun::cli::CliOptions& cli) {
   using namespace davincirun;
   LaunchPlan plan = plan_launch(cli.launch, Environment::current());
+  for (const auto& [name, value] : cli.launch.env) {
+    for (std::string_view identity : identity_variable_names()) {
+      if (name == identity) say(fmt::format("warning: --env {} has no effect: the launcher sets it for each rank", name));
+    }
+  }
   const RankTableServer& server = plan.table.servers[plan.server_index];
   FdLineSink console(STDOUT_FILENO, STDERR_FILENO);
   install_signal_handlers();

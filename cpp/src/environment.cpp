@@ -67,6 +67,13 @@ void Environment::unset(std::string_view name) {
   if (it != entries_.end()) entries_.erase(it);
 }
 
+const std::vector<std::string_view>& identity_variable_names() {
+  static const std::vector<std::string_view> names = {
+      "RANK_TABLE_FILE", "RANK_ID", "RANK_SIZE", "RANK_START", "DEVICE_ID", "ASCEND_DEVICE_ID",
+      "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR"};
+  return names;
+}
+
 Environment rank_environment(const Environment& inherited, const JobEnvironment& job, const RankAssignment& rank,
                              const std::vector<std::pair<std::string, std::string>>& extra) {
   Environment env = inherited;

@@ -195,6 +195,14 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
 }
 
 Job::Job(const LaunchPlan& plan, LineSink& console) {
+  // With SIGCHLD ignored, the kernel reaps children itself and every exit
+  // status is lost: refuse rather than report each rank as failed.
+  struct sigaction chld {};
+  if (::sigaction(SIGCHLD, nullptr, &chld) == 0 &&
+      (chld.sa_handler == SIG_IGN || (chld.sa_flags & SA_NOCLDWAIT) != 0)) {
+    throw ConfigError("this process ignores SIGCHLD (SIG_IGN or SA_NOCLDWAIT), so the ranks' exit statuses "
+                      "would be lost; restore the default disposition before launching");
+  }
   make_dirs(plan.log_dir);
   run_dir_ = make_run_dir(plan.log_dir, plan.job.job_id);
   point_latest(plan.log_dir, run_dir_);

@@ -47,6 +47,8 @@ def _normalize_env(env):
             raise LaunchConfigError("env: invalid variable name %r" % name)
         if "\0" in value:
             raise LaunchConfigError("env: the value of %s contains a NUL character" % name)
+        if name in _core.IDENTITY_VARIABLES:
+            warnings.warn("env: %s has no effect: the launcher sets it for each rank" % name, stacklevel=4)
         items.append((name, value))
     return items
 

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <regex>
 #include <set>
@@ -185,4 +186,16 @@ TEST_CASE("find_free_port returns a port that can be bound", "[environment]") {
   const int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
   ::close(fd);
   CHECK(rc == 0);
+}
+
+TEST_CASE("identity_variable_names lists exactly what extra cannot override", "[environment]") {
+  std::vector<std::pair<std::string, std::string>> extra;
+  for (std::string_view name : identity_variable_names()) extra.emplace_back(std::string(name), "from-extra");
+  const auto env = as_map(rank_environment(Environment(), a_job(), a_rank(), extra));
+  for (std::string_view name : identity_variable_names()) {
+    INFO(name);
+    CHECK(env.at(std::string(name)) != "from-extra");
+  }
+  // JOB_ID and MASTER_PORT come from the job, which the planner derives with extra in mind.
+  CHECK(std::count(identity_variable_names().begin(), identity_variable_names().end(), "JOB_ID") == 0);
 }

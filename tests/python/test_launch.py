@@ -101,10 +101,11 @@ def test_inherited_environment_and_defaults(tmp_path, rank_table, job_env, monke
     monkeypatch.setenv("LOCAL_RANK", "{0,1,2,3}")
     monkeypatch.setenv("MASTER_PORT", "29123")
     env = dict(job_env, RANK_SIZE="99", EXTRA_VAR="from-env")
-    job = start_distributed_train(
-        python_command(PRINT_ENV + "print('EXTRA_VAR=' + os.environ['EXTRA_VAR'])"),
-        log_dir=str(tmp_path / "log"), rank_table=rank_table(2), env=env, output_notebook=False,
-    )
+    with pytest.warns(UserWarning, match="RANK_SIZE has no effect"):
+        job = start_distributed_train(
+            python_command(PRINT_ENV + "print('EXTRA_VAR=' + os.environ['EXTRA_VAR'])"),
+            log_dir=str(tmp_path / "log"), rank_table=rank_table(2), env=env, output_notebook=False,
+        )
     assert job.wait() == 0
     for rank in range(2):
         got = read_env_log(os.path.join(job.run_dir, "rank_%d.device_%d.log" % (rank, rank)))
@@ -357,3 +358,22 @@ def test_compat_import_paths():
 
     assert Compat is davincirunsdk.DistributedRuntimeError
     assert issubclass(Compat, RuntimeError)
+
+
+def test_host_ignoring_sigchld_is_refused(tmp_path, rank_table, job_env):
+    old = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        with pytest.raises(LaunchConfigError, match="SIGCHLD"):
+            start_and_wait_distributed_train(["true"], log_dir=str(tmp_path / "log"), rank_table=rank_table(2),
+                                             env=job_env)
+    finally:
+        signal.signal(signal.SIGCHLD, old)
+
+
+def test_env_for_an_identity_variable_warns(tmp_path, rank_table, job_env):
+    with pytest.warns(UserWarning, match="RANK_ID has no effect"):
+        code = start_and_wait_distributed_train(
+            ["true"], log_dir=str(tmp_path / "log"), rank_table=rank_table(1), env=dict(job_env, RANK_ID="5"),
+            output_notebook=False,
+        )
+    assert code == 0

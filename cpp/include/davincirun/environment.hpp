@@ -64,6 +64,11 @@ Environment rank_environment(const Environment& inherited, const JobEnvironment&
                              const RankAssignment& rank,
                              const std::vector<std::pair<std::string, std::string>>& extra = {});
 
+/// The rank identity names rank_environment() always sets itself; values
+/// given for them in `extra` have no effect. (JOB_ID and MASTER_PORT are set
+/// too, but from JobEnvironment, whose planner honours `extra`.)
+const std::vector<std::string_view>& identity_variable_names();
+
 /// JOB_ID for a new job: $JOB_ID when set; else $BATCH_JOB_ID; else
 /// $MA_VJ_NAME with its "ma-job" prefix replaced by "modelarts-job" (as
 /// davincirunsdk 0.1.x did on ModelArts); else "job-<8 random hex digits>".

@@ -67,7 +67,8 @@ class Job {
   /// existing one; mode 0700), points `<log_dir>/latest` at it, creates one
   /// log file per rank, `rank_<rank>.device_<physical id>.log` (mode 0600),
   /// and starts every rank. Console lines go to `console`, which must outlive
-  /// the Job. Throws ConfigError (log dir unusable), SpawnError, SystemError;
+  /// the Job. Throws ConfigError (log dir unusable, SIGCHLD ignored by this
+  /// process), SpawnError, SystemError;
   /// nothing is left running when it throws.
   Job(const LaunchPlan& plan, LineSink& console);
 
