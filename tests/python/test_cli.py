@@ -98,41 +98,37 @@ def test_command_not_found_exits_127(tmp_path, rank_table, job_env):
     assert "command not found" in proc.stderr
 
 
-def test_sigterm_stops_the_job(tmp_path, rank_table, job_env):
+def signal_cli(args, job_env, cwd, sig, after, preexec_fn=None):
+    """Runs davincirun, sends it `sig` after `after` seconds, returns (returncode, stderr)."""
     marker = ["--env", "%s=%s" % (MARKER_VARIABLE, job_env[MARKER_VARIABLE])]
     proc = subprocess.Popen(
-        [DAVINCIRUN] + marker + ["-r", rank_table(3), sys.executable, "-c", "import time; time.sleep(120)"],
-        cwd=str(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [DAVINCIRUN] + marker + list(args), cwd=str(cwd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, preexec_fn=preexec_fn,
     )
     try:
-        time.sleep(1.0)
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
+        time.sleep(after)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 128 + signal.SIGTERM
+    return proc.returncode, err
+
+
+def test_sigterm_stops_the_job(tmp_path, rank_table, job_env):
+    code, err = signal_cli(["-r", rank_table(3), sys.executable, "-c", "import time; time.sleep(120)"],
+                           job_env, tmp_path, signal.SIGTERM, 1.0)
+    assert code == 128 + signal.SIGTERM
     assert "stopped" in err
 
 
 def test_signals_ignored_at_start_stay_ignored(tmp_path, rank_table, job_env):
     """`nohup davincirun ...`: a hangup must not stop the job."""
-    marker = ["--env", "%s=%s" % (MARKER_VARIABLE, job_env[MARKER_VARIABLE])]
-    proc = subprocess.Popen(
-        [DAVINCIRUN] + marker + ["-r", rank_table(2), sys.executable, "-c", "import time; time.sleep(2)"],
-        cwd=str(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
-    )
-    try:
-        time.sleep(0.8)
-        proc.send_signal(signal.SIGHUP)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, err
+    code, err = signal_cli(["-r", rank_table(2), sys.executable, "-c", "import time; time.sleep(2)"],
+                           job_env, tmp_path, signal.SIGHUP, 0.8,
+                           preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    assert code == 0, err
 
 
 def test_short_option_with_equals_is_refused(tmp_path, rank_table, job_env):
