@@ -10,6 +10,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 # Debian's own Python refuses pip installs outside a venv (PEP 668); as root on
 # a dedicated machine that is what we want.
 export PIP_BREAK_SYSTEM_PACKAGES=1
+export PIP_ROOT_USER_ACTION=ignore
 
 # C++ dependencies from Debian.
 apt_packages=(g++ nlohmann-json3-dev libfmt-dev catch2)

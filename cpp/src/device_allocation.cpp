@@ -50,8 +50,31 @@ std::size_t select_server(const RankTable& table, const std::optional<std::strin
       table.servers.size(), known));
 }
 
+std::vector<int> parse_visible_devices(const std::string& value) {
+  std::vector<int> ids;
+  std::size_t pos = 0;
+  while (pos <= value.size()) {
+    std::size_t comma = value.find(',', pos);
+    if (comma == std::string::npos) comma = value.size();
+    const std::string item = value.substr(pos, comma - pos);
+    if (item.empty() || item.size() > 6 ||
+        !std::all_of(item.begin(), item.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+      throw ConfigError(fmt::format("ASCEND_RT_VISIBLE_DEVICES='{}': '{}' is not a device id", value, item));
+    }
+    const int id = std::atoi(item.c_str());
+    if (!ids.empty() && id <= ids.back()) {
+      throw ConfigError(fmt::format(
+          "ASCEND_RT_VISIBLE_DEVICES='{}': ids must be in ascending order without repeats", value));
+    }
+    ids.push_back(id);
+    pos = comma + 1;
+  }
+  return ids;
+}
+
 std::vector<RankAssignment> allocate_ranks(const RankTable& table, std::size_t server_index,
-                                           const std::vector<int>& present) {
+                                           const std::vector<int>& present,
+                                           const std::optional<std::vector<int>>& rt_visible) {
   const RankTableServer& server = table.servers.at(server_index);
   // The numbering the device runtime uses here: /dev/davinciN present on this
   // machine (a container sees only its own), else the server's table ids.
@@ -76,6 +99,16 @@ std::vector<RankAssignment> allocate_ranks(const RankTable& table, std::size_t s
     a.local_rank = d.rank_id - server.rank_start;
     a.physical_device_id = d.device_id;
     a.logical_device_id = static_cast<int>(it - numbering.begin());
+    if (rt_visible) {
+      // The runtime renumbers the devices it is allowed to see from 0.
+      auto vis = std::find(rt_visible->begin(), rt_visible->end(), a.logical_device_id);
+      if (vis == rt_visible->end()) {
+        throw ConfigError(fmt::format(
+            "server {}: device {} (rank {}, logical id {}) is not in ASCEND_RT_VISIBLE_DEVICES", server.server_id,
+            d.device_id, d.rank_id, a.logical_device_id));
+      }
+      a.logical_device_id = static_cast<int>(vis - rt_visible->begin());
+    }
     a.device_ip = d.device_ip;
     out.push_back(a);
   }

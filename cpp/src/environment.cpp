@@ -74,12 +74,21 @@ const std::vector<std::string_view>& identity_variable_names() {
   return names;
 }
 
+const std::vector<std::string_view>& scrubbed_variable_names() {
+  static const std::vector<std::string_view> names = {"MS_ROLE", "MS_SCHED_HOST", "MS_SCHED_PORT", "MS_WORKER_NUM",
+                                                      "MS_NODE_ID"};
+  return names;
+}
+
 Environment rank_environment(const Environment& inherited, const JobEnvironment& job, const RankAssignment& rank,
                              const std::vector<std::pair<std::string, std::string>>& extra) {
   Environment env = inherited;
+  for (std::string_view name : scrubbed_variable_names()) env.unset(name);
   env.set_default("HCCL_CONNECT_TIMEOUT", std::to_string(default_hccl_connect_timeout_s));
   // Block-buffered Python output is lost when a rank crashes.
   env.set_default("PYTHONUNBUFFERED", "1");
+  // ModelArts sets it; scripts written for ModelArts read it to find their machine.
+  if (!job.host_ip.empty()) env.set_default("MA_CURRENT_HOST_IP", job.host_ip);
   for (const auto& [name, value] : extra) env.set(name, value);
 
   const std::string rank_id = std::to_string(rank.rank);

@@ -165,13 +165,16 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
                                   plan.table.status));
   }
   plan.server_index = select_server(plan.table, options.server_id);
-  plan.ranks = allocate_ranks(plan.table, plan.server_index, present_devices(options.device_dir));
-  plan.work_dir = resolve_work_dir(options.work_dir);
-  plan.log_dir = absolute(options.log_dir.empty() ? "./log" : options.log_dir);
-
-  // Explicit variables take part in the job-wide decisions (JOB_ID, MASTER_PORT).
+  // Explicit variables take part in the job-wide decisions (JOB_ID,
+  // MASTER_PORT, ASCEND_RT_VISIBLE_DEVICES).
   Environment with_extra = environment;
   for (const auto& [name, value] : options.env) with_extra.set(name, value);
+
+  std::optional<std::vector<int>> rt_visible;
+  if (auto v = with_extra.get("ASCEND_RT_VISIBLE_DEVICES")) rt_visible = parse_visible_devices(*v);
+  plan.ranks = allocate_ranks(plan.table, plan.server_index, present_devices(options.device_dir), rt_visible);
+  plan.work_dir = resolve_work_dir(options.work_dir);
+  plan.log_dir = absolute(options.log_dir.empty() ? "./log" : options.log_dir);
 
   const RankTableServer& server = plan.table.servers[plan.server_index];
   JobEnvironment& job = plan.job;
@@ -181,6 +184,7 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   job.local_world_size = static_cast<int>(plan.ranks.size());
   job.job_id = resolve_job_id(with_extra);
   job.master_addr = master_address(plan.table);
+  job.host_ip = server.host_ip.value_or(server.server_id);
   if (auto port = with_extra.get("MASTER_PORT"); port && !port->empty()) {
     job.master_port = parse_port(*port);
   } else {

@@ -134,3 +134,27 @@ TEST_CASE("select_server finds this machine's entry in the table", "[device_allo
     }
   }
 }
+
+TEST_CASE("ASCEND_RT_VISIBLE_DEVICES renumbers logical ids", "[device_allocation]") {
+  const RankTable table = parse_rank_table(R"({"version": "1.0", "server_list": [{"server_id": "s", "device": [
+      {"device_id": "5", "rank_id": "0"}, {"device_id": "6", "rank_id": "1"}]}]})",
+                                           "visible.json");
+  const std::vector<int> present{4, 5, 6, 7};  // physical 5, 6 are logical 1, 2
+  SECTION("the position of the logical id in the list") {
+    const auto ranks = allocate_ranks(table, 0, present, parse_visible_devices("1,2,3"));
+    CHECK(ranks[0].logical_device_id == 0);
+    CHECK(ranks[1].logical_device_id == 1);
+    CHECK(ranks[1].physical_device_id == 6);
+  }
+  SECTION("a device the runtime will not see is an error before anything starts") {
+    CHECK_THROWS_WITH(allocate_ranks(table, 0, present, parse_visible_devices("0,1")),
+                      Catch::Contains("device 6 (rank 1, logical id 2) is not in ASCEND_RT_VISIBLE_DEVICES"));
+  }
+  SECTION("malformed or unordered lists are refused") {
+    for (const char* bad : {"", "1,,2", "2,1", "1,1", "a", "1 ,2", "-1"}) {
+      INFO(bad);
+      CHECK_THROWS_AS(parse_visible_devices(bad), ConfigError);
+    }
+    CHECK(parse_visible_devices("0,3,7") == std::vector<int>{0, 3, 7});
+  }
+}

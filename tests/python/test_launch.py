@@ -38,7 +38,7 @@ RANK1_FAILS = (
 ENV_NAMES = [
     "RANK_TABLE_FILE", "RANK_ID", "RANK_SIZE", "RANK_START", "DEVICE_ID", "ASCEND_DEVICE_ID", "JOB_ID",
     "HCCL_CONNECT_TIMEOUT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-    "MASTER_PORT", "PYTHONUNBUFFERED", "MS_COMPILER_CACHE_PATH",
+    "MASTER_PORT", "PYTHONUNBUFFERED", "MS_COMPILER_CACHE_PATH", "MA_CURRENT_HOST_IP", "MS_ROLE",
 ]
 PRINT_ENV = "import os\nfor n in %r:\n    print(n + '=' + os.environ.get(n, '<unset>'))\n" % (ENV_NAMES,)
 
@@ -76,6 +76,7 @@ def test_success_sets_rank_environment_and_logs(tmp_path, rank_table, job_env):
         assert env["PYTHONUNBUFFERED"] == "1"
         assert env["JOB_ID"] == job.job_id
         assert env["MS_COMPILER_CACHE_PATH"] == "<unset>"  # random_cache_dir is off here
+        assert env["MA_CURRENT_HOST_IP"] == "127.0.0.1"  # the table's server_id
     assert len({e["MASTER_PORT"] for e in envs}) == 1
     assert_gone(job.pids)
 
@@ -100,6 +101,7 @@ def test_inherited_environment_and_defaults(tmp_path, rank_table, job_env, monke
     monkeypatch.setenv("RANK", "7")  # e.g. a Kubernetes pod's rank: must be overwritten
     monkeypatch.setenv("LOCAL_RANK", "{0,1,2,3}")
     monkeypatch.setenv("MASTER_PORT", "29123")
+    monkeypatch.setenv("MS_ROLE", "MS_WORKER")  # left by a platform launcher: must not reach the ranks
     env = dict(job_env, RANK_SIZE="99", EXTRA_VAR="from-env")
     with pytest.warns(UserWarning, match="RANK_SIZE has no effect"):
         job = start_distributed_train(
@@ -113,6 +115,7 @@ def test_inherited_environment_and_defaults(tmp_path, rank_table, job_env, monke
         assert got["RANK"] == got["LOCAL_RANK"] == str(rank)
         assert got["RANK_SIZE"] == "2"  # identity wins over env=
         assert got["MASTER_PORT"] == "29123"
+        assert got["MS_ROLE"] == "<unset>"
         assert got["EXTRA_VAR"] == "from-env"
 
 

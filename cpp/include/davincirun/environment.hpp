@@ -47,15 +47,24 @@ struct JobEnvironment {
   std::string job_id;           ///< JOB_ID
   std::string master_addr;      ///< MASTER_ADDR
   int master_port = 0;          ///< MASTER_PORT
+  std::string host_ip;          ///< default MA_CURRENT_HOST_IP: this server's host_ip, else its server_id
 };
+
+/// Variables of MindSpore's dynamic-cluster mode, removed from the inherited
+/// environment in rank-table mode: a platform launcher may leave them set,
+/// and then MindSpore tries to bind a scheduler port ("Address already in
+/// use") instead of reading the rank table.
+const std::vector<std::string_view>& scrubbed_variable_names();
 
 /// Default HCCL_CONNECT_TIMEOUT in seconds when the user set none: 1800, as
 /// davincirunsdk 0.1.x did (HCCL's own default is 120).
 inline constexpr int default_hccl_connect_timeout_s = 1800;
 
 /// The environment of one rank, built in layers:
-///  1. `inherited` (the launcher's own environment);
-///  2. defaults, kept when already set: HCCL_CONNECT_TIMEOUT=1800, PYTHONUNBUFFERED=1;
+///  1. `inherited` (the launcher's own environment) without the
+///     scrubbed_variable_names();
+///  2. defaults, kept when already set: HCCL_CONNECT_TIMEOUT=1800,
+///     PYTHONUNBUFFERED=1, MA_CURRENT_HOST_IP=job.host_ip (when not empty);
 ///  3. `extra` (the caller's explicit variables) overwrite;
 ///  4. identity, always overwritten: RANK_TABLE_FILE, RANK_ID, RANK_SIZE,
 ///     RANK_START, DEVICE_ID, ASCEND_DEVICE_ID, JOB_ID, RANK, LOCAL_RANK,
