@@ -119,7 +119,7 @@ class PyJob {
 LaunchPlan plan(std::vector<std::string> command, std::string rank_table_file, std::string work_dir,
                 std::string log_dir, std::optional<std::string> server_id,
                 std::vector<std::pair<std::string, std::string>> env, double grace_period,
-                double drain_timeout, std::string device_dir) {
+                double drain_timeout, double job_timeout, std::string device_dir) {
   LaunchOptions o;
   o.command = std::move(command);
   o.rank_table_file = std::move(rank_table_file);
@@ -130,6 +130,10 @@ LaunchPlan plan(std::vector<std::string> command, std::string rank_table_file, s
   o.device_dir = std::move(device_dir);
   o.supervisor.grace_period = to_millis(grace_period, "grace_period");
   o.supervisor.drain_timeout = to_millis(drain_timeout, "drain_timeout");
+  if (!std::isfinite(job_timeout) || job_timeout < 0 || job_timeout > 365.0 * 86400.0) {
+    throw py::value_error("job_timeout must be a number of seconds between 0 (no limit) and one year");
+  }
+  o.supervisor.job_timeout = std::chrono::milliseconds(std::llround(job_timeout * 1000));
   py::gil_scoped_release release;
   return plan_launch(o, Environment::current());
 }
@@ -169,7 +173,7 @@ void bind_job(py::module_& m) {
 
   m.def("plan_launch", &plan, py::arg("command"), py::arg("rank_table_file"), py::arg("work_dir"),
         py::arg("log_dir"), py::arg("server_id"), py::arg("env"), py::arg("grace_period"),
-        py::arg("drain_timeout"), py::arg("device_dir") = "/dev");
+        py::arg("drain_timeout"), py::arg("job_timeout") = 0.0, py::arg("device_dir") = "/dev");
 
   m.def("read_log_tail",
         [](const std::string& path, std::size_t max_lines, std::size_t max_bytes) {
@@ -208,6 +212,7 @@ void bind_job(py::module_& m) {
           case StopReason::none: return "none";
           case StopReason::rank_failed: return "rank_failed";
           case StopReason::requested: return "requested";
+          case StopReason::timed_out: return "timed_out";
         }
         return "none";
       })

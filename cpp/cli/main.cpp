@@ -15,6 +15,7 @@
 
 #include "davincirun/errors.hpp"
 #include "davincirun/launcher.hpp"
+#include "dry_run.hpp"
 #include "options.hpp"
 
 namespace {
@@ -47,13 +48,26 @@ void say(const std::string& text) {
   (void)ignored;
 }
 
+int verbosity = 1;
+
+void inform(const std::string& text) {
+  if (verbosity >= 1) say(text);
+}
+
 int run(const davincirun::cli::CliOptions& cli) {
   using namespace davincirun;
-  LaunchPlan plan = plan_launch(cli.launch, Environment::current());
+  verbosity = cli.verbosity;
+  const Environment inherited = Environment::current();
+  LaunchPlan plan = plan_launch(cli.launch, inherited);
   for (const auto& [name, value] : cli.launch.env) {
     for (std::string_view identity : identity_variable_names()) {
       if (name == identity) say(fmt::format("warning: --env {} has no effect: the launcher sets it for each rank", name));
     }
+  }
+  if (cli.dry_run) {
+    std::string text = cli::describe_plan(plan, inherited);
+    std::fputs(text.c_str(), stdout);
+    return 0;
   }
   const RankTableServer& server = plan.table.servers[plan.server_index];
   FdLineSink console(STDOUT_FILENO, STDERR_FILENO);
@@ -61,8 +75,16 @@ int run(const davincirun::cli::CliOptions& cli) {
   Job job(plan, console);
   running_job.store(&job);
   if (stop_signal) job.request_stop();  // a signal that came during start-up
-  say(fmt::format("job {}: {} rank(s) on server {} (world size {}), logs in {}", plan.job.job_id,
-                  plan.ranks.size(), server.server_id, plan.job.world_size, job.run_dir()));
+  inform(fmt::format("job {}: {} rank(s) on server {} (world size {}), logs in {}", plan.job.job_id,
+                     plan.ranks.size(), server.server_id, plan.job.world_size, job.run_dir()));
+  if (verbosity >= 2) {
+    const auto pids = job.pids();
+    for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
+      const RankAssignment& a = plan.ranks[i];
+      say(fmt::format("rank {} (pid {}): physical device {}, logical device {}", a.rank, pids[i],
+                      a.physical_device_id, a.logical_device_id));
+    }
+  }
   JobResult result = job.wait();
   running_job.store(nullptr);
 
@@ -70,7 +92,7 @@ int run(const davincirun::cli::CliOptions& cli) {
     if (r.log_error) say(fmt::format("warning: the log of rank {} is incomplete ({}): {}", r.rank, r.log_path, *r.log_error));
   }
   if (result.success()) {
-    say(fmt::format("all {} rank(s) exited 0; logs in {}", result.ranks.size(), job.run_dir()));
+    inform(fmt::format("all {} rank(s) exited 0; logs in {}", result.ranks.size(), job.run_dir()));
     return 0;
   }
   std::string report = failure_report(result);

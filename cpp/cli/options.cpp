@@ -27,8 +27,14 @@ Options (they end at the first non-option or at --):
                            the table lists several servers)
       --grace-period SEC   seconds between SIGTERM and SIGKILL when stopping
                            ranks (default: {:g})
+      --job-timeout SEC    stop every rank once the job has run this long
+                           (default: no limit; exit status 124)
       --env NAME=VALUE     set a variable for every rank (repeatable); it wins
                            over inherited values, not over the rank identity
+      --dry-run            print each rank's device and environment (what
+                           differs from this shell's), start nothing
+  -q, --quiet              print only errors from davincirun itself
+  -v, --verbose            also print each rank's assignment at start
   -h, --help               show this help and exit
   -V, --version            show the version and exit
 
@@ -48,12 +54,16 @@ values too: the messages on standard error say which it was.
 
 namespace {
 
-double parse_seconds(std::string_view option, const std::string& text) {
+// A job may train for weeks; a year is a generous bound that still fits the
+// millisecond arithmetic.
+constexpr double max_job_timeout_seconds = 365.0 * 86400.0;
+
+double parse_seconds(std::string_view option, const std::string& text, double max_seconds) {
   char* end = nullptr;
   double value = std::strtod(text.c_str(), &end);
-  const double max_seconds = static_cast<double>(max_grace_period.count()) / 1000.0;
   if (text.empty() || *end != '\0' || !std::isfinite(value) || value < 0 || value > max_seconds) {
-    throw UsageError(fmt::format("{} expects a number of seconds between 0 and 86400, got '{}'", option, text));
+    throw UsageError(fmt::format("{} expects a number of seconds between 0 and {:g}, got '{}'", option, max_seconds,
+                                 text));
   }
   return value;
 }
@@ -92,8 +102,18 @@ CliOptions parse_command_line(int argc, char** argv) {
     } else if (name == "--server-id") {
       out.launch.server_id = value_of(name, arg);
     } else if (name == "--grace-period") {
-      double seconds = parse_seconds(name, value_of(name, arg));
+      const double max_grace = static_cast<double>(max_grace_period.count()) / 1000.0;
+      double seconds = parse_seconds(name, value_of(name, arg), max_grace);
       out.launch.supervisor.grace_period = std::chrono::milliseconds(std::llround(seconds * 1000));
+    } else if (name == "--job-timeout") {
+      double seconds = parse_seconds(name, value_of(name, arg), max_job_timeout_seconds);
+      out.launch.supervisor.job_timeout = std::chrono::milliseconds(std::llround(seconds * 1000));
+    } else if (name == "--dry-run") {
+      out.dry_run = true;
+    } else if (name == "-q" || name == "--quiet") {
+      out.verbosity = 0;
+    } else if (name == "-v" || name == "--verbose") {
+      out.verbosity = 2;
     } else if (name == "--env") {
       std::string kv = value_of(name, arg);
       auto eq = kv.find('=');

@@ -18,6 +18,8 @@ struct CliOptions {
   LaunchOptions launch;
   bool help = false;
   bool version = false;
+  bool dry_run = false;  ///< print each rank's assignment and environment, start nothing
+  int verbosity = 1;     ///< 0 quiet (errors only), 1 normal, 2 verbose
 };
 
 /// Parses argv. Options end at the first argument that is not an option, or

@@ -256,6 +256,8 @@ std::string failure_report(const JobResult& result, std::size_t tail_lines) {
     }
   } else if (result.stop_reason == StopReason::requested) {
     out += "the job was stopped on request\n";
+  } else if (result.stop_reason == StopReason::timed_out) {
+    out += "the job ran past its timeout and was stopped\n";
   }
   for (std::size_t i = 0; i < result.ranks.size(); ++i) {
     if (result.first_failure && *result.first_failure == i) continue;

@@ -45,6 +45,7 @@ bool JobResult::success() const noexcept {
 int JobResult::exit_code() const noexcept {
   if (first_failure) return ranks[*first_failure].status.shell_code();
   if (stop_reason == StopReason::requested) return 128 + SIGINT;
+  if (stop_reason == StopReason::timed_out) return 124;
   for (const auto& r : ranks) {
     if (!r.status.success()) return r.status.shell_code();
   }
@@ -131,6 +132,7 @@ void Supervisor::request_kill() noexcept {
 }
 
 JobResult Supervisor::run() {
+  if (options_.job_timeout.count() > 0) job_deadline_ = Clock::now() + options_.job_timeout;
   std::array<epoll_event, 64> events{};
   auto busy = [this] {
     for (const auto& r : ranks_) {
@@ -268,7 +270,8 @@ void Supervisor::kill_remaining() {
 
 int Supervisor::next_timeout_ms() const {
   std::optional<Clock::time_point> next;
-  if (kill_deadline_ && !killed_all_) next = kill_deadline_;
+  if (job_deadline_ && stop_reason_ == StopReason::none) next = job_deadline_;
+  if (kill_deadline_ && !killed_all_ && (!next || *kill_deadline_ < *next)) next = kill_deadline_;
   for (const auto& r : ranks_) {
     if (r.drain_deadline && r.log.open() && (!next || *r.drain_deadline < *next)) next = r.drain_deadline;
   }
@@ -279,6 +282,11 @@ int Supervisor::next_timeout_ms() const {
 
 void Supervisor::check_deadlines() {
   const auto now = Clock::now();
+  if (job_deadline_ && stop_reason_ == StopReason::none && now >= *job_deadline_) {
+    log_notice(fmt::format("the job timeout of {:.1f} s is reached: stopping every rank",
+                           static_cast<double>(options_.job_timeout.count()) / 1000.0));
+    begin_stop(StopReason::timed_out, std::nullopt);
+  }
   if (kill_deadline_ && !killed_all_ && now >= *kill_deadline_) {
     bool any_running = false;
     for (const Rank& r : ranks_) any_running = any_running || !r.exited;

@@ -225,6 +225,7 @@ def start_distributed_train(
     env=None,
     grace_period=None,
     random_cache_dir=False,
+    job_timeout=None,
 ):
     """Starts one process per device of this machine's server in the rank table.
 
@@ -246,7 +247,10 @@ def start_distributed_train(
         env (dict[str, str] | None): extra variables for every rank; they win
             over inherited ones, not over the rank identity variables.
         grace_period (float | None): seconds between SIGTERM and SIGKILL when
-            ranks are stopped; default 10.
+            ranks are stopped; default 10, at most 86400.
+        job_timeout (float | None): stop every rank once the job has run this
+            many seconds (then ``wait`` raises DistributedRuntimeError, or
+            returns 124); default: no limit.
         random_cache_dir (bool): give the ranks a fresh
             ``MS_COMPILER_CACHE_PATH`` (removed after the job) unless one is set.
 
@@ -275,6 +279,7 @@ def start_distributed_train(
             extra,
             float(grace_period),
             _core.DEFAULT_DRAIN_TIMEOUT,
+            float(job_timeout or 0.0),
         )
         return DistributedJob(plan, console_mode(output_notebook), cache_dir)
     except BaseException:
@@ -301,6 +306,7 @@ def start_and_wait_distributed_train(
     server_id=None,
     env=None,
     grace_period=None,
+    job_timeout=None,
 ):
     """Starts distributed training on this machine and waits for it to end.
 
@@ -315,7 +321,7 @@ def start_and_wait_distributed_train(
 
     Args:
         command, work_dir, log_dir, output_notebook, rank_table, server_id,
-        env, grace_period: as for :func:`start_distributed_train`.
+        env, grace_period, job_timeout: as for :func:`start_distributed_train`.
         random_cache_dir (bool): default True: a fresh MindSpore compiler
             cache directory for this job, removed afterwards (a
             ``MS_COMPILER_CACHE_PATH`` already set wins).
@@ -341,5 +347,6 @@ def start_and_wait_distributed_train(
         env=env,
         grace_period=grace_period,
         random_cache_dir=random_cache_dir,
+        job_timeout=job_timeout,
     )
     return job.wait(destroy_when_finished=destroy_when_finished, raise_exception=raise_exception)

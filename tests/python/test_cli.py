@@ -162,3 +162,23 @@ def test_incomplete_log_is_reported(tmp_path, rank_table, job_env):
     )
     assert proc.returncode == 0
     assert "log of rank 0 is incomplete" in proc.stderr and "File too large at byte 65536" in proc.stderr
+
+
+def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path, rank_table, job_env):
+    proc = run_cli(["--dry-run", "-r", rank_table(2), "--env", "EXTRA=1", "definitely-not-run"], job_env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "rank 1 (local rank 1): physical device 1, logical device 1" in proc.stdout
+    assert "  + RANK_ID=1\n" in proc.stdout and "  + EXTRA=1\n" in proc.stdout
+    assert not (tmp_path / "log").exists()
+
+
+def test_job_timeout_exits_124(tmp_path, rank_table, job_env):
+    proc = run_cli(["--job-timeout", "0.5", "-r", rank_table(2), sys.executable, "-c", "import time; time.sleep(120)"],
+                   job_env, tmp_path)
+    assert proc.returncode == 124
+    assert "job timeout" in proc.stderr
+
+
+def test_quiet_prints_only_problems(tmp_path, rank_table, job_env):
+    proc = run_cli(["-q", "-r", rank_table(1), "true"], job_env, tmp_path)
+    assert proc.returncode == 0 and proc.stderr == ""

@@ -380,3 +380,16 @@ def test_env_for_an_identity_variable_warns(tmp_path, rank_table, job_env):
             output_notebook=False,
         )
     assert code == 0
+
+
+def test_job_timeout_stops_every_rank(tmp_path, rank_table, job_env):
+    start = time.monotonic()
+    with pytest.raises(DistributedRuntimeError, match="timeout") as info:
+        start_and_wait_distributed_train(
+            python_command(SLEEPER), log_dir=str(tmp_path / "log"), rank_table=rank_table(2), env=job_env,
+            output_notebook=False, job_timeout=0.5,
+        )
+    assert time.monotonic() - start < 30
+    result = info.value.result
+    assert result.stop_reason == "timed_out" and result.exit_code == 124
+    assert_gone([r.pid for r in result.ranks])

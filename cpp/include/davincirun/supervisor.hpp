@@ -40,6 +40,9 @@ inline constexpr std::chrono::milliseconds default_drain_timeout{2'000};
 struct SupervisorOptions {
   std::chrono::milliseconds grace_period = default_grace_period;
   std::chrono::milliseconds drain_timeout = default_drain_timeout;
+  /// Longest the whole job may run before every rank is stopped, counted from
+  /// the start of run(); zero (the default) means no limit.
+  std::chrono::milliseconds job_timeout{0};
 };
 
 /// One rank to start.
@@ -68,6 +71,7 @@ enum class StopReason {
   none,         ///< every rank ended on its own
   rank_failed,  ///< fail-fast after the first failure
   requested,    ///< request_stop() (Ctrl-C, terminate())
+  timed_out,    ///< the job ran longer than SupervisorOptions::job_timeout
 };
 
 struct JobResult {
@@ -78,7 +82,8 @@ struct JobResult {
   /// Every rank exited 0 and nobody asked to stop.
   bool success() const noexcept;
   /// 0 on success; the first failure's shell code (N, or 128+signal);
-  /// 130 (128+SIGINT) when stopped on request without a failure.
+  /// 130 (128+SIGINT) when stopped on request without a failure; 124 (as
+  /// timeout(1) reports it) when the job timeout stopped it.
   int exit_code() const noexcept;
 };
 
@@ -127,6 +132,7 @@ class Supervisor {
   StopReason stop_reason_ = StopReason::none;
   std::optional<std::size_t> first_failure_;
   std::optional<std::chrono::steady_clock::time_point> kill_deadline_;
+  std::optional<std::chrono::steady_clock::time_point> job_deadline_;
   bool killed_all_ = false;
   std::uint64_t stop_requests_ = 0;
 };

@@ -1,0 +1,41 @@
+#include "dry_run.hpp"
+
+#include <fmt/format.h>
+
+namespace davincirun::cli {
+
+namespace {
+std::string name_of(const std::string& entry) { return entry.substr(0, entry.find('=')); }
+}  // namespace
+
+std::string describe_plan(const LaunchPlan& plan, const Environment& inherited) {
+  const RankTableServer& server = plan.table.servers[plan.server_index];
+  std::string out = fmt::format(
+      "job {}: rank table {} (format {}), server {} of {}, ranks {}..{} of world size {}\n"
+      "master {}:{}, work dir {}, logs under {}\n",
+      plan.job.job_id, plan.job.rank_table_file, to_string(plan.table.format), server.server_id,
+      plan.table.servers.size(), plan.job.rank_start, plan.job.rank_start + plan.job.local_world_size - 1,
+      plan.job.world_size, plan.job.master_addr, plan.job.master_port, plan.work_dir, plan.log_dir);
+  for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
+    const RankAssignment& a = plan.ranks[i];
+    out += fmt::format("\nrank {} (local rank {}): physical device {}, logical device {}{}, log rank_{}.device_{}.log\n",
+                       a.rank, a.local_rank, a.physical_device_id, a.logical_device_id,
+                       a.device_ip ? ", device ip " + *a.device_ip : std::string(), a.rank, a.physical_device_id);
+    const Environment& env = plan.environments[i];
+    for (const auto& entry : env.entries()) {
+      const std::string name = name_of(entry);
+      auto before = inherited.get(name);
+      if (!before) {
+        out += "  + " + entry + "\n";
+      } else if (*before != entry.substr(name.size() + 1)) {
+        out += "  ~ " + entry + "\n";
+      }
+    }
+    for (const auto& entry : inherited.entries()) {
+      if (!env.get(name_of(entry))) out += "  - " + name_of(entry) + "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace davincirun::cli

@@ -1,0 +1,14 @@
+// `davincirun --dry-run`: what would start, without starting it.
+#pragma once
+
+#include <string>
+
+#include "davincirun/launcher.hpp"
+
+namespace davincirun::cli {
+
+/// The job's identity, then per rank its devices, log file name and the
+/// variables that differ from `inherited` (set, changed or removed).
+std::string describe_plan(const LaunchPlan& plan, const Environment& inherited);
+
+}  // namespace davincirun::cli
