@@ -9,6 +9,7 @@ its own log file and shows it live, and stops every rank as soon as one fails::
     start_and_wait_distributed_train(["python", "train.py"])
 """
 
+from ._cache_dir import set_random_ms_cache_dir
 from ._core import __version__, load_rank_table, parse_rank_table
 from .errors import (
     DavincirunError,
@@ -36,6 +37,7 @@ __all__ = [
     "__version__",
     "load_rank_table",
     "parse_rank_table",
+    "set_random_ms_cache_dir",
     "start_and_wait_distributed_train",
     "start_distributed_train",
     "wait_distributed_train",

@@ -393,3 +393,23 @@ def test_job_timeout_stops_every_rank(tmp_path, rank_table, job_env):
     result = info.value.result
     assert result.stop_reason == "timed_out" and result.exit_code == 124
     assert_gone([r.pid for r in result.ranks])
+
+
+def test_set_random_ms_cache_dir_context(tmp_path, rank_table, job_env, monkeypatch):
+    from davincirunsdk import set_random_ms_cache_dir, wait_distributed_train
+
+    monkeypatch.delenv("MS_COMPILER_CACHE_PATH", raising=False)
+    with set_random_ms_cache_dir() as path:
+        assert os.environ["MS_COMPILER_CACHE_PATH"] == path and os.path.isdir(path)
+        job = start_distributed_train(
+            python_command("import os; print('CACHE=' + os.environ['MS_COMPILER_CACHE_PATH'])"),
+            log_dir=str(tmp_path / "log"), rank_table=rank_table(1), env=job_env, output_notebook=False,
+        )
+        assert wait_distributed_train(job) == 0
+    assert "MS_COMPILER_CACHE_PATH" not in os.environ and not os.path.exists(path)
+    with open(os.path.join(job.run_dir, "rank_0.device_0.log")) as f:
+        assert f.read().strip() == "CACHE=" + path
+
+    monkeypatch.setenv("MS_COMPILER_CACHE_PATH", str(tmp_path / "mine"))
+    with set_random_ms_cache_dir() as path:
+        assert path is None and os.environ["MS_COMPILER_CACHE_PATH"] == str(tmp_path / "mine")

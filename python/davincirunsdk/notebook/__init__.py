@@ -1,10 +1,12 @@
 """Import paths kept from davincirunsdk 0.1.x (``davincirunsdk.notebook``)."""
 
+from .._cache_dir import set_random_ms_cache_dir
 from ..launch import start_and_wait_distributed_train, start_distributed_train, wait_distributed_train
 from .exception import DistributedRuntimeError
 
 __all__ = [
     "DistributedRuntimeError",
+    "set_random_ms_cache_dir",
     "start_and_wait_distributed_train",
     "start_distributed_train",
     "wait_distributed_train",
