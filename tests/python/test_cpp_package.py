@@ -1,0 +1,36 @@
+"""C++ consumers: `cmake --install` gives a package that find_package(davincirun)
+finds, and a small program links davincirun::davincirun and runs."""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import REPO
+
+CMAKE = shutil.which("cmake")
+pytestmark = pytest.mark.skipif(CMAKE is None, reason="cmake is not installed")
+
+
+def run(args, **kwargs):
+    return subprocess.run(args, check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=900, **kwargs)
+
+
+def test_installed_package_builds_a_consumer(tmp_path, rank_table):
+    build = os.path.join(REPO, "build", "tests")  # made by scripts/test.sh; reused to save a compile
+    if not os.path.isfile(os.path.join(build, "CMakeCache.txt")):
+        build = str(tmp_path / "build")
+        run([CMAKE, "-S", REPO, "-B", build, "-DCMAKE_BUILD_TYPE=Release"])
+        run([CMAKE, "--build", build, "-j", "2"])
+    prefix = tmp_path / "prefix"
+    run([CMAKE, "--install", build, "--prefix", str(prefix)])
+    assert (prefix / "include" / "davincirun" / "launcher.hpp").is_file()
+
+    consumer = tmp_path / "consumer"
+    run([CMAKE, "-S", os.path.join(REPO, "tests", "consumer"), "-B", str(consumer),
+         "-DCMAKE_PREFIX_PATH=" + str(prefix)])
+    run([CMAKE, "--build", str(consumer)])
+    out = run([str(consumer / "consumer"), rank_table(3)]).stdout
+    assert out.splitlines() == ["world size 3", "rank 0 device 0", "rank 1 device 1", "rank 2 device 2"]
