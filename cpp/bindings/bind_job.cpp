@@ -53,7 +53,12 @@ class PyJob {
   PyJob(const LaunchPlan& plan, ConsoleMode mode) : fd_sink_(1, 2) {
     LineSink* sink = &null_sink_;
     if (mode == ConsoleMode::python) sink = &queue_;
-    if (mode == ConsoleMode::terminal) sink = &fd_sink_;  // ranks' lines to 1, notices to 2
+    if (mode == ConsoleMode::terminal) {
+      // Ranks' lines to 1, notices to 2, through a queue so that a terminal
+      // that is not being read never slows the ranks.
+      terminal_ = std::make_unique<NonBlockingSink>(fd_sink_);
+      sink = terminal_.get();
+    }
     job_ = std::make_unique<Job>(plan, *sink);
     loop_ = std::thread([this] {
       try {
@@ -61,6 +66,7 @@ class PyJob {
       } catch (...) {
         error_ = std::current_exception();
       }
+      terminal_.reset();  // the terminal has every line before the job counts as done
       done_.store(true);
       queue_.wake();
     });
@@ -108,6 +114,7 @@ class PyJob {
  private:
   QueueSink queue_;
   FdLineSink fd_sink_;
+  std::unique_ptr<NonBlockingSink> terminal_;
   NullLineSink null_sink_;
   std::unique_ptr<Job> job_;
   std::thread loop_;
@@ -119,7 +126,7 @@ class PyJob {
 LaunchPlan plan(std::vector<std::string> command, std::string rank_table_file, std::string work_dir,
                 std::string log_dir, std::optional<std::string> server_id,
                 std::vector<std::pair<std::string, std::string>> env, double grace_period,
-                double drain_timeout, double job_timeout, std::string device_dir) {
+                double drain_timeout, double job_timeout, double wait_timeout, std::string device_dir) {
   LaunchOptions o;
   o.command = std::move(command);
   o.rank_table_file = std::move(rank_table_file);
@@ -134,6 +141,17 @@ LaunchPlan plan(std::vector<std::string> command, std::string rank_table_file, s
     throw py::value_error("job_timeout must be a number of seconds between 0 (no limit) and one year");
   }
   o.supervisor.job_timeout = std::chrono::milliseconds(std::llround(job_timeout * 1000));
+  if (!std::isfinite(wait_timeout) || wait_timeout < 0 || wait_timeout > 365.0 * 86400.0) {
+    throw py::value_error("wait_timeout must be a number of seconds between 0 (no waiting) and one year");
+  }
+  o.wait_timeout = std::chrono::milliseconds(std::llround(wait_timeout * 1000));
+  // Called on this thread while it waits without the GIL: take the GIL to
+  // say what it waits for, and let Ctrl-C end the wait.
+  o.progress = [](const std::string& line) {
+    py::gil_scoped_acquire gil;
+    py::module_::import("sys").attr("stderr").attr("write")("[davincirun] " + line + "\n");
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  };
   py::gil_scoped_release release;
   return plan_launch(o, Environment::current());
 }
@@ -162,6 +180,7 @@ void bind_job(py::module_& m) {
       .def_property_readonly("master_addr", [](const LaunchPlan& p) { return p.job.master_addr; })
       .def_property_readonly("master_port", [](const LaunchPlan& p) { return p.job.master_port; })
       .def_property_readonly("server_id", [](const LaunchPlan& p) { return p.table.servers[p.server_index].server_id; })
+      .def_property_readonly("warnings", [](const LaunchPlan& p) { return p.table.warnings; })
       .def_readonly("ranks", &LaunchPlan::ranks)
       .def_readonly("work_dir", &LaunchPlan::work_dir)
       .def_readonly("log_dir", &LaunchPlan::log_dir)
@@ -173,7 +192,8 @@ void bind_job(py::module_& m) {
 
   m.def("plan_launch", &plan, py::arg("command"), py::arg("rank_table_file"), py::arg("work_dir"),
         py::arg("log_dir"), py::arg("server_id"), py::arg("env"), py::arg("grace_period"),
-        py::arg("drain_timeout"), py::arg("job_timeout") = 0.0, py::arg("device_dir") = "/dev");
+        py::arg("drain_timeout"), py::arg("job_timeout") = 0.0, py::arg("wait_timeout") = 300.0,
+        py::arg("device_dir") = "/dev");
 
   m.def("read_log_tail",
         [](const std::string& path, std::size_t max_lines, std::size_t max_bytes) {

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -58,7 +59,10 @@ int run(const davincirun::cli::CliOptions& cli) {
   using namespace davincirun;
   verbosity = cli.verbosity;
   const Environment inherited = Environment::current();
-  LaunchPlan plan = plan_launch(cli.launch, inherited);
+  LaunchOptions options = cli.launch;
+  options.progress = [](const std::string& line) { inform(line); };
+  LaunchPlan plan = plan_launch(options, inherited);
+  for (const auto& warning : plan.table.warnings) say("warning: " + warning);
   for (const auto& [name, value] : cli.launch.env) {
     for (std::string_view identity : identity_variable_names()) {
       if (name == identity) say(fmt::format("warning: --env {} has no effect: the launcher sets it for each rank", name));
@@ -70,9 +74,12 @@ int run(const davincirun::cli::CliOptions& cli) {
     return 0;
   }
   const RankTableServer& server = plan.table.servers[plan.server_index];
-  FdLineSink console(STDOUT_FILENO, STDERR_FILENO);
+  FdLineSink terminal(STDOUT_FILENO, STDERR_FILENO);
+  // A console that is not being read (a paused pager, Ctrl-S) must never
+  // slow the ranks: lines are skipped from it, never from the log files.
+  auto console = std::make_unique<NonBlockingSink>(terminal);
   install_signal_handlers();
-  Job job(plan, console);
+  Job job(plan, *console);
   running_job.store(&job);
   if (stop_signal) job.request_stop();  // a signal that came during start-up
   inform(fmt::format("job {}: {} rank(s) on server {} (world size {}), logs in {}", plan.job.job_id,
@@ -87,6 +94,7 @@ int run(const davincirun::cli::CliOptions& cli) {
   }
   JobResult result = job.wait();
   running_job.store(nullptr);
+  console.reset();  // everything queued reaches the terminal before the summary
 
   for (const auto& r : result.ranks) {
     if (r.log_error) say(fmt::format("warning: the log of rank {} is incomplete ({}): {}", r.rank, r.log_path, *r.log_error));

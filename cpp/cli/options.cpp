@@ -19,7 +19,11 @@ Every rank's output goes to its own log file and, prefixed by its rank, to
 this terminal. When one rank fails, the others are stopped at once.
 
 Options (they end at the first non-option or at --):
-  -r, --rank-table PATH    rank table file (default: $RANK_TABLE_FILE)
+  -r, --rank-table PATH    rank table file, or a directory holding
+                           jobstart_hccl.json or hccl.json
+                           (default: $RANK_TABLE_FILE)
+      --wait-timeout SEC   how long to wait for a rank table the platform is
+                           still writing (default: 300; 0: do not wait)
   -l, --log-dir DIR        directory for run logs (default: ./log); each run
                            gets a new subdirectory, DIR/latest points to it
   -w, --work-dir DIR       working directory of the ranks (default: .)
@@ -108,6 +112,9 @@ CliOptions parse_command_line(int argc, char** argv) {
     } else if (name == "--job-timeout") {
       double seconds = parse_seconds(name, value_of(name, arg), max_job_timeout_seconds);
       out.launch.supervisor.job_timeout = std::chrono::milliseconds(std::llround(seconds * 1000));
+    } else if (name == "--wait-timeout") {
+      double seconds = parse_seconds(name, value_of(name, arg), max_job_timeout_seconds);
+      out.launch.wait_timeout = std::chrono::milliseconds(std::llround(seconds * 1000));
     } else if (name == "--dry-run") {
       out.dry_run = true;
     } else if (name == "-q" || name == "--quiet") {

@@ -158,7 +158,11 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   if (table_path.empty()) {
     throw ConfigError("no rank table: set RANK_TABLE_FILE or pass the rank table path explicitly");
   }
-  plan.table = load_rank_table(table_path);
+  RankTableLoadOptions load;
+  load.wait_timeout = options.wait_timeout;
+  load.progress = options.progress;
+  LoadedRankTable loaded = wait_for_rank_table(table_path, load);
+  plan.table = std::move(loaded.table);
   if (plan.table.status != "completed") {
     // The platform is still writing it (Kubernetes operator, ModelArts).
     throw ConfigError(fmt::format("rank table {} is not ready: its status is '{}', not 'completed'", table_path,
@@ -178,7 +182,7 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
 
   const RankTableServer& server = plan.table.servers[plan.server_index];
   JobEnvironment& job = plan.job;
-  job.rank_table_file = real_path(table_path);  // HCCL needs the real file, not a symlink
+  job.rank_table_file = loaded.path;  // the source; Job points the ranks at its normalized copy
   job.world_size = plan.table.world_size;
   job.rank_start = server.rank_start;
   job.local_world_size = static_cast<int>(plan.ranks.size());
@@ -211,6 +215,11 @@ Job::Job(const LaunchPlan& plan, LineSink& console) {
   run_dir_ = make_run_dir(plan.log_dir, plan.job.job_id);
   point_latest(plan.log_dir, run_dir_);
 
+  // The ranks read a copy the job owns: strictly formatted for HCCL, and
+  // immune to a platform rewriting its own file in place mid-job.
+  const std::string table_copy = run_dir_ + "/rank_table.json";
+  write_normalized_rank_table(plan.table, table_copy);
+
   std::vector<RankLaunch> launches;
   for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
     const RankAssignment& a = plan.ranks[i];
@@ -219,7 +228,9 @@ Job::Job(const LaunchPlan& plan, LineSink& console) {
     launch.label = fmt::format("rank {}", a.rank);
     launch.log_path = fmt::format("{}/rank_{}.device_{}.log", run_dir_, a.rank, a.physical_device_id);
     launch.process.argv = plan.options.command;
-    launch.process.env = plan.environments[i].entries();
+    Environment env = plan.environments[i];
+    env.set("RANK_TABLE_FILE", table_copy);
+    launch.process.env = env.entries();
     launch.process.work_dir = plan.work_dir;
     launches.push_back(std::move(launch));
   }

@@ -1,7 +1,6 @@
 #include "davincirun/log_streamer.hpp"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,30 +14,6 @@
 #include "davincirun/errors.hpp"
 
 namespace davincirun {
-
-void FdLineSink::write(std::string_view lines) { write_all(fd_, lines, broken_); }
-
-void FdLineSink::notice(std::string_view lines) {
-  write_all(notice_fd_, lines, notice_fd_ == fd_ ? broken_ : notice_broken_);
-}
-
-void FdLineSink::write_all(int fd, std::string_view data, bool& broken) {
-  while (!broken && !data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        // A non-blocking terminal or pipe: wait for room rather than drop.
-        pollfd room{fd, POLLOUT, 0};
-        ::poll(&room, 1, -1);
-        continue;
-      }
-      broken = true;  // EPIPE, EBADF...: stop writing to this stream
-      return;
-    }
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-}
 
 RankLog::RankLog(std::string label, int pipe_fd, std::string log_path, LineSink& console)
     : label_(std::move(label)),

@@ -226,6 +226,7 @@ def start_distributed_train(
     grace_period=None,
     random_cache_dir=False,
     job_timeout=None,
+    wait_timeout=300,
 ):
     """Starts one process per device of this machine's server in the rank table.
 
@@ -241,7 +242,12 @@ def start_distributed_train(
             the caller's working directory). Default ``"./log"``.
         output_notebook (bool | None): show the ranks' output live, each line
             prefixed by its rank. ``None`` (default): yes; ``False``: log files only.
-        rank_table (str | None): rank table path; default ``$RANK_TABLE_FILE``.
+        rank_table (str | None): rank table file, or a directory holding
+            ``jobstart_hccl.json`` or ``hccl.json``; default ``$RANK_TABLE_FILE``.
+        wait_timeout (float): seconds to wait for a rank table the platform is
+            still writing (missing, empty, half-written, status
+            "initializing"), with a message on stderr now and then; 0: no
+            waiting. Default 300.
         server_id (str | None): this machine's ``server_id`` in the table
             (needed for multi-server tables).
         env (dict[str, str] | None): extra variables for every rank; they win
@@ -280,7 +286,10 @@ def start_distributed_train(
             float(grace_period),
             _core.DEFAULT_DRAIN_TIMEOUT,
             float(job_timeout or 0.0),
+            float(wait_timeout),
         )
+        for warning in plan.warnings:
+            warnings.warn(warning, UserWarning, stacklevel=2)
         return DistributedJob(plan, console_mode(output_notebook), cache_dir)
     except BaseException:
         if cache_dir:
@@ -307,6 +316,7 @@ def start_and_wait_distributed_train(
     env=None,
     grace_period=None,
     job_timeout=None,
+    wait_timeout=300,
 ):
     """Starts distributed training on this machine and waits for it to end.
 
@@ -321,7 +331,8 @@ def start_and_wait_distributed_train(
 
     Args:
         command, work_dir, log_dir, output_notebook, rank_table, server_id,
-        env, grace_period, job_timeout: as for :func:`start_distributed_train`.
+        env, grace_period, job_timeout, wait_timeout: as for
+        :func:`start_distributed_train`.
         random_cache_dir (bool): default True: a fresh MindSpore compiler
             cache directory for this job, removed afterwards (a
             ``MS_COMPILER_CACHE_PATH`` already set wins).
@@ -348,5 +359,6 @@ def start_and_wait_distributed_train(
         grace_period=grace_period,
         random_cache_dir=random_cache_dir,
         job_timeout=job_timeout,
+        wait_timeout=wait_timeout,
     )
     return job.wait(destroy_when_finished=destroy_when_finished, raise_exception=raise_exception)

@@ -1,160 +1,21 @@
-// Rank table parser: the shared corpus (tests/data/rank_tables/MANIFEST.json)
-// checked under the rules of its "_about", then focused cases.
+// Rank table parser, format 1.0: focused cases (the corpus: test_rank_table_corpus.cpp).
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
-#include <cstdio>
-#include <fstream>
-#include <map>
 #include <optional>
-#include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "davincirun/errors.hpp"
 #include "davincirun/rank_table.hpp"
+#include "test_rank_table_support.hpp"
 
 using davincirun::load_rank_table;
 using davincirun::parse_rank_table;
 using davincirun::RankTable;
 using davincirun::RankTableError;
+using davincirun::RankTableFormat;
 using Catch::Matchers::Contains;
 using Kind = RankTableError::Kind;
-using Json = nlohmann::ordered_json;
-
-namespace {
-
-const std::string corpus_dir = DAVINCIRUN_TEST_DATA "/rank_tables/";
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
-// The RankTableError that `load` throws; fails the test when it throws none.
-template <typename Load>
-RankTableError error_of(Load&& load) {
-  try {
-    load();
-  } catch (const RankTableError& e) {
-    return e;
-  }
-  FAIL("expected a RankTableError");
-  throw std::logic_error("unreachable");
-}
-
-RankTableError parse_error(const std::string& text) {
-  return error_of([&] { parse_rank_table(text, "test.json"); });
-}
-
-RankTableError doc_error(const Json& doc) { return parse_error(doc.dump()); }
-
-// ---- the corpus --------------------------------------------------------------
-
-// Corpus entries this parser does not handle yet, and why. Everything else in
-// MANIFEST.json is checked.
-std::optional<std::string> skip_reason(const std::string& name, const Json& entry) {
-  static const std::map<std::string, std::string> by_name = {
-      // An error entry has no "format" field; its file says "version": "1.2".
-      {"invalid/v1_2_missing_super_device_id.json", "file is format 1.2 (SuperPoD), read later"},
-  };
-  if (const auto it = by_name.find(name); it != by_name.end()) return it->second;
-  const std::string outcome = entry.value("outcome", "");
-  if (outcome == "timeout") return "a timeout entry needs loading with a wait, which comes later";
-  const std::string format = entry.value("format", "1.0");
-  if (format == "0.1") return "format 0.1 (group_list) is read later";
-  if (format == "1.2") return "format 1.2 (SuperPoD) is read later";
-  return std::nullopt;
-}
-
-// What a message must name for the value at `pointer` of the file: a string's
-// text or a number's JSON. Empty when nothing is there (a missing field) or the
-// value is a container.
-std::string offending_value(const std::string& path, const std::string& pointer) {
-  const Json doc = Json::parse(read_text(path), nullptr, false);
-  const Json::json_pointer at(pointer);
-  if (doc.is_discarded() || !doc.contains(at)) return "";
-  const Json& value = doc.at(at);
-  if (value.is_string()) return value.get<std::string>();
-  if (value.is_number()) return value.dump();
-  return "";
-}
-
-void check_valid_entry(const std::string& path, const Json& entry) {
-  RankTable table;
-  try {
-    table = load_rank_table(path);
-  } catch (const RankTableError& e) {
-    FAIL_CHECK("unexpected error: " << e.what());
-    return;
-  }
-  CHECK(std::string(to_string(table.format)) == entry.at("format").get<std::string>());
-  CHECK(table.servers.size() == entry.at("servers").get<std::size_t>());
-  CHECK(table.world_size == entry.at("world_size").get<int>());
-  std::map<std::string, int> starts;
-  for (const auto& server : table.servers) starts[server.server_id] = server.rank_start;
-  CHECK(starts.size() == entry.at("rank_start").size());
-  for (const auto& [server_id, start] : entry.at("rank_start").items()) {
-    CAPTURE(server_id);
-    REQUIRE(starts.count(server_id) == 1);
-    CHECK(starts[server_id] == start.get<int>());
-  }
-}
-
-void check_error_entry(const std::string& path, const Json& entry) {
-  std::optional<RankTableError> error;
-  try {
-    load_rank_table(path);
-  } catch (const RankTableError& e) {
-    error = e;
-  }
-  if (!error) {
-    FAIL_CHECK("loaded without error");
-    return;
-  }
-  INFO("message: " << error->what());
-  CHECK(error->kind() != Kind::io);
-  CHECK(error->source() == path);
-  if (entry.contains("pointer")) {
-    const std::string expected = entry.at("pointer").get<std::string>();
-    CHECK(error->pointer().has_value());  // nullopt never matches a listed pointer, not even ""
-    CHECK(error->pointer().value_or("<no pointer>") == expected);
-    const std::string value = offending_value(path, expected);
-    if (!value.empty()) CHECK_THAT(error->detail(), Contains(value));
-  }
-}
-
-}  // namespace
-
-TEST_CASE("the corpus' format 1.0 tables load as MANIFEST.json says", "[rank_table]") {
-  const Json manifest = Json::parse(read_text(corpus_dir + "MANIFEST.json"));
-  REQUIRE(manifest.contains("_about"));
-  std::size_t checked = 0;
-  for (const auto& [name, entry] : manifest.items()) {
-    if (name == "_about" || skip_reason(name, entry)) continue;
-    INFO("corpus file: " << name);
-    const std::string outcome = entry.at("outcome").get<std::string>();
-    if (outcome == "valid") {
-      check_valid_entry(corpus_dir + name, entry);
-    } else {
-      CHECK(outcome == "error");
-      check_error_entry(corpus_dir + name, entry);
-    }
-    ++checked;
-  }
-  CHECK(checked >= 30);  // the loop must not silently skip everything
-}
-
-TEST_CASE("the corpus skip list names real entries", "[rank_table]") {
-  const Json manifest = Json::parse(read_text(corpus_dir + "MANIFEST.json"));
-  CHECK(manifest.contains("invalid/v1_2_missing_super_device_id.json"));
-  CHECK(manifest.contains("valid/v0_two_pods_out_of_order.json"));
-  CHECK(manifest.contains("invalid/status_initializing_forever.json"));
-}
+using namespace rank_table_test;
 
 // ---- focused cases -------------------------------------------------------------
 
@@ -172,11 +33,6 @@ Json two_servers() {
         {"device_id": "0", "device_ip": "192.1.12.10", "rank_id": "2"},
         {"device_id": "1", "device_ip": "192.2.12.10", "rank_id": "3"}]}]})");
 }
-
-Json::json_pointer at(const std::string& pointer) { return Json::json_pointer(pointer); }
-
-// An engaged optional, to compare with optional fields and pointers.
-std::optional<std::string> some(const std::string& text) { return text; }
 
 }  // namespace
 
@@ -357,13 +213,14 @@ TEST_CASE("the table integer parser takes decimal digits only", "[rank_table]") 
   }
 }
 
-TEST_CASE("version: only 1.0 is read", "[rank_table]") {
+TEST_CASE("version: 1.0 and 1.2 are read, 0.1 is recognised by group_list", "[rank_table]") {
   Json doc = two_servers();
   doc["version"] = "7.3";
   auto e = doc_error(doc);
   CHECK(e.kind() == Kind::unsupported);
   CHECK(e.pointer() == some("/version"));
-  CHECK(e.detail() == R"(unsupported rank table version "7.3" (supported: "1.0"))");
+  CHECK(e.detail() == R"(unsupported rank table version "7.3" (supported: "1.0", "1.2", and )"
+                      "format 0.1, which has no version)");
 
   doc["version"] = 1.0;
   CHECK(doc_error(doc).kind() == Kind::shape);
@@ -372,9 +229,14 @@ TEST_CASE("version: only 1.0 is read", "[rank_table]") {
   e = doc_error(doc);
   CHECK(e.kind() == Kind::missing);
   CHECK(e.pointer() == some("/version"));
+  CHECK_THAT(e.detail(), Contains("group_list"));
 
-  doc = Json::parse(read_text(corpus_dir + "valid/v0_two_pods_out_of_order.json"));
-  CHECK_THAT(doc_error(doc).detail(), Contains("0.1") && Contains("not supported yet"));
+  // The version decides: group_list beside it is an unknown field.
+  doc["version"] = "1.0";
+  doc["group_list"] = "ignored";
+  CHECK(parse_rank_table(doc.dump(), "t.json").format == RankTableFormat::v1_0);
+  doc.erase("version");
+  CHECK(doc_error(doc).pointer() == some("/group_list"));  // now a 0.1 table, and a bad one
 }
 
 TEST_CASE("messages name what is wrong", "[rank_table]") {

@@ -40,7 +40,7 @@ def test_success_prints_prefixed_lines(tmp_path, rank_table, job_env):
     for rank in range(3):
         assert "[rank %d] rank says %d\n" % (rank, rank) in proc.stdout
     assert "all 3 rank(s) exited 0" in proc.stderr
-    assert len(os.listdir(tmp_path / "log" / "latest")) == 3
+    assert len([n for n in os.listdir(tmp_path / "log" / "latest") if n.endswith(".log")]) == 3
 
 
 def test_exit_code_of_first_failed_rank(tmp_path, rank_table, job_env):

@@ -61,7 +61,7 @@ def test_success_sets_rank_environment_and_logs(tmp_path, rank_table, job_env):
         output_notebook=False,
     )
     assert job.wait() == 0
-    logs = sorted(os.listdir(job.run_dir))
+    logs = sorted(name for name in os.listdir(job.run_dir) if name.endswith(".log"))
     assert logs == ["rank_%d.device_%d.log" % (r, r) for r in range(4)]
     envs = [read_env_log(os.path.join(job.run_dir, name)) for name in logs]
     for rank, env in enumerate(envs):
@@ -69,7 +69,8 @@ def test_success_sets_rank_environment_and_logs(tmp_path, rank_table, job_env):
         assert env["DEVICE_ID"] == env["ASCEND_DEVICE_ID"] == str(rank)
         assert env["RANK_SIZE"] == env["WORLD_SIZE"] == env["LOCAL_WORLD_SIZE"] == "4"
         assert env["RANK_START"] == "0"
-        assert env["RANK_TABLE_FILE"] == os.path.realpath(table)
+        # A normalized copy the job owns, in its run directory.
+        assert env["RANK_TABLE_FILE"] == os.path.join(job.run_dir, "rank_table.json")
         assert env["MASTER_ADDR"] == "127.0.0.1"
         assert 0 < int(env["MASTER_PORT"]) < 65536
         assert env["HCCL_CONNECT_TIMEOUT"] == "1800"
@@ -318,7 +319,13 @@ def test_table_still_being_written_is_refused(tmp_path, job_env):
     table.write_text('{"version": "1.0", "status": "initializing", "server_list": '
                      '[{"server_id": "127.0.0.1", "device": [{"device_id": "0", "rank_id": "0"}]}]}')
     with pytest.raises(LaunchConfigError, match="initializing"):
-        start_and_wait_distributed_train(["true"], log_dir=str(tmp_path / "log"), rank_table=str(table), env=job_env)
+        start_and_wait_distributed_train(["true"], log_dir=str(tmp_path / "log"), rank_table=str(table), env=job_env,
+                                         wait_timeout=0)
+    with pytest.raises(RankTableError, match="timed out after 1 s") as info:
+        start_and_wait_distributed_train(["true"], log_dir=str(tmp_path / "log"), rank_table=str(table), env=job_env,
+                                         wait_timeout=1)
+    assert str(table) in str(info.value)
+    assert not (tmp_path / "log").exists()
 
 
 def test_command_not_found_starts_nothing(tmp_path, rank_table, job_env):
@@ -413,3 +420,25 @@ def test_set_random_ms_cache_dir_context(tmp_path, rank_table, job_env, monkeypa
     monkeypatch.setenv("MS_COMPILER_CACHE_PATH", str(tmp_path / "mine"))
     with set_random_ms_cache_dir() as path:
         assert path is None and os.environ["MS_COMPILER_CACHE_PATH"] == str(tmp_path / "mine")
+
+
+def test_ranks_read_a_normalized_private_copy_of_the_table(tmp_path, job_env):
+    """RANK_TABLE_FILE may name a directory; integers become decimal strings
+    (what HCCL accepts) in a 0600 copy inside the run directory."""
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "hccl.json").write_text(
+        '{"version": "1.0", "server_list": [{"server_id": "127.0.0.1", "vendor": "kept", '
+        '"device": [{"device_id": 0, "rank_id": 0}, {"device_id": 1, "rank_id": 1}]}]}')
+    job = start_distributed_train(["true"], log_dir=str(tmp_path / "log"), rank_table=str(config), env=job_env,
+                                  output_notebook=False)
+    assert job.wait() == 0
+    copy = os.path.join(job.run_dir, "rank_table.json")
+    assert os.stat(copy).st_mode & 0o777 == 0o600
+    import json
+
+    with open(copy) as f:
+        table = json.load(f)
+    assert table["server_list"][0]["device"][1] == {"device_id": "1", "rank_id": "1"}
+    assert table["server_list"][0]["vendor"] == "kept"
+    assert table["status"] == "completed" and table["version"] == "1.0"

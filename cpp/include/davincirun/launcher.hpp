@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +16,7 @@
 #include "davincirun/environment.hpp"
 #include "davincirun/log_streamer.hpp"
 #include "davincirun/rank_table.hpp"
+#include "davincirun/rank_table_loader.hpp"
 #include "davincirun/supervisor.hpp"
 
 namespace davincirun {
@@ -25,8 +27,14 @@ const char* version() noexcept;
 struct LaunchOptions {
   /// The command every rank runs (argv; no shell). Required.
   std::vector<std::string> command;
-  /// Rank table path; empty = the RANK_TABLE_FILE variable of `environment`.
+  /// Rank table file, or a directory holding jobstart_hccl.json or hccl.json;
+  /// empty = the RANK_TABLE_FILE variable of `environment`.
   std::string rank_table_file;
+  /// How long to wait for a table the platform is still writing (missing,
+  /// empty, half-written or status "initializing"); 0 = no waiting. Default 300 s.
+  std::chrono::milliseconds wait_timeout{300'000};
+  /// Receives a line now and then while waiting for the table (may be empty).
+  std::function<void(const std::string&)> progress;
   /// Working directory of the ranks; relative paths in `command` resolve here. Default ".".
   std::string work_dir = ".";
   /// Where each run's directory of per-rank logs is created. Default "./log".
@@ -54,9 +62,10 @@ struct LaunchPlan {
   std::string log_dir;                 ///< absolute; the run directory is made inside it
 };
 
-/// Reads and validates the rank table, finds this machine's server, assigns
-/// devices and builds each rank's environment from `environment` (normally
-/// Environment::current()). Starts nothing and creates nothing.
+/// Finds, waits for, reads and validates the rank table, finds this machine's
+/// server, assigns devices and builds each rank's environment from
+/// `environment` (normally Environment::current()). Starts nothing and
+/// creates nothing; `table.warnings` lists what was accepted with a warning.
 /// Throws ConfigError, RankTableError or SystemError.
 LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environment);
 
@@ -64,9 +73,12 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
 class Job {
  public:
   /// Creates a new run directory `<log_dir>/<UTC time>-<job id>` (never an
-  /// existing one; mode 0700), points `<log_dir>/latest` at it, creates one
-  /// log file per rank, `rank_<rank>.device_<physical id>.log` (mode 0600),
-  /// and starts every rank. Console lines go to `console`, which must outlive
+  /// existing one; mode 0700), points `<log_dir>/latest` at it, writes there
+  /// the normalized copy of the rank table the ranks read (`rank_table.json`,
+  /// mode 0600: format 1.0/1.2, scalars as decimal strings; RANK_TABLE_FILE
+  /// names it, so a platform rewriting its file cannot disturb the job),
+  /// creates one log file per rank, `rank_<rank>.device_<physical id>.log`
+  /// (mode 0600), and starts every rank. Console lines go to `console`, which must outlive
   /// the Job. Throws ConfigError (log dir unusable, SIGCHLD ignored by this
   /// process), SpawnError, SystemError;
   /// nothing is left running when it throws.

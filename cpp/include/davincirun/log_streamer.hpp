@@ -14,44 +14,9 @@
 #include <string_view>
 #include <vector>
 
+#include "davincirun/console_sink.hpp"
+
 namespace davincirun {
-
-/// Where console output goes. Both calls receive one or more complete lines
-/// (each ending in '\n') and are made from the thread running the event loop.
-class LineSink {
- public:
-  virtual ~LineSink() = default;
-  /// The ranks' output, each line prefixed by its rank.
-  virtual void write(std::string_view lines) = 0;
-  /// The launcher's own messages ("[davincirun] rank 3 failed..."); by
-  /// default they go where the ranks' lines go.
-  virtual void notice(std::string_view lines) { write(lines); }
-};
-
-/// Writes the ranks' lines to `fd` (e.g. 1, the terminal) and notices to
-/// `notice_fd` (e.g. 2; -1 = `fd` too). A closed reader (EPIPE) silences
-/// that stream; the ranks and their log files carry on.
-class FdLineSink final : public LineSink {
- public:
-  explicit FdLineSink(int fd, int notice_fd = -1) noexcept
-      : fd_(fd), notice_fd_(notice_fd < 0 ? fd : notice_fd) {}
-  void write(std::string_view lines) override;
-  void notice(std::string_view lines) override;
-  bool broken() const noexcept { return broken_; }
-
- private:
-  static void write_all(int fd, std::string_view data, bool& broken);
-  int fd_;
-  int notice_fd_;
-  bool broken_ = false;
-  bool notice_broken_ = false;
-};
-
-/// Discards everything (log files only, and tests).
-class NullLineSink final : public LineSink {
- public:
-  void write(std::string_view) override {}
-};
 
 /// Working memory shared by every RankLog of one event loop. Reusing it keeps
 /// a flood of output from churning the allocator (and faulting in fresh

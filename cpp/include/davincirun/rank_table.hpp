@@ -1,6 +1,11 @@
 // Rank table parser: reads and validates an HCCL rank table (JSON).
 //
-// Supported now: format 1.0 ("template 1": version "1.0", server_list[].device[]).
+// Formats, detected from the keys (see docs/rank-tables.md):
+//   - 1.0 ("template 1"): "version": "1.0", server_list[].device[];
+//   - 1.2 (SuperPoD): 1.0 plus super_device_id on every device and an optional
+//     super_pod_list[].{super_pod_id, server_list[].server_id};
+//   - 0.1 ("template 2", ModelArts): no version, group_list[].instance_list[]
+//     .{pod_name, server_id, devices[]}, no rank ids; converted to 1.0 (below).
 // Scalars are accepted as decimal strings or JSON integers (HCCL itself only
 // accepts strings; generators such as MindSpore's old merge_hccl.py write
 // integers). Unknown fields are ignored. A UTF-8 byte order mark is skipped.
@@ -10,19 +15,33 @@
 //   1. JSON syntax;
 //   2. each element's shape, types and required fields, in document order;
 //   3. uniqueness: server_id, then device_id within a server, then rank_id,
-//      then device_ip;
+//      then device_ip; then (1.2) super_pod_id, a server in super_pod_list,
+//      super_device_id within a super pod; (0.1: pod_name, then the pod
+//      number within a group come first);
 //   4. table-wide rules: rank ids exactly 0..N-1, each server's ranks one
-//      contiguous block, server_count equal to the number of servers.
-// Within 2, `version` is checked first (it decides how the rest is read), and
+//      contiguous block, server_count equal to the number of servers; then
+//      (1.2) super_pod_list naming exactly the servers of server_list;
+//      (0.1) pods of one server adjacent in rank order, group_count,
+//      instance_count and device_count.
+// Within 2, the format is decided first (it decides how the rest is read), and
 // an object's required fields are checked when the object is reached, before
 // its members. A duplicate is reported at its second occurrence.
 //
-// Values: device_id, rank_id and server_count are decimal digits only ("007"
-// is 7; no sign, space, hex, fraction or exponent) or JSON integers, at most
-// max_table_integer. server_id is non-empty, at most 64 bytes, unique.
-// device_ip is an IPv4/IPv6 literal (not the "-.-.-.-" placeholder), unique
-// (compared as addresses), and required on every device when the table has
-// more than one server.
+// Values: device_id, rank_id, server_count (and 0.1's counts) are decimal
+// digits only ("007" is 7; no sign, space, hex, fraction or exponent) or JSON
+// integers, at most max_table_integer; super_device_id likewise, at most
+// max_super_device_id. server_id is non-empty, at most 64 bytes, unique.
+// device_ip is an IPv4/IPv6 literal, unique (compared as addresses), and
+// required on every device when the table has more than one server; the
+// placeholder "-.-.-.-" (a node whose NPU network is not configured) is an
+// error there, and on a one-server table is read as absent with a warning.
+//
+// Format 0.1 conversion: groups in file order, skipping those whose
+// device_count is 0; within a group, pods ordered by the integer after the last
+// '-' of pod_name; ranks numbered in that order, devices in file order. Pods
+// that share a server_id (two pods on one host) become one server, since HCCL
+// needs unique server ids; each device keeps the pod it came from. Error
+// pointers always point into the original document.
 #pragma once
 
 #include <cstdint>
@@ -34,10 +53,12 @@
 namespace davincirun {
 
 enum class RankTableFormat {
+  v0_1,  ///< no "version", "group_list" (ModelArts); converted to 1.0
   v1_0,  ///< "version": "1.0"
+  v1_2,  ///< "version": "1.2" (SuperPoD)
 };
 
-/// "1.0" for v1_0.
+/// "0.1", "1.0" or "1.2".
 std::string_view to_string(RankTableFormat format);
 
 /// One NPU of a server, as listed in the table.
@@ -45,6 +66,8 @@ struct RankTableDevice {
   int device_id = 0;                     ///< physical NPU number (N of /dev/davinciN), >= 0
   int rank_id = 0;                       ///< global rank, 0..world_size-1
   std::optional<std::string> device_ip;  ///< IPv4/IPv6 literal; optional on one-server tables
+  std::optional<std::int64_t> super_device_id;  ///< format 1.2 only (always set there)
+  std::optional<std::string> pod_name;   ///< format 0.1 only: the pod this device belongs to
 };
 
 /// One server (machine or pod) of the table.
@@ -52,20 +75,42 @@ struct RankTableServer {
   std::string server_id;                    ///< non-empty, unique, at most 64 characters
   std::optional<std::string> host_ip;       ///< Kubernetes operator tables
   std::optional<std::string> container_ip;  ///< Kubernetes operator tables
-  std::vector<RankTableDevice> devices;     ///< in file order; never empty
+  std::vector<RankTableDevice> devices;     ///< in file order (0.1: rank order); never empty
   int rank_start = 0;                       ///< smallest rank_id on this server
+  /// Format 0.1 only: the pods merged into this server, in rank order (more
+  /// than one when pods share a server_id). Empty for 1.x tables.
+  std::vector<std::string> pod_names;
+};
+
+/// A super pod of a format 1.2 table (super_pod_list).
+struct RankTableSuperPod {
+  std::string super_pod_id;             ///< as written (an integer is read as its decimal text)
+  std::vector<std::string> server_ids;  ///< in file order; each names a server of the table
 };
 
 /// A validated rank table.
 struct RankTable {
-  RankTableFormat format = RankTableFormat::v1_0;
-  std::string status;                    ///< "completed" when absent from the file
-  std::vector<RankTableServer> servers;  ///< in file order; never empty
+  RankTableFormat format = RankTableFormat::v1_0;  ///< the format of the file as read
+  /// "completed" when absent from the file. Not checked: a table still
+  /// "initializing" is returned as such (the caller decides; see
+  /// wait_for_rank_table in rank_table_loader.hpp).
+  std::string status;
+  std::vector<RankTableServer> servers;  ///< in file order (0.1: rank order); never empty
   int world_size = 0;                    ///< total number of ranks (RANK_SIZE)
+  std::vector<RankTableSuperPod> super_pods;  ///< format 1.2 with super_pod_list; else empty
+  /// Problems that do not stop a launch, each "<source>: <pointer>: <what>".
+  std::vector<std::string> warnings;
+  /// The table the ranks should read (write_normalized_rank_table): format 1.0
+  /// (1.2 when read from 1.2), every scalar a decimal string, server_count and
+  /// status present, placeholder device_ips dropped, unknown fields of a 1.x
+  /// file kept; a 0.1 table converted to 1.0. JSON text, ends without newline.
+  std::string normalized_json;
 };
 
 /// Largest accepted rank_id / device_id / server_count. Larger values are reported as out of range.
 inline constexpr std::int64_t max_table_integer = 1'000'000;
+/// Largest accepted super_device_id (HCCL reads it as a 32-bit unsigned integer).
+inline constexpr std::int64_t max_super_device_id = 4'294'967'295;
 
 /// Parses and validates the JSON text of a rank table.
 /// `source` names the document in error messages (usually its path).
@@ -76,9 +121,17 @@ inline constexpr std::int64_t max_table_integer = 1'000'000;
 /// parsing); they have no pointer, nor have the rank numbering and block rules.
 RankTable parse_rank_table(std::string_view text, const std::string& source);
 
-/// Reads the file at `path` and parses it with parse_rank_table.
+/// Reads the file at `path` and parses it with parse_rank_table. No directory
+/// lookup and no waiting (see wait_for_rank_table in rank_table_loader.hpp).
 /// Throws RankTableError (kind io when the file cannot be opened or read, is a
 /// directory or not a regular file, or is larger than 64 MiB).
 RankTable load_rank_table(const std::string& path);
+
+/// Writes `table.normalized_json` (and a newline) to a new file at `path`,
+/// created with mode 0600; fails if `path` exists, even as a symlink
+/// (O_CREAT|O_EXCL|O_NOFOLLOW). HCCL wants the name to end in ".json". A
+/// partly written file is removed. Throws SystemError (naming the path), or
+/// std::invalid_argument when `table` did not come from parse_rank_table.
+void write_normalized_rank_table(const RankTable& table, const std::string& path);
 
 }  // namespace davincirun

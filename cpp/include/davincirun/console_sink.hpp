@@ -1,0 +1,96 @@
+// Console sinks: where the ranks' live lines and the launcher's notices go.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+
+namespace davincirun {
+
+/// Where console output goes. Both calls receive one or more complete lines
+/// (each ending in '\n') and are made from the thread running the event loop.
+class LineSink {
+ public:
+  virtual ~LineSink() = default;
+  /// The ranks' output, each line prefixed by its rank.
+  virtual void write(std::string_view lines) = 0;
+  /// The launcher's own messages ("[davincirun] rank 3 failed..."); by
+  /// default they go where the ranks' lines go.
+  virtual void notice(std::string_view lines) { write(lines); }
+};
+
+/// Writes the ranks' lines to `fd` (e.g. 1, the terminal) and notices to
+/// `notice_fd` (e.g. 2; -1 = `fd` too). A closed reader (EPIPE) silences
+/// that stream; the ranks and their log files carry on.
+class FdLineSink final : public LineSink {
+ public:
+  explicit FdLineSink(int fd, int notice_fd = -1) noexcept
+      : fd_(fd), notice_fd_(notice_fd < 0 ? fd : notice_fd) {}
+  void write(std::string_view lines) override;
+  void notice(std::string_view lines) override;
+  bool broken() const noexcept { return broken_; }
+
+ private:
+  static void write_all(int fd, std::string_view data, bool& broken);
+  int fd_;
+  int notice_fd_;
+  bool broken_ = false;
+  bool notice_broken_ = false;
+};
+
+/// Discards everything (log files only, and tests).
+class NullLineSink final : public LineSink {
+ public:
+  void write(std::string_view) override {}
+};
+
+/// Keeps a slow console from ever slowing the ranks: blocks of lines are
+/// queued (at most `capacity_bytes`) and written to `target` by a thread of
+/// its own. When the queue is full, new lines are skipped and counted, and a
+/// notice saying how many is written once there is room again. Notices are
+/// never skipped. The destructor writes out what is queued, then joins the
+/// thread (it waits for a console that is not being read, as any program
+/// writing to it would).
+class NonBlockingSink final : public LineSink {
+ public:
+  /// Default queue bound: 4 MiB.
+  static constexpr std::size_t default_capacity_bytes = 4 << 20;
+
+  explicit NonBlockingSink(LineSink& target, std::size_t capacity_bytes = default_capacity_bytes);
+  NonBlockingSink(const NonBlockingSink&) = delete;
+  NonBlockingSink& operator=(const NonBlockingSink&) = delete;
+  ~NonBlockingSink() override;
+
+  void write(std::string_view lines) override;
+  void notice(std::string_view lines) override;
+  /// Lines skipped so far because the target fell behind.
+  std::uint64_t skipped_lines() const;
+  /// Bytes queued or being written right now.
+  std::size_t queued_bytes() const;
+
+ private:
+  struct Block {
+    std::string text;
+    bool is_notice;
+  };
+  void push(std::string_view text, bool is_notice);
+  void run();
+
+  LineSink& target_;
+  const std::size_t capacity_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Block> queue_;
+  std::size_t queued_bytes_ = 0;
+  std::uint64_t skipped_since_notice_ = 0;
+  std::uint64_t skipped_total_ = 0;
+  bool closing_ = false;
+  std::thread writer_;
+};
+
+}  // namespace davincirun

@@ -1,0 +1,59 @@
+// Helpers shared by the rank table tests (test_rank_table*.cpp).
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "davincirun/errors.hpp"
+#include "davincirun/rank_table.hpp"
+
+namespace rank_table_test {
+
+using Json = nlohmann::ordered_json;
+
+inline const std::string corpus_dir = DAVINCIRUN_TEST_DATA "/rank_tables/";
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+inline Json corpus_doc(const std::string& name) { return Json::parse(read_text(corpus_dir + name)); }
+
+/// The RankTableError that `load` throws; fails the test when it throws none.
+template <typename Load>
+davincirun::RankTableError error_of(Load&& load) {
+  try {
+    load();
+  } catch (const davincirun::RankTableError& e) {
+    return e;
+  }
+  FAIL("expected a RankTableError");
+  throw std::logic_error("unreachable");
+}
+
+inline davincirun::RankTableError parse_error(const std::string& text) {
+  return error_of([&] { davincirun::parse_rank_table(text, "test.json"); });
+}
+
+inline davincirun::RankTableError doc_error(const Json& doc) { return parse_error(doc.dump()); }
+
+inline davincirun::RankTable parse_doc(const Json& doc) {
+  return davincirun::parse_rank_table(doc.dump(), "t.json");
+}
+
+inline Json::json_pointer at(const std::string& pointer) { return Json::json_pointer(pointer); }
+
+/// An engaged optional, to compare with optional fields and pointers.
+inline std::optional<std::string> some(const std::string& text) { return text; }
+
+}  // namespace rank_table_test
