@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -82,6 +83,40 @@ std::string master_address(const RankTable& table) {
     return server.server_id;
   }
   return table.servers.front().server_id;
+}
+
+// In a 0.1 table two pods (containers) on one host share a server_id; the
+// converted table merges them into one server, and each pod starts only its
+// own devices, found by its pod name (ModelArts: MA_CURRENT_INSTANCE_NAME,
+// older BATCH_TASK_CURRENT_INSTANCE). Returns `table` with this server's
+// devices narrowed to this pod's.
+RankTable this_pods_devices(const RankTable& table, std::size_t server_index, const Environment& env) {
+  const RankTableServer& server = table.servers[server_index];
+  if (server.pod_names.size() < 2) return table;
+  std::optional<std::string> pod;
+  for (const char* name : {"MA_CURRENT_INSTANCE_NAME", "BATCH_TASK_CURRENT_INSTANCE"}) {
+    if (auto v = env.get(name); v && !v->empty()) {
+      pod = *v;
+      break;
+    }
+  }
+  std::string pods;
+  for (const auto& p : server.pod_names) pods += (pods.empty() ? "" : ", ") + p;
+  if (!pod || std::find(server.pod_names.begin(), server.pod_names.end(), *pod) == server.pod_names.end()) {
+    throw ConfigError(fmt::format(
+        "server {} holds the pods {}; this pod's name ({}) does not name one of them "
+        "(checked MA_CURRENT_INSTANCE_NAME, BATCH_TASK_CURRENT_INSTANCE)",
+        server.server_id, pods, pod ? "'" + *pod + "'" : std::string("not set")));
+  }
+  RankTable narrowed = table;
+  RankTableServer& mine = narrowed.servers[server_index];
+  mine.devices.clear();
+  for (const auto& d : server.devices) {
+    if (d.pod_name == pod) mine.devices.push_back(d);
+  }
+  mine.rank_start = mine.devices.front().rank_id;
+  for (const auto& d : mine.devices) mine.rank_start = std::min(mine.rank_start, d.rank_id);
+  return narrowed;
 }
 
 void make_dirs(const std::string& path) {
@@ -176,11 +211,12 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
 
   std::optional<std::vector<int>> rt_visible;
   if (auto v = with_extra.get("ASCEND_RT_VISIBLE_DEVICES")) rt_visible = parse_visible_devices(*v);
-  plan.ranks = allocate_ranks(plan.table, plan.server_index, present_devices(options.device_dir), rt_visible);
+  const RankTable local = this_pods_devices(plan.table, plan.server_index, with_extra);
+  plan.ranks = allocate_ranks(local, plan.server_index, present_devices(options.device_dir), rt_visible);
   plan.work_dir = resolve_work_dir(options.work_dir);
   plan.log_dir = absolute(options.log_dir.empty() ? "./log" : options.log_dir);
 
-  const RankTableServer& server = plan.table.servers[plan.server_index];
+  const RankTableServer& server = local.servers[plan.server_index];
   JobEnvironment& job = plan.job;
   job.rank_table_file = loaded.path;  // the source; Job points the ranks at its normalized copy
   job.world_size = plan.table.world_size;

@@ -442,3 +442,40 @@ def test_ranks_read_a_normalized_private_copy_of_the_table(tmp_path, job_env):
     assert table["server_list"][0]["device"][1] == {"device_id": "1", "rank_id": "1"}
     assert table["server_list"][0]["vendor"] == "kept"
     assert table["status"] == "completed" and table["version"] == "1.0"
+
+
+V0_TWO_PODS_ONE_HOST = """{
+  "status": "completed", "group_count": "1",
+  "group_list": [{"group_name": "demo", "device_count": "4", "instance_count": "2", "instance_list": [
+    {"pod_name": "job-demo-1", "server_id": "127.0.0.1", "devices": [
+      {"device_id": "2", "device_ip": "192.0.2.12"}, {"device_id": "3", "device_ip": "192.0.2.13"}]},
+    {"pod_name": "job-demo-0", "server_id": "127.0.0.1", "devices": [
+      {"device_id": "0", "device_ip": "192.0.2.10"}, {"device_id": "1", "device_ip": "192.0.2.11"}]}]}]
+}"""
+
+
+def test_v0_table_two_pods_on_one_host_each_starts_its_own_devices(tmp_path, job_env, monkeypatch):
+    table = tmp_path / "jobstart_hccl.json"
+    table.write_text(V0_TWO_PODS_ONE_HOST)
+    monkeypatch.delenv("BATCH_TASK_CURRENT_INSTANCE", raising=False)
+    monkeypatch.delenv("MA_CURRENT_INSTANCE_NAME", raising=False)
+    with pytest.raises(LaunchConfigError, match="job-demo-0, job-demo-1"):
+        start_and_wait_distributed_train(["true"], log_dir=str(tmp_path / "log"), rank_table=str(table), env=job_env)
+
+    monkeypatch.setenv("MA_CURRENT_INSTANCE_NAME", "job-demo-1")
+    job = start_distributed_train(python_command(PRINT_ENV), log_dir=str(tmp_path / "log"), rank_table=str(tmp_path),
+                                  env=job_env, output_notebook=False)
+    assert job.wait() == 0
+    logs = sorted(n for n in os.listdir(job.run_dir) if n.endswith(".log"))
+    assert logs == ["rank_2.device_2.log", "rank_3.device_3.log"]
+    for rank in (2, 3):
+        env = read_env_log(os.path.join(job.run_dir, "rank_%d.device_%d.log" % (rank, rank)))
+        assert env["RANK_ID"] == str(rank) and env["RANK_SIZE"] == "4" and env["RANK_START"] == "2"
+        assert env["LOCAL_RANK"] == str(rank - 2) and env["LOCAL_WORLD_SIZE"] == "2"
+        assert env["DEVICE_ID"] == str(rank - 2)  # this container sees only devices 2 and 3
+    import json
+
+    with open(os.path.join(job.run_dir, "rank_table.json")) as f:
+        copy = json.load(f)
+    assert copy["version"] == "1.0" and len(copy["server_list"]) == 1
+    assert [d["rank_id"] for d in copy["server_list"][0]["device"]] == ["0", "1", "2", "3"]
