@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "davincirun/errors.hpp"
+#include "detail/job_summary.hpp"
 
 namespace davincirun {
 
@@ -238,7 +239,7 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   return plan;
 }
 
-Job::Job(const LaunchPlan& plan, LineSink& console) {
+Job::Job(const LaunchPlan& plan, LineSink& console) : plan_(plan), console_(&console) {
   // With SIGCHLD ignored, the kernel reaps children itself and every exit
   // status is lost: refuse rather than report each rank as failed.
   struct sigaction chld {};
@@ -253,8 +254,8 @@ Job::Job(const LaunchPlan& plan, LineSink& console) {
 
   // The ranks read a copy the job owns: strictly formatted for HCCL, and
   // immune to a platform rewriting its own file in place mid-job.
-  const std::string table_copy = run_dir_ + "/rank_table.json";
-  write_normalized_rank_table(plan.table, table_copy);
+  table_copy_ = run_dir_ + "/rank_table.json";
+  write_normalized_rank_table(plan.table, table_copy_);
 
   std::vector<RankLaunch> launches;
   for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
@@ -265,12 +266,23 @@ Job::Job(const LaunchPlan& plan, LineSink& console) {
     launch.log_path = fmt::format("{}/rank_{}.device_{}.log", run_dir_, a.rank, a.physical_device_id);
     launch.process.argv = plan.options.command;
     Environment env = plan.environments[i];
-    env.set("RANK_TABLE_FILE", table_copy);
+    env.set("RANK_TABLE_FILE", table_copy_);
     launch.process.env = env.entries();
     launch.process.work_dir = plan.work_dir;
     launches.push_back(std::move(launch));
   }
   supervisor_ = std::make_unique<Supervisor>(std::move(launches), plan.options.supervisor, console);
+}
+
+JobResult Job::wait() {
+  JobResult result = supervisor_->run();
+  const std::string path = run_dir_ + "/summary.json";
+  try {
+    detail::write_job_summary(path, plan_, table_copy_, result);
+  } catch (const std::exception& e) {
+    console_->notice(fmt::format("[davincirun] cannot write the job summary {}: {}\n", path, e.what()));
+  }
+  return result;
 }
 
 namespace {

@@ -144,6 +144,19 @@ def test_one_rank_fails_the_others_are_stopped(tmp_path, rank_table, job_env):
     assert error.result.stop_reason == "rank_failed"
     assert_gone(job.pids)
 
+    import json
+
+    summary_path = os.path.join(job.run_dir, "summary.json")
+    assert os.stat(summary_path).st_mode & 0o777 == 0o600
+    with open(summary_path) as f:
+        summary = json.load(f)
+    assert summary["first_failure"] == 1 and summary["exit_code"] == 3 and not summary["success"]
+    assert summary["stop_reason"] == "rank_failed" and summary["job_id"] == job.job_id
+    assert [r["pid"] for r in summary["ranks"]] == job.pids
+    assert summary["ranks"][1]["exit_code"] == 3 and summary["ranks"][1]["signal"] is None
+    assert summary["ranks"][0]["signal"] == signal.SIGTERM and summary["ranks"][0]["terminated_by_launcher"]
+    assert all(r["ended"] >= r["started"] > 0 for r in summary["ranks"])
+
 
 def test_raise_exception_false_returns_the_first_failure_code(tmp_path, rank_table, job_env):
     code = start_and_wait_distributed_train(

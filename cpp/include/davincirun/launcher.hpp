@@ -78,14 +78,18 @@ class Job {
   /// mode 0600: format 1.0/1.2, scalars as decimal strings; RANK_TABLE_FILE
   /// names it, so a platform rewriting its file cannot disturb the job),
   /// creates one log file per rank, `rank_<rank>.device_<physical id>.log`
-  /// (mode 0600), and starts every rank. Console lines go to `console`, which must outlive
-  /// the Job. Throws ConfigError (log dir unusable, SIGCHLD ignored by this
-  /// process), SpawnError, SystemError;
-  /// nothing is left running when it throws.
+  /// (mode 0600), and starts every rank. Console lines go to `console`,
+  /// which must outlive the Job. Throws ConfigError (log dir unusable,
+  /// SIGCHLD ignored by this process), SpawnError, SystemError; nothing is
+  /// left running when it throws.
   Job(const LaunchPlan& plan, LineSink& console);
 
-  /// Runs the event loop until the job is over; see Supervisor::run().
-  JobResult wait() { return supervisor_->run(); }
+  /// Runs the event loop until the job is over (see Supervisor::run()), then
+  /// writes `summary.json` into the run directory (mode 0600): the job, and
+  /// per rank its devices, pid, log file, exit status, whether the launcher
+  /// stopped it, start and end times (seconds since the epoch) and output
+  /// bytes. A summary that cannot be written is reported as a notice.
+  JobResult wait();
   /// Stops the job; see Supervisor::request_stop(). Thread- and signal-safe.
   void request_stop() noexcept { supervisor_->request_stop(); }
   /// Kills every rank at once; see Supervisor::request_kill().
@@ -95,7 +99,10 @@ class Job {
   std::vector<pid_t> pids() const { return supervisor_->pids(); }
 
  private:
+  LaunchPlan plan_;
+  LineSink* console_;
   std::string run_dir_;
+  std::string table_copy_;
   std::unique_ptr<Supervisor> supervisor_;
 };
 

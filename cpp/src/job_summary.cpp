@@ -1,0 +1,88 @@
+#include "detail/job_summary.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <nlohmann/json.hpp>
+
+#include "davincirun/errors.hpp"
+#include "detail/unique_fd.hpp"
+
+namespace davincirun::detail {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+double epoch_seconds(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+const char* stop_reason_name(StopReason reason) {
+  switch (reason) {
+    case StopReason::none: return "none";
+    case StopReason::rank_failed: return "rank_failed";
+    case StopReason::requested: return "requested";
+    case StopReason::timed_out: return "timed_out";
+  }
+  return "none";
+}
+
+Json rank_entry(const RankAssignment& a, const RankResult& r) {
+  Json j;
+  j["rank"] = r.rank;
+  j["local_rank"] = a.local_rank;
+  j["physical_device_id"] = a.physical_device_id;
+  j["logical_device_id"] = a.logical_device_id;
+  j["pid"] = r.pid;
+  j["log"] = r.log_path;
+  j["exit_code"] = r.status.kind == ExitStatus::Kind::exited ? Json(r.status.value) : Json();
+  j["signal"] = r.status.kind == ExitStatus::Kind::signaled ? Json(r.status.value) : Json();
+  j["status"] = r.status.describe();
+  j["terminated_by_launcher"] = r.terminated_by_launcher;
+  j["killed_by_launcher"] = r.killed_by_launcher;
+  j["started"] = epoch_seconds(r.started);
+  j["ended"] = epoch_seconds(r.ended);
+  j["output_bytes"] = r.output_bytes;
+  j["log_error"] = r.log_error ? Json(*r.log_error) : Json();
+  return j;
+}
+
+}  // namespace
+
+void write_job_summary(const std::string& path, const LaunchPlan& plan, const std::string& table_copy,
+                       const JobResult& result) {
+  Json j;
+  j["job_id"] = plan.job.job_id;
+  j["server_id"] = plan.table.servers[plan.server_index].server_id;
+  j["rank_table_source"] = plan.job.rank_table_file;
+  j["rank_table"] = table_copy;
+  j["world_size"] = plan.job.world_size;
+  j["command"] = plan.options.command;
+  j["success"] = result.success();
+  j["exit_code"] = result.exit_code();
+  j["stop_reason"] = stop_reason_name(result.stop_reason);
+  j["first_failure"] = result.first_failure ? Json(result.ranks[*result.first_failure].rank) : Json();
+  j["ranks"] = Json::array();
+  for (std::size_t i = 0; i < result.ranks.size() && i < plan.ranks.size(); ++i) {
+    j["ranks"].push_back(rank_entry(plan.ranks[i], result.ranks[i]));
+  }
+  // Rank output can be any bytes: replace invalid UTF-8 rather than fail.
+  const std::string text = j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd) throw SystemError("create " + path, errno);
+  std::size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd.get(), text.data() + done, text.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw SystemError("write " + path, errno);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+}  // namespace davincirun::detail
