@@ -85,6 +85,7 @@ int run(const davincirun::cli::CliOptions& cli) {
   inform(fmt::format("job {}: {} rank(s) on server {} (world size {}), logs in {}", plan.job.job_id,
                      plan.ranks.size(), server.server_id, plan.job.world_size, job.run_dir()));
   if (verbosity >= 2) {
+    say(fmt::format("this machine is server {}: {}", server.server_id, plan.server_reason));
     const auto pids = job.pids();
     for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
       const RankAssignment& a = plan.ranks[i];

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "davincirun/errors.hpp"
+#include "davincirun/server_identity.hpp"
 #include "detail/job_summary.hpp"
 
 namespace davincirun {
@@ -204,11 +205,14 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
     throw ConfigError(fmt::format("rank table {} is not ready: its status is '{}', not 'completed'", table_path,
                                   plan.table.status));
   }
-  plan.server_index = select_server(plan.table, options.server_id);
-  // Explicit variables take part in the job-wide decisions (JOB_ID,
-  // MASTER_PORT, ASCEND_RT_VISIBLE_DEVICES).
+  // Explicit variables take part in the job-wide decisions (which server
+  // this is, JOB_ID, MASTER_PORT, ASCEND_RT_VISIBLE_DEVICES).
   Environment with_extra = environment;
   for (const auto& [name, value] : options.env) with_extra.set(name, value);
+
+  const ServerMatch match = identify_server(plan.table, with_extra, MachineIdentity::current(), options.server_id);
+  plan.server_index = match.index;
+  plan.server_reason = match.reason;
 
   std::optional<std::vector<int>> rt_visible;
   if (auto v = with_extra.get("ASCEND_RT_VISIBLE_DEVICES")) rt_visible = parse_visible_devices(*v);

@@ -182,3 +182,21 @@ def test_job_timeout_exits_124(tmp_path, rank_table, job_env):
 def test_quiet_prints_only_problems(tmp_path, rank_table, job_env):
     proc = run_cli(["-q", "-r", rank_table(1), "true"], job_env, tmp_path)
     assert proc.returncode == 0 and proc.stderr == ""
+
+
+def test_this_machine_is_found_in_a_multi_server_table(tmp_path, job_env):
+    """Only a dry run: the corpus' addresses are made up and never contacted."""
+    table = os.path.join(os.path.dirname(__file__), "..", "data", "rank_tables", "valid", "v1_two_servers_16p.json")
+    env = dict(os.environ, MA_CURRENT_HOST_IP="10.0.0.12")
+    proc = subprocess.run([DAVINCIRUN, "--dry-run", "-r", table, "true"], cwd=str(tmp_path), env=env,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "server 10.0.0.12 of 2, ranks 8..15 of world size 16" in proc.stdout
+    assert "MA_CURRENT_HOST_IP" in proc.stdout  # the reason names the rule that matched
+    env.pop("MA_CURRENT_HOST_IP")
+    proc = subprocess.run([DAVINCIRUN, "--dry-run", "-r", table, "true"], cwd=str(tmp_path), env=env,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=60)
+    assert proc.returncode == 2
+    assert "cannot tell which of the 2 servers" in proc.stderr and "--server-id" in proc.stderr

@@ -39,7 +39,10 @@ struct LaunchOptions {
   std::string work_dir = ".";
   /// Where each run's directory of per-rank logs is created. Default "./log".
   std::string log_dir = "./log";
-  /// This machine's server_id in the table; needed for multi-server tables.
+  /// This machine's server_id in the table. Without it the server is found
+  /// from the environment and this machine's addresses and host name
+  /// (server_identity.hpp); a multi-server table never falls back to its
+  /// first server.
   std::optional<std::string> server_id;
   /// Extra variables for every rank; they win over inherited ones and the
   /// defaults, but not over the identity variables (see environment.hpp).
@@ -54,7 +57,8 @@ struct LaunchOptions {
 struct LaunchPlan {
   LaunchOptions options;
   RankTable table;
-  std::size_t server_index = 0;
+  std::size_t server_index = 0;      ///< this machine's server in `table`
+  std::string server_reason;         ///< why, e.g. "server_id 10.0.0.11 is an address of this machine"
   JobEnvironment job;                  ///< job-wide values (job id, master address...)
   std::vector<RankAssignment> ranks;   ///< this server's ranks, by rank
   std::vector<Environment> environments;  ///< one per entry of `ranks`
