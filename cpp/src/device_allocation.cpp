@@ -33,23 +33,6 @@ std::vector<int> present_devices(const std::string& dev_dir) {
   return ids;
 }
 
-std::size_t select_server(const RankTable& table, const std::optional<std::string>& server_id) {
-  if (server_id) {
-    for (std::size_t i = 0; i < table.servers.size(); ++i) {
-      if (table.servers[i].server_id == *server_id) return i;
-    }
-    std::string known;
-    for (const auto& s : table.servers) known += (known.empty() ? "" : ", ") + s.server_id;
-    throw ConfigError(fmt::format("server id '{}' is not in the rank table (servers: {})", *server_id, known));
-  }
-  if (table.servers.size() == 1) return 0;
-  std::string known;
-  for (const auto& s : table.servers) known += (known.empty() ? "" : ", ") + s.server_id;
-  throw ConfigError(fmt::format(
-      "the rank table lists {} servers ({}); say which one this machine is with server_id / --server-id",
-      table.servers.size(), known));
-}
-
 std::vector<int> parse_visible_devices(const std::string& value) {
   std::vector<int> ids;
   std::size_t pos = 0;

@@ -104,37 +104,6 @@ TEST_CASE("a table device missing from /dev is a configuration error naming it",
   }
 }
 
-TEST_CASE("select_server finds this machine's entry in the table", "[device_allocation]") {
-  const RankTable one = table_of({{"10.0.0.1", {{0, 0}, {1, 1}}}});
-  const RankTable two = table_of({{"10.0.0.1", {{0, 0}, {1, 1}}}, {"10.0.0.2", {{0, 2}, {1, 3}}}});
-
-  CHECK(select_server(one, std::nullopt) == 0);
-  CHECK(select_server(one, std::string("10.0.0.1")) == 0);
-  CHECK(select_server(two, std::string("10.0.0.2")) == 1);
-  CHECK(select_server(two, std::string("10.0.0.1")) == 0);
-
-  SECTION("an unknown id names the servers there are") {
-    try {
-      select_server(two, std::string("10.0.0.9"));
-      FAIL("no error for an unknown server id");
-    } catch (const ConfigError& e) {
-      CHECK_THAT(e.what(), Contains("10.0.0.9"));
-      CHECK_THAT(e.what(), Contains("10.0.0.1"));
-      CHECK_THAT(e.what(), Contains("10.0.0.2"));
-    }
-    CHECK_THROWS_AS(select_server(one, std::string("10.0.0.2")), ConfigError);
-  }
-  SECTION("a multi-server table never falls back to its first server") {
-    try {
-      select_server(two, std::nullopt);
-      FAIL("no error without a server id");
-    } catch (const ConfigError& e) {
-      CHECK_THAT(e.what(), Contains("10.0.0.1"));
-      CHECK_THAT(e.what(), Contains("10.0.0.2"));
-    }
-  }
-}
-
 TEST_CASE("ASCEND_RT_VISIBLE_DEVICES renumbers logical ids", "[device_allocation]") {
   const RankTable table = parse_rank_table(R"({"version": "1.0", "server_list": [{"server_id": "s", "device": [
       {"device_id": "5", "rank_id": "0"}, {"device_id": "6", "rank_id": "1"}]}]})",

@@ -1,5 +1,5 @@
-// Device allocator: which server of the rank table this machine is, and one
-// rank per device of that server, with physical and logical device ids.
+// Device allocator: one rank per device of this machine's server (found by
+// server_identity.hpp), with physical and logical device ids.
 #pragma once
 
 #include <cstddef>
@@ -24,12 +24,6 @@ struct RankAssignment {
 /// machine or container can see), sorted ascending. Empty when there are none
 /// (as on machines without NPUs) or `dev_dir` cannot be read.
 std::vector<int> present_devices(const std::string& dev_dir = "/dev");
-
-/// Index in `table.servers` of this machine's server: the server whose
-/// server_id equals `server_id` when given, else the only server of a
-/// one-server table. Throws ConfigError naming the server ids otherwise (a
-/// multi-server table never falls back to its first server).
-std::size_t select_server(const RankTable& table, const std::optional<std::string>& server_id);
 
 /// Parses ASCEND_RT_VISIBLE_DEVICES: comma-separated logical ids in strictly
 /// ascending order (the Ascend runtime reads them so and silently stops at
