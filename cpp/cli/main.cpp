@@ -4,6 +4,7 @@
 // SIGTERM, SIGHUP and SIGQUIT stop the job gracefully (unless they were
 // ignored when it started, as under nohup); SIGPIPE is ignored so that a
 // closed console (e.g. `davincirun ... | head`) never kills the launcher.
+// SIGUSR1 and SIGUSR2 are forwarded to every rank's process group.
 #include <signal.h>
 #include <unistd.h>
 
@@ -29,6 +30,10 @@ void on_stop_signal(int sig) {
   if (davincirun::Job* job = running_job.load()) job->request_stop();
 }
 
+void on_forwarded_signal(int sig) {
+  if (davincirun::Job* job = running_job.load()) job->forward_signal(sig);
+}
+
 void install_signal_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
@@ -38,6 +43,13 @@ void install_signal_handlers() {
     struct sigaction old {};
     ::sigaction(sig, nullptr, &old);
     if (old.sa_handler == SIG_IGN) continue;  // nohup, or a background job of a script
+    ::sigaction(sig, &sa, nullptr);
+  }
+  sa.sa_handler = on_forwarded_signal;
+  for (int sig : {SIGUSR1, SIGUSR2}) {
+    struct sigaction old {};
+    ::sigaction(sig, nullptr, &old);
+    if (old.sa_handler == SIG_IGN) continue;
     ::sigaction(sig, &sa, nullptr);
   }
   ::signal(SIGPIPE, SIG_IGN);

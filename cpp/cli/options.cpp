@@ -45,6 +45,7 @@ Options (they end at the first non-option or at --):
 Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT stop every rank (SIGTERM, then
 SIGKILL after the grace period); a second one kills at once. A signal that
 was ignored when davincirun started (e.g. SIGHUP under nohup) stays ignored.
+SIGUSR1 and SIGUSR2 are forwarded to every rank.
 
 Exit status: 0 when every rank exited 0; else the first failed rank's exit
 code, or 128+N when it was killed by signal N; 128+N when davincirun itself

@@ -20,7 +20,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // epoll user data: the rank index and what became ready.
-enum class Source : std::uint64_t { exit = 0, output = 1, stop = 2 };
+enum class Source : std::uint64_t { exit = 0, output = 1, stop = 2, forward = 3 };
 std::uint64_t tag(std::size_t index, Source source) {
   return (static_cast<std::uint64_t>(index) << 2) | static_cast<std::uint64_t>(source);
 }
@@ -65,8 +65,11 @@ Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions optio
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) throw SystemError("epoll_create1", errno);
   stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (stop_fd_ < 0) {
+  signal_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (stop_fd_ < 0 || signal_fd_ < 0) {
     int err = errno;
+    if (stop_fd_ >= 0) ::close(stop_fd_);
+    if (signal_fd_ >= 0) ::close(signal_fd_);
     ::close(epoll_fd_);
     throw SystemError("eventfd", err);
   }
@@ -78,6 +81,7 @@ Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions optio
       if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) throw SystemError("epoll_ctl", errno);
     };
     watch(stop_fd_, tag(0, Source::stop));
+    watch(signal_fd_, tag(0, Source::forward));
     ranks_.reserve(launches.size());
     for (auto& launch : launches) {
       auto started = std::chrono::system_clock::now();
@@ -97,6 +101,7 @@ Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions optio
   } catch (...) {
     ranks_.clear();  // each ChildProcess kills and reaps its group
     ::close(stop_fd_);
+    ::close(signal_fd_);
     ::close(epoll_fd_);
     throw;
   }
@@ -105,6 +110,7 @@ Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions optio
 Supervisor::~Supervisor() {
   ranks_.clear();
   ::close(stop_fd_);
+  ::close(signal_fd_);
   ::close(epoll_fd_);
 }
 
@@ -124,6 +130,27 @@ void Supervisor::request_stop() noexcept {
   const std::uint64_t one = 1;
   ssize_t ignored = ::write(stop_fd_, &one, sizeof one);
   (void)ignored;
+}
+
+void Supervisor::forward_signal(int signal) noexcept {
+  if (signal <= 0 || signal >= 32) return;
+  signals_to_forward_.fetch_or(std::uint32_t{1} << signal);
+  const std::uint64_t one = 1;
+  ssize_t ignored = ::write(signal_fd_, &one, sizeof one);
+  (void)ignored;
+}
+
+void Supervisor::forward_pending_signals() {
+  std::uint64_t count = 0;
+  ssize_t ignored = ::read(signal_fd_, &count, sizeof count);
+  (void)ignored;
+  const std::uint32_t pending = signals_to_forward_.exchange(0);
+  for (int sig = 1; sig < 32; ++sig) {
+    if ((pending & (std::uint32_t{1} << sig)) == 0) continue;
+    for (Rank& r : ranks_) {
+      if (!r.exited) r.child.signal_group(sig);
+    }
+  }
 }
 
 void Supervisor::request_kill() noexcept {
@@ -176,6 +203,9 @@ JobResult Supervisor::run() {
           }
           break;
         }
+        case Source::forward:
+          forward_pending_signals();
+          break;
         case Source::output:
           break;
       }

@@ -200,3 +200,38 @@ def test_this_machine_is_found_in_a_multi_server_table(tmp_path, job_env):
                           timeout=60)
     assert proc.returncode == 2
     assert "cannot tell which of the 2 servers" in proc.stderr and "--server-id" in proc.stderr
+
+
+def test_sigusr1_is_forwarded_to_every_rank(tmp_path, rank_table, job_env):
+    code = (
+        "import signal, sys, time\n"
+        "got = []\n"
+        "signal.signal(signal.SIGUSR1, lambda *a: got.append(1))\n"
+        "print('ready', flush=True)\n"
+        "deadline = time.time() + 60\n"
+        "while not got and time.time() < deadline:\n"
+        "    time.sleep(0.02)\n"
+        "print('got SIGUSR1' if got else 'no signal', flush=True)\n"
+        "sys.exit(0 if got else 1)\n"
+    )
+    marker = ["--env", "%s=%s" % (MARKER_VARIABLE, job_env[MARKER_VARIABLE])]
+    proc = subprocess.Popen([DAVINCIRUN] + marker + ["-r", rank_table(3), sys.executable, "-c", code],
+                            cwd=str(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        # Signal only once every rank has installed its handler.
+        deadline = time.monotonic() + 30
+        latest = tmp_path / "log" / "latest"
+        while time.monotonic() < deadline:
+            logs = list(latest.glob("rank_*.log")) if latest.exists() else []
+            if len(logs) == 3 and all("ready" in p.read_text() for p in logs):
+                break
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGUSR1)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert out.count("got SIGUSR1") == 3

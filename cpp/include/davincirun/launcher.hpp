@@ -98,6 +98,8 @@ class Job {
   void request_stop() noexcept { supervisor_->request_stop(); }
   /// Kills every rank at once; see Supervisor::request_kill().
   void request_kill() noexcept { supervisor_->request_kill(); }
+  /// Sends `signal` to every running rank; see Supervisor::forward_signal().
+  void forward_signal(int signal) noexcept { supervisor_->forward_signal(signal); }
 
   const std::string& run_dir() const noexcept { return run_dir_; }
   std::vector<pid_t> pids() const { return supervisor_->pids(); }

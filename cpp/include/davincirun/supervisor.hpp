@@ -109,6 +109,10 @@ class Supervisor {
   /// Asks run() to SIGKILL every rank at once. Same safety as request_stop().
   void request_kill() noexcept;
 
+  /// Asks run() to send `signal` (1..31, e.g. SIGUSR1) to every running
+  /// rank's process group. Same safety as request_stop().
+  void forward_signal(int signal) noexcept;
+
   /// Process ids of the ranks, in order.
   std::vector<pid_t> pids() const;
 
@@ -127,7 +131,10 @@ class Supervisor {
   LineSink* console_;
   std::vector<Rank> ranks_;
   int epoll_fd_ = -1;
-  int stop_fd_ = -1;  // eventfd written by request_stop()
+  int stop_fd_ = -1;    // eventfd written by request_stop() and request_kill()
+  int signal_fd_ = -1;  // eventfd written by forward_signal()
+  std::atomic<std::uint32_t> signals_to_forward_{0};  // bit N: signal N
+  void forward_pending_signals();
   StreamScratch scratch_;
   StopReason stop_reason_ = StopReason::none;
   std::optional<std::size_t> first_failure_;
