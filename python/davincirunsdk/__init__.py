@@ -19,6 +19,7 @@ from .errors import (
     RankTableError,
     SpawnError,
 )
+from .rank_table import init_rank_table
 from .launch import (
     DistributedJob,
     start_and_wait_distributed_train,
@@ -36,6 +37,7 @@ __all__ = [
     "SpawnError",
     "__version__",
     "load_rank_table",
+    "init_rank_table",
     "parse_rank_table",
     "set_random_ms_cache_dir",
     "start_and_wait_distributed_train",

@@ -492,3 +492,28 @@ def test_v0_table_two_pods_on_one_host_each_starts_its_own_devices(tmp_path, job
         copy = json.load(f)
     assert copy["version"] == "1.0" and len(copy["server_list"]) == 1
     assert [d["rank_id"] for d in copy["server_list"][0]["device"]] == ["0", "1", "2", "3"]
+
+
+def test_init_rank_table_converts_and_sets_the_environment(tmp_path, monkeypatch):
+    from davincirunsdk import init_rank_table
+
+    monkeypatch.delenv("RANK_TABLE_FILE", raising=False)
+    assert init_rank_table() is False
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "jobstart_hccl.json").write_text(V0_TWO_PODS_ONE_HOST)
+    for name in ("RANK_SIZE", "RANK_START", "MA_CURRENT_HOST_IP"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MA_CURRENT_INSTANCE_NAME", "job-demo-1")
+    monkeypatch.setenv("RANK_TABLE_FILE", str(config))
+    env = init_rank_table(wait_timeout=0)
+    path = os.environ["RANK_TABLE_FILE"]
+    assert env["RANK_TABLE_FILE"] == path and path.endswith(".json") and os.stat(path).st_mode & 0o777 == 0o600
+    assert (env["RANK_SIZE"], env["RANK_START"], env["MA_CURRENT_HOST_IP"]) == ("4", "2", "127.0.0.1")
+    import json
+
+    with open(path) as f:
+        table = json.load(f)
+    assert table["version"] == "1.0" and table["server_list"][0]["server_id"] == "127.0.0.1"
+    os.unlink(path)
+    os.rmdir(os.path.dirname(path))

@@ -1,0 +1,47 @@
+"""Rank-table helpers kept from davincirunsdk 0.1.x."""
+
+import os
+import tempfile
+
+from . import _core
+
+
+def init_rank_table(wait_timeout=300):
+    """Prepares ``RANK_TABLE_FILE`` for a script that starts its own processes.
+
+    As in davincirunsdk 0.1.x (where ModelArts training jobs provide a 0.1
+    table in ``/user/config``): reads the table ``RANK_TABLE_FILE`` names (a
+    file, or a directory holding ``jobstart_hccl.json`` or ``hccl.json``),
+    waiting up to ``wait_timeout`` seconds for the platform to finish writing
+    it; writes its 1.0 (or 1.2) form, scalars as decimal strings, to a new
+    private file (mode 0600, in a fresh 0700 temporary directory); and sets
+    in ``os.environ`` (this helper exists to set them): ``RANK_TABLE_FILE``
+    (that file), ``RANK_SIZE``, ``RANK_START`` (the first rank of this
+    machine's server, or of this pod when pods share a host) and ``MA_CURRENT_HOST_IP`` (its ``host_ip``, else its
+    ``server_id``) unless already set.
+
+    Returns:
+        dict | bool: a copy of the resulting ``os.environ``, or ``False`` when
+        ``RANK_TABLE_FILE`` is not set (no table: nothing to do).
+
+    Raises:
+        RankTableError: the table is invalid, or did not become ready in time.
+        LaunchConfigError: this machine is not one of the table's servers.
+    """
+    source = os.environ.get("RANK_TABLE_FILE")
+    if not source:
+        return False
+    table, _resolved = _core.wait_for_rank_table(source, float(wait_timeout))
+    index, _reason = _core.identify_server(table)
+    server = table.servers[index]
+    directory = tempfile.mkdtemp(prefix="davincirun-rank-table-")
+    path = os.path.join(directory, "hccl.json")
+    _core.write_normalized_rank_table(table, path)
+    os.environ["RANK_TABLE_FILE"] = path
+    os.environ["RANK_SIZE"] = str(table.world_size)
+    # Two pods sharing a host in a 0.1 table are one server; RANK_START is this pod's.
+    pod = os.environ.get("MA_CURRENT_INSTANCE_NAME") or os.environ.get("BATCH_TASK_CURRENT_INSTANCE")
+    pod_ranks = [d.rank_id for d in server.devices if pod and d.pod_name == pod]
+    os.environ["RANK_START"] = str(min(pod_ranks) if pod_ranks else server.rank_start)
+    os.environ.setdefault("MA_CURRENT_HOST_IP", server.host_ip or server.server_id)
+    return os.environ.copy()
