@@ -145,13 +145,7 @@ LaunchPlan plan(std::vector<std::string> command, std::string rank_table_file, s
     throw py::value_error("wait_timeout must be a number of seconds between 0 (no waiting) and one year");
   }
   o.wait_timeout = std::chrono::milliseconds(std::llround(wait_timeout * 1000));
-  // Called on this thread while it waits without the GIL: take the GIL to
-  // say what it waits for, and let Ctrl-C end the wait.
-  o.progress = [](const std::string& line) {
-    py::gil_scoped_acquire gil;
-    py::module_::import("sys").attr("stderr").attr("write")("[davincirun] " + line + "\n");
-    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-  };
+  o.progress = report_progress;  // called on this thread, which waits without the GIL
   py::gil_scoped_release release;
   return plan_launch(o, Environment::current());
 }

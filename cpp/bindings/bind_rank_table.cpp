@@ -15,6 +15,12 @@ namespace py = pybind11;
 
 namespace davincirun::python {
 
+void report_progress(const std::string& line) {
+  py::gil_scoped_acquire gil;
+  py::module_::import("sys").attr("stderr").attr("write")("[davincirun] " + line + "\n");
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
 void bind_rank_table(py::module_& m) {
   py::class_<RankTableDevice>(m, "RankTableDevice")
       .def_readonly("device_id", &RankTableDevice::device_id)
@@ -47,11 +53,7 @@ void bind_rank_table(py::module_& m) {
         }
         RankTableLoadOptions options;
         options.wait_timeout = std::chrono::milliseconds(std::llround(wait_timeout * 1000));
-        options.progress = [](const std::string& line) {
-          py::gil_scoped_acquire gil;
-          py::module_::import("sys").attr("stderr").attr("write")("[davincirun] " + line + "\n");
-          if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-        };
+        options.progress = report_progress;
         py::gil_scoped_release release;
         LoadedRankTable loaded = wait_for_rank_table(path, options);
         return std::make_pair(std::move(loaded.table), std::move(loaded.path));
