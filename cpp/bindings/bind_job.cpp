@@ -145,7 +145,8 @@ LaunchPlan plan(std::vector<std::string> command, std::string rank_table_file, s
     throw py::value_error("wait_timeout must be a number of seconds between 0 (no waiting) and one year");
   }
   o.wait_timeout = std::chrono::milliseconds(std::llround(wait_timeout * 1000));
-  o.progress = report_progress;  // called on this thread, which waits without the GIL
+  o.progress = report_progress;  // both called on this thread, which waits without the GIL
+  o.keep_waiting = check_interrupt;
   py::gil_scoped_release release;
   return plan_launch(o, Environment::current());
 }

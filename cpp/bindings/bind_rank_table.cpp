@@ -21,6 +21,11 @@ void report_progress(const std::string& line) {
   if (PyErr_CheckSignals() != 0) throw py::error_already_set();
 }
 
+void check_interrupt() {
+  py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
 void bind_rank_table(py::module_& m) {
   py::class_<RankTableDevice>(m, "RankTableDevice")
       .def_readonly("device_id", &RankTableDevice::device_id)
@@ -54,6 +59,7 @@ void bind_rank_table(py::module_& m) {
         RankTableLoadOptions options;
         options.wait_timeout = std::chrono::milliseconds(std::llround(wait_timeout * 1000));
         options.progress = report_progress;
+        options.keep_waiting = check_interrupt;
         py::gil_scoped_release release;
         LoadedRankTable loaded = wait_for_rank_table(path, options);
         return std::make_pair(std::move(loaded.table), std::move(loaded.path));

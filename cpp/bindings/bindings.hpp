@@ -16,4 +16,8 @@ void bind_job(pybind11::module_& m);
 /// Ctrl-C into an exception that ends the wait.
 void report_progress(const std::string& line);
 
+/// For the same waits (RankTableLoadOptions::keep_waiting): takes the GIL and
+/// turns a pending Ctrl-C into an exception that ends the wait.
+void check_interrupt();
+
 }  // namespace davincirun::python

@@ -198,6 +198,7 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   RankTableLoadOptions load;
   load.wait_timeout = options.wait_timeout;
   load.progress = options.progress;
+  load.keep_waiting = options.keep_waiting;
   LoadedRankTable loaded = wait_for_rank_table(table_path, load);
   plan.table = std::move(loaded.table);
   if (plan.table.status != "completed") {

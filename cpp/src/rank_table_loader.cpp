@@ -179,6 +179,7 @@ LoadedRankTable wait_for_rank_table(const std::string& path_or_dir,
                                    seen.state, left_s));
       next_progress = now + std::max(options.progress_interval, milliseconds(1));
     }
+    if (options.keep_waiting) options.keep_waiting();
     std::this_thread::sleep_for(std::min(interval, left));
   }
 }

@@ -261,3 +261,19 @@ TEST_CASE("writing the normalized copy never replaces a file", "[rank_table]") {
   CHECK_THROWS_AS(write_normalized_rank_table(RankTable{}, dir / "empty.json"), std::invalid_argument);
   CHECK_FALSE(std::filesystem::exists(dir / "empty.json"));
 }
+
+TEST_CASE("keep_waiting is asked before every retry and can end the wait", "[rank_table]") {
+  TempDir dir;
+  struct Interrupted {};
+  RankTableLoadOptions options;
+  options.wait_timeout = std::chrono::seconds(60);
+  options.retry_interval = std::chrono::milliseconds(10);
+  int calls = 0;
+  options.keep_waiting = [&calls] {
+    if (++calls == 3) throw Interrupted{};
+  };
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(wait_for_rank_table(dir / "not_yet.json", options), Interrupted);
+  CHECK(calls == 3);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));  // not the 60 s timeout
+}

@@ -517,3 +517,16 @@ def test_init_rank_table_converts_and_sets_the_environment(tmp_path, monkeypatch
     assert table["version"] == "1.0" and table["server_list"][0]["server_id"] == "127.0.0.1"
     os.unlink(path)
     os.rmdir(os.path.dirname(path))
+
+
+def test_ctrl_c_while_waiting_for_the_rank_table(tmp_path, job_env):
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        start_and_wait_distributed_train(["true"], log_dir=str(tmp_path / "log"),
+                                         rank_table=str(tmp_path / "not_written_yet.json"), env=job_env,
+                                         wait_timeout=60)
+    timer.join()
+    assert time.monotonic() - start < 5  # honoured at the next retry, not at the 60 s timeout
+    assert not (tmp_path / "log").exists()

@@ -35,6 +35,9 @@ struct LaunchOptions {
   std::chrono::milliseconds wait_timeout{300'000};
   /// Receives a line now and then while waiting for the table (may be empty).
   std::function<void(const std::string&)> progress;
+  /// Called about once a second while waiting for the table; throwing ends
+  /// the wait (may be empty). See RankTableLoadOptions::keep_waiting.
+  std::function<void()> keep_waiting;
   /// Working directory of the ranks; relative paths in `command` resolve here. Default ".".
   std::string work_dir = ".";
   /// Where each run's directory of per-rank logs is created. Default "./log".

@@ -29,6 +29,10 @@ struct RankTableLoadOptions {
   /// progress_interval, with one line saying what is awaited and how long is
   /// left. May be empty. An exception it throws ends the wait and propagates.
   std::function<void(const std::string&)> progress;
+  /// Called before every retry (about once per retry_interval) while waiting;
+  /// may be empty. Throwing ends the wait and propagates: the way for a
+  /// caller to honour Ctrl-C promptly.
+  std::function<void()> keep_waiting;
 };
 
 /// A rank table and the file it was read from.
