@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <future>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -59,8 +60,19 @@ class PyJob {
       terminal_ = std::make_unique<NonBlockingSink>(fd_sink_);
       sink = terminal_.get();
     }
-    job_ = std::make_unique<Job>(plan, *sink);
-    loop_ = std::thread([this] {
+    std::promise<void> started;
+    std::future<void> ready = started.get_future();
+    loop_ = std::thread([this, &plan, sink, started = std::move(started)]() mutable {
+      // The ranks are spawned on this thread: the kernel ties each rank's
+      // PR_SET_PDEATHSIG to the thread that spawned it, and this one lives
+      // exactly as long as the job, whichever Python thread started it.
+      try {
+        job_ = std::make_unique<Job>(plan, *sink);
+      } catch (...) {
+        started.set_exception(std::current_exception());
+        return;
+      }
+      started.set_value();
       try {
         result_ = job_->wait();
       } catch (...) {
@@ -70,6 +82,12 @@ class PyJob {
       done_.store(true);
       queue_.wake();
     });
+    try {
+      ready.get();  // `plan` stays valid until the Job has copied it
+    } catch (...) {
+      loop_.join();
+      throw;
+    }
   }
 
   PyJob(const PyJob&) = delete;

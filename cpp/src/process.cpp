@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -79,6 +80,7 @@ struct ChildSetup {
   int stdin_fd;
   int output_fd;
   int report_fd;
+  pid_t parent;  // the launcher, to detect that it died before prctl took effect
 };
 
 void report_and_exit(const ChildSetup& s, int step) {
@@ -100,6 +102,11 @@ int child_main(void* arg) {
   ::sigprocmask(SIG_SETMASK, &empty, nullptr);
 
   ::setpgid(0, 0);
+  // A launcher killed outright (SIGKILL, OOM) must not leave its ranks
+  // running: the kernel sends SIGKILL when the spawning thread exits. If the
+  // launcher is already gone, getppid() has changed: stop here.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != s.parent) ::_exit(127);
   if (::dup2(s.stdin_fd, STDIN_FILENO) < 0 || ::dup2(s.output_fd, STDOUT_FILENO) < 0 ||
       ::dup2(s.output_fd, STDERR_FILENO) < 0) {
     report_and_exit(s, 2);
@@ -197,7 +204,7 @@ ChildProcess ChildProcess::spawn(const ProcessSpec& spec, int rank) {
   if (!dev_null) throw SystemError("open /dev/null", errno);
 
   ChildSetup setup{executable->c_str(), argv.data(),      envp.data(), spec.work_dir.empty() ? nullptr : spec.work_dir.c_str(),
-                   dev_null.get(),      out_write.get(), report_write.get()};
+                   dev_null.get(),      out_write.get(), report_write.get(), ::getpid()};
 
   // clone(CLONE_VM | CLONE_VFORK) like posix_spawn: no copy of a large host
   // process (a notebook kernel holding tensors), and no pthread_atfork

@@ -235,3 +235,29 @@ def test_sigusr1_is_forwarded_to_every_rank(tmp_path, rank_table, job_env):
             proc.wait()
     assert proc.returncode == 0, err
     assert out.count("got SIGUSR1") == 3
+
+
+def wait_for_marked(marker, count, timeout=30):
+    from conftest import processes_with_marker
+
+    deadline = time.monotonic() + timeout
+    found = processes_with_marker(marker)
+    while len(found) != count and time.monotonic() < deadline:
+        time.sleep(0.05)
+        found = processes_with_marker(marker)
+    return found
+
+
+def test_ranks_die_with_a_sigkilled_launcher(tmp_path, rank_table, job_env):
+    marker = job_env[MARKER_VARIABLE]
+    proc = subprocess.Popen(
+        [DAVINCIRUN, "--env", "%s=%s" % (MARKER_VARIABLE, marker), "-r", rank_table(3), sys.executable, "-c",
+         "import time; time.sleep(120)"],
+        cwd=str(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert len(wait_for_marked(marker, 3)) == 3
+    finally:
+        proc.kill()  # SIGKILL: the launcher gets no chance to clean up
+        proc.wait()
+    assert wait_for_marked(marker, 0, timeout=10) == []

@@ -4,6 +4,7 @@ import hashlib
 import os
 import random
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -530,3 +531,35 @@ def test_ctrl_c_while_waiting_for_the_rank_table(tmp_path, job_env):
     timer.join()
     assert time.monotonic() - start < 5  # honoured at the next retry, not at the 60 s timeout
     assert not (tmp_path / "log").exists()
+
+
+def test_ranks_outlive_the_starting_thread_but_not_the_process(tmp_path, rank_table, job_env):
+    """Ranks are tied to the job's own thread, not to the Python thread that
+    started it; a Python process killed outright takes its ranks with it."""
+    from conftest import MARKER_VARIABLE, processes_with_marker
+
+    script = (
+        "import sys, threading, time\n"
+        "from davincirunsdk import start_distributed_train\n"
+        "jobs = []\n"
+        "t = threading.Thread(target=lambda: jobs.append(start_distributed_train(\n"
+        "    [sys.executable, '-c', 'import time; time.sleep(120)'], log_dir=sys.argv[1], rank_table=sys.argv[2],\n"
+        "    env={%r: sys.argv[3]}, output_notebook=False)))\n"
+        "t.start(); t.join()\n"
+        "print('started', flush=True)\n"
+        "time.sleep(120)\n" % MARKER_VARIABLE
+    )
+    marker = job_env[MARKER_VARIABLE]
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "log"), rank_table(2), marker],
+                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "started"
+        time.sleep(0.5)  # the starting thread is gone; the ranks must still run
+        assert len(processes_with_marker(marker)) == 2
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while processes_with_marker(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes_with_marker(marker) == []

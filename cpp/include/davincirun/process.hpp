@@ -41,6 +41,8 @@ struct ProcessSpec {
 /// `> file 2>&1`); it leads a new process group (pgid == pid); signal
 /// dispositions are reset to default and the signal mask emptied before exec,
 /// so a launcher's own handlers and blocked signals never leak into ranks.
+/// It gets SIGKILL when the thread that spawned it exits (PR_SET_PDEATHSIG),
+/// so spawn from a thread that lives as long as the job.
 ///
 /// Destroying a ChildProcess that was not reaped SIGKILLs its process group
 /// and reaps it, so a handle never leaks a running child.
