@@ -215,6 +215,14 @@ std::string Checker::server_id(const Json& value, const std::string& pointer) co
 
 // The placeholder a node writes when its NPU network is not configured is fatal
 // only where the address is needed: between servers.
+void Checker::require_device_ip_if_multi_server(const Json& device, const std::string& pointer) const {
+  // Ranks on different servers reach each other through the device IPs.
+  if (multi_server_ && !device.contains("device_ip")) {
+    fail(Kind::missing, child(pointer, "device_ip"),
+         "device_ip is required when the table has more than one server");
+  }
+}
+
 std::optional<std::string> Checker::device_ip(const Json& value, const std::string& pointer) {
   const std::string& ip = string_value(value, pointer);
   if (ip == ip_placeholder) {
@@ -321,11 +329,7 @@ RankTableDevice Checker::device(const Json& value, const std::string& pointer) {
     fail(Kind::missing, child(pointer, "super_device_id"),
          "required field missing: super_device_id (required in version 1.2)");
   }
-  // Ranks on different servers reach each other through the device IPs.
-  if (multi_server_ && !value.contains("device_ip")) {
-    fail(Kind::missing, child(pointer, "device_ip"),
-         "device_ip is required when the table has more than one server");
-  }
+  require_device_ip_if_multi_server(value, pointer);
   RankTableDevice out;
   for (const auto& [key, field] : value.get_ref<const Json::object_t&>()) {
     const std::string at = child(pointer, key);

@@ -187,10 +187,7 @@ V0Pod Checker::v0_pod(const Json& value, const std::string& pointer, bool number
 RankTableDevice Checker::v0_device(const Json& value, const std::string& pointer) {
   expect_object(value, pointer);
   require(value, pointer, {"device_id"});
-  if (multi_server_ && !value.contains("device_ip")) {
-    fail(Kind::missing, child(pointer, "device_ip"),
-         "device_ip is required when the table has more than one server");
-  }
+  require_device_ip_if_multi_server(value, pointer);
   RankTableDevice out;
   for (const auto& [key, field] : value.get_ref<const Json::object_t&>()) {
     const std::string at = child(pointer, key);

@@ -142,23 +142,7 @@ TEST_CASE("hostile input becomes a RankTableError, never a crash", "[rank_table]
   // Every prefix and a few byte swaps of a real table: only RankTableError may come out.
   const std::string table = read_text(corpus_dir + "valid/v1_two_servers_16p.json");
   REQUIRE(table.size() > 1000);
-  for (std::size_t n = 0; n < table.size(); ++n) {
-    CAPTURE(n);
-    REQUIRE_NOTHROW([&] {
-      try {
-        parse_rank_table(table.substr(0, n), "t.json");
-      } catch (const RankTableError&) {
-      }
-      for (const char c : {'"', '[', '{', '1', '-', ']'}) {
-        std::string mutated = table;
-        mutated[n] = c;
-        try {
-          parse_rank_table(mutated, "t.json");
-        } catch (const RankTableError&) {
-        }
-      }
-    }());
-  }
+  check_hostile_variants(table, "\"[{1-]");
 }
 
 TEST_CASE("the table integer parser takes decimal digits only", "[rank_table]") {

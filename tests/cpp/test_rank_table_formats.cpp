@@ -22,27 +22,6 @@ Json v0_table() { return corpus_doc("valid/v0_two_pods_out_of_order.json"); }
 
 Json v1_2_table() { return corpus_doc("valid/v1_2_superpod_two_pods.json"); }
 
-// Every prefix and byte swap of `text`: only RankTableError may come out.
-void check_hostile_variants(const std::string& text) {
-  for (std::size_t n = 0; n < text.size(); ++n) {
-    CAPTURE(n);
-    REQUIRE_NOTHROW([&] {
-      try {
-        parse_rank_table(text.substr(0, n), "t.json");
-      } catch (const RankTableError&) {
-      }
-      for (const char c : {'"', '[', '{', '0', '-', '}'}) {
-        std::string mutated = text;
-        mutated[n] = c;
-        try {
-          parse_rank_table(mutated, "t.json");
-        } catch (const RankTableError&) {
-        }
-      }
-    }());
-  }
-}
-
 }  // namespace
 
 // ---- format 0.1 -----------------------------------------------------------------

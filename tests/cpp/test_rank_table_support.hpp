@@ -56,4 +56,26 @@ inline Json::json_pointer at(const std::string& pointer) { return Json::json_poi
 /// An engaged optional, to compare with optional fields and pointers.
 inline std::optional<std::string> some(const std::string& text) { return text; }
 
+// Every prefix of `text`, and `text` with each byte replaced by each of
+// `swaps`: parsing them may only ever throw RankTableError.
+inline void check_hostile_variants(const std::string& text, const std::string& swaps = "\"[{0-}") {
+  for (std::size_t n = 0; n < text.size(); ++n) {
+    CAPTURE(n);
+    REQUIRE_NOTHROW([&] {
+      try {
+        davincirun::parse_rank_table(text.substr(0, n), "t.json");
+      } catch (const davincirun::RankTableError&) {
+      }
+      for (const char c : swaps) {
+        std::string mutated = text;
+        mutated[n] = c;
+        try {
+          davincirun::parse_rank_table(mutated, "t.json");
+        } catch (const davincirun::RankTableError&) {
+        }
+      }
+    }());
+  }
+}
+
 }  // namespace rank_table_test

@@ -106,6 +106,7 @@ class Checker {
   void expect_object(const Json& value, const std::string& pointer) const;
   void expect_array(const Json& value, const std::string& pointer) const;
   std::optional<std::string> device_ip(const Json& value, const std::string& pointer);
+  void require_device_ip_if_multi_server(const Json& device, const std::string& pointer) const;
 
   // Formats 1.0 and 1.2 (rank_table.cpp).
   RankTable check_v1(const Json& doc);
