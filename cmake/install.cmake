@@ -1,7 +1,7 @@
 # `cmake --install` for C++ consumers: headers, the static core library and a
 # package config, so that another launcher can do
 #   find_package(davincirun) ... target_link_libraries(x PRIVATE davincirun::davincirun)
-# Not part of the Python wheel, which only carries the module and the CLI.
+# Not part of the Python wheel, which carries the module and the two programs.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -13,6 +13,7 @@ install(TARGETS davincirun_core EXPORT davincirunTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY cpp/include/davincirun DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS davincirun RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS davincirun-supervisor RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/davincirun)
 
 set(config_dir ${CMAKE_INSTALL_LIBDIR}/cmake/davincirun)
 install(EXPORT davincirunTargets NAMESPACE davincirun:: DESTINATION ${config_dir})

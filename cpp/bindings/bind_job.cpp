@@ -1,8 +1,9 @@
 // Planning and running jobs from Python.
 //
-// The event loop runs on a C++ thread that never touches Python. The Python
-// thread that waits on the job releases the GIL while it sleeps, and wakes
-// on output or at the end of the job to write the queued lines itself.
+// The job runs in its own davincirun-supervisor process (launcher.hpp). A
+// C++ thread that never touches Python relays its lines into a queue; the
+// Python thread that waits on the job releases the GIL while it sleeps, and
+// wakes on output or at the end of the job to write the queued lines itself.
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -51,23 +52,20 @@ enum class ConsoleMode { python, terminal, none };
 // running its event loop.
 class PyJob {
  public:
-  PyJob(const LaunchPlan& plan, ConsoleMode mode) : fd_sink_(1, 2) {
-    LineSink* sink = &null_sink_;
-    if (mode == ConsoleMode::python) sink = &queue_;
-    if (mode == ConsoleMode::terminal) {
-      // Ranks' lines to 1, notices to 2, through a queue so that a terminal
-      // that is not being read never slows the ranks.
-      terminal_ = std::make_unique<NonBlockingSink>(fd_sink_);
-      sink = terminal_.get();
-    }
+  PyJob(const LaunchPlan& plan, ConsoleMode mode) {
     std::promise<void> started;
     std::future<void> ready = started.get_future();
-    loop_ = std::thread([this, &plan, sink, started = std::move(started)]() mutable {
-      // The ranks are spawned on this thread: the kernel ties each rank's
-      // PR_SET_PDEATHSIG to the thread that spawned it, and this one lives
-      // exactly as long as the job, whichever Python thread started it.
+    loop_ = std::thread([this, &plan, mode, started = std::move(started)]() mutable {
+      // One thread starts the job and relays its lines, so the console sink
+      // is only ever called from it.
       try {
-        job_ = std::make_unique<Job>(plan, *sink);
+        if (mode == ConsoleMode::python) {
+          job_ = std::make_unique<Job>(plan, queue_);
+        } else {
+          // Ranks' lines to fd 1, notices to fd 2, written by the job's
+          // supervisor process through a queue that never slows the ranks.
+          job_ = std::make_unique<Job>(plan, mode == ConsoleMode::terminal ? ConsoleTarget::stdio : ConsoleTarget::none);
+        }
       } catch (...) {
         started.set_exception(std::current_exception());
         return;
@@ -78,7 +76,6 @@ class PyJob {
       } catch (...) {
         error_ = std::current_exception();
       }
-      terminal_.reset();  // the terminal has every line before the job counts as done
       done_.store(true);
       queue_.wake();
     });
@@ -128,12 +125,11 @@ class PyJob {
 
   const std::string& run_dir() const { return job_->run_dir(); }
   std::vector<pid_t> pids() const { return job_->pids(); }
+  pid_t supervisor_pid() const { return job_->supervisor_pid(); }
+  const char* tracking() const { return tracking_name(job_->tracking()); }
 
  private:
   QueueSink queue_;
-  FdLineSink fd_sink_;
-  std::unique_ptr<NonBlockingSink> terminal_;
-  NullLineSink null_sink_;
   std::unique_ptr<Job> job_;
   std::thread loop_;
   std::atomic<bool> done_{false};
@@ -144,8 +140,10 @@ class PyJob {
 LaunchPlan plan(std::vector<std::string> command, std::string rank_table_file, std::string work_dir,
                 std::string log_dir, std::optional<std::string> server_id,
                 std::vector<std::pair<std::string, std::string>> env, double grace_period,
-                double drain_timeout, double job_timeout, double wait_timeout, std::string device_dir) {
+                double drain_timeout, double job_timeout, double wait_timeout, std::string device_dir,
+                std::string supervisor_program) {
   LaunchOptions o;
+  o.supervisor_program = std::move(supervisor_program);
   o.command = std::move(command);
   o.rank_table_file = std::move(rank_table_file);
   o.work_dir = std::move(work_dir);
@@ -206,7 +204,7 @@ void bind_job(py::module_& m) {
   m.def("plan_launch", &plan, py::arg("command"), py::arg("rank_table_file"), py::arg("work_dir"),
         py::arg("log_dir"), py::arg("server_id"), py::arg("env"), py::arg("grace_period"),
         py::arg("drain_timeout"), py::arg("job_timeout") = 0.0, py::arg("wait_timeout") = 300.0,
-        py::arg("device_dir") = "/dev");
+        py::arg("device_dir") = "/dev", py::arg("supervisor_program") = "");
 
   m.def("read_log_tail",
         [](const std::string& path, std::size_t max_lines, std::size_t max_bytes) {
@@ -240,6 +238,8 @@ void bind_job(py::module_& m) {
   py::class_<JobResult>(m, "JobResult")
       .def_readonly("ranks", &JobResult::ranks)
       .def_readonly("first_failure", &JobResult::first_failure)
+      .def_readonly("leftover_processes_killed", &JobResult::leftover_processes_killed)
+      .def_property_readonly("tracking", [](const JobResult& r) { return tracking_name(r.tracking); })
       .def_property_readonly("stop_reason", [](const JobResult& r) {
         switch (r.stop_reason) {
           case StopReason::none: return "none";
@@ -270,7 +270,9 @@ void bind_job(py::module_& m) {
       .def_property_readonly("done", &PyJob::done)
       .def("result", &PyJob::result, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("run_dir", &PyJob::run_dir)
-      .def_property_readonly("pids", &PyJob::pids);
+      .def_property_readonly("pids", &PyJob::pids)
+      .def_property_readonly("supervisor_pid", &PyJob::supervisor_pid)
+      .def_property_readonly("tracking", &PyJob::tracking);
 }
 
 }  // namespace davincirun::python

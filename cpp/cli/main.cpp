@@ -1,5 +1,7 @@
 // `davincirun`: the command-line front end of the launcher.
 //
+// The ranks run under a davincirun-supervisor process (see Job in
+// launcher.hpp), so even SIGKILL of this process leaves nothing running.
 // It owns the process's signals, which the library never touches: SIGINT,
 // SIGTERM, SIGHUP and SIGQUIT stop the job gracefully (unless they were
 // ignored when it started, as under nohup); SIGPIPE is ignored so that a
@@ -86,31 +88,34 @@ int run(const davincirun::cli::CliOptions& cli) {
     return 0;
   }
   const RankTableServer& server = plan.table.servers[plan.server_index];
-  FdLineSink terminal(STDOUT_FILENO, STDERR_FILENO);
-  // A console that is not being read (a paused pager, Ctrl-S) must never
-  // slow the ranks: lines are skipped from it, never from the log files.
-  auto console = std::make_unique<NonBlockingSink>(terminal);
   install_signal_handlers();
-  Job job(plan, *console);
+  // The job's supervisor process writes the ranks' lines to our stdout and
+  // its notices to our stderr itself, through a queue: a console that is
+  // not being read (a paused pager, Ctrl-S) never slows the ranks.
+  Job job(plan, ConsoleTarget::stdio);
   running_job.store(&job);
   if (stop_signal) job.request_stop();  // a signal that came during start-up
   inform(fmt::format("job {}: {} rank(s) on server {} (world size {}), logs in {}", plan.job.job_id,
                      plan.ranks.size(), server.server_id, plan.job.world_size, job.run_dir()));
   if (verbosity >= 2) {
     say(fmt::format("this machine is server {}: {}", server.server_id, plan.server_reason));
-    const auto pids = job.pids();
+    say(fmt::format("job supervisor process: pid {} (tracking exits with {})", job.supervisor_pid(),
+                    tracking_name(job.tracking())));
+    const auto& pids = job.pids();
     for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
       const RankAssignment& a = plan.ranks[i];
       say(fmt::format("rank {} (pid {}): physical device {}, logical device {}", a.rank, pids[i],
                       a.physical_device_id, a.logical_device_id));
     }
   }
-  JobResult result = job.wait();
+  JobResult result = job.wait();  // every queued line has reached the terminal
   running_job.store(nullptr);
-  console.reset();  // everything queued reaches the terminal before the summary
 
   for (const auto& r : result.ranks) {
     if (r.log_error) say(fmt::format("warning: the log of rank {} is incomplete ({}): {}", r.rank, r.log_path, *r.log_error));
+  }
+  if (result.leftover_processes_killed > 0) {
+    inform(fmt::format("killed {} process(es) the ranks left running", result.leftover_processes_killed));
   }
   if (result.success()) {
     inform(fmt::format("all {} rank(s) exited 0; logs in {}", result.ranks.size(), job.run_dir()));

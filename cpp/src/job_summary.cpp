@@ -52,19 +52,21 @@ Json rank_entry(const RankAssignment& a, const RankResult& r) {
 
 }  // namespace
 
-void write_job_summary(const std::string& path, const LaunchPlan& plan, const std::string& table_copy,
+void write_job_summary(const std::string& path, const JobSpec& plan, const std::string& table_copy,
                        const JobResult& result) {
   Json j;
-  j["job_id"] = plan.job.job_id;
-  j["server_id"] = plan.table.servers[plan.server_index].server_id;
-  j["rank_table_source"] = plan.job.rank_table_file;
+  j["job_id"] = plan.job_id;
+  j["server_id"] = plan.server_id;
+  j["rank_table_source"] = plan.rank_table_source;
   j["rank_table"] = table_copy;
-  j["world_size"] = plan.job.world_size;
-  j["command"] = plan.options.command;
+  j["world_size"] = plan.world_size;
+  j["command"] = plan.command;
+  j["process_tracking"] = tracking_name(result.tracking);
   j["success"] = result.success();
   j["exit_code"] = result.exit_code();
   j["stop_reason"] = stop_reason_name(result.stop_reason);
   j["first_failure"] = result.first_failure ? Json(result.ranks[*result.first_failure].rank) : Json();
+  j["leftover_processes_killed"] = result.leftover_processes_killed;
   j["ranks"] = Json::array();
   for (std::size_t i = 0; i < result.ranks.size() && i < plan.ranks.size(); ++i) {
     j["ranks"].push_back(rank_entry(plan.ranks[i], result.ranks[i]));

@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,7 +17,8 @@
 
 #include "davincirun/errors.hpp"
 #include "davincirun/server_identity.hpp"
-#include "detail/job_summary.hpp"
+#include "detail/job_protocol.hpp"
+#include "detail/unique_fd.hpp"
 
 namespace davincirun {
 
@@ -121,51 +123,51 @@ RankTable this_pods_devices(const RankTable& table, std::size_t server_index, co
   return narrowed;
 }
 
-void make_dirs(const std::string& path) {
-  // mkdir -p: each missing component with mode 0755 (umask applies).
-  for (std::size_t pos = 1; pos <= path.size(); ++pos) {
-    if (pos != path.size() && path[pos] != '/') continue;
-    std::string part = path.substr(0, pos);
-    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
-      throw ConfigError(fmt::format("cannot create log directory '{}': {}", part, std::strerror(errno)));
-    }
-  }
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    throw ConfigError(fmt::format("log directory '{}' is not a directory", path));
-  }
+ProcessTracking tracking_from(const Environment& env, ProcessTracking configured) {
+  if (configured != ProcessTracking::automatic) return configured;
+  const auto value = env.get("DAVINCIRUN_PROCESS_TRACKING");
+  if (!value || value->empty() || *value == "automatic") return ProcessTracking::automatic;
+  if (*value == "pidfd") return ProcessTracking::pidfd;
+  if (*value == "sigchld") return ProcessTracking::sigchld;
+  throw ConfigError(fmt::format("DAVINCIRUN_PROCESS_TRACKING must be pidfd, sigchld or automatic, got '{}'", *value));
 }
 
-std::string make_run_dir(const std::string& log_dir, const std::string& job_id) {
-  std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  ::gmtime_r(&now, &utc);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &utc);
-  const std::string base = fmt::format("{}/{}-{}", log_dir, stamp, job_id);
-  // A new run never reuses a directory: mkdir fails on an existing one.
-  for (int attempt = 0; attempt < 1000; ++attempt) {
-    std::string dir = attempt == 0 ? base : fmt::format("{}.{}", base, attempt);
-    if (::mkdir(dir.c_str(), 0700) == 0) return dir;
-    if (errno != EEXIST) {
-      throw ConfigError(fmt::format("cannot create run directory '{}': {}", dir, std::strerror(errno)));
-    }
-  }
-  throw ConfigError(fmt::format("cannot create a new run directory next to '{}'", base));
+bool is_executable_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
 }
 
-// <log_dir>/latest → the newest run, for `tail -f log/latest/rank_0...`.
-// Best effort: replaced atomically, never when `latest` is not a symlink.
-void point_latest(const std::string& log_dir, const std::string& run_dir) {
-  const std::string latest = log_dir + "/latest";
-  struct stat st {};
-  if (::lstat(latest.c_str(), &st) == 0 && !S_ISLNK(st.st_mode)) return;
-  const std::string tmp = fmt::format("{}/.latest.{}", log_dir, ::getpid());
-  ::unlink(tmp.c_str());
-  const std::string target = run_dir.substr(run_dir.rfind('/') + 1);
-  if (::symlink(target.c_str(), tmp.c_str()) == 0 && ::rename(tmp.c_str(), latest.c_str()) != 0) {
-    ::unlink(tmp.c_str());
+// The davincirun-supervisor executable: see LaunchOptions::supervisor_program.
+std::string find_supervisor_program(const std::string& configured) {
+  if (!configured.empty()) {
+    if (!is_executable_file(configured)) {
+      throw ConfigError(fmt::format("the job supervisor program '{}' is not an executable file", configured));
+    }
+    return configured;
   }
+  if (const char* env = ::getenv("DAVINCIRUN_SUPERVISOR"); env && *env) {
+    if (!is_executable_file(env)) {
+      throw ConfigError(fmt::format("DAVINCIRUN_SUPERVISOR='{}' is not an executable file", env));
+    }
+    return env;
+  }
+  std::vector<std::string> tried;
+  char self[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    std::string dir(self, static_cast<std::size_t>(n));
+    dir.resize(dir.rfind('/'));
+    tried.push_back(dir + "/davincirun-supervisor");
+  }
+  tried.push_back(std::string(DAVINCIRUN_LIBEXEC_DIR) + "/davincirun-supervisor");
+  for (const auto& path : tried) {
+    if (is_executable_file(path)) return path;
+  }
+  std::string list;
+  for (const auto& path : tried) list += (list.empty() ? "" : ", ") + path;
+  throw ConfigError(fmt::format("cannot find the davincirun-supervisor program (tried {}); set "
+                                "DAVINCIRUN_SUPERVISOR to its path",
+                                list));
 }
 
 }  // namespace
@@ -241,53 +243,159 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   for (const auto& rank : plan.ranks) {
     plan.environments.push_back(rank_environment(environment, job, rank, options.env));
   }
+  plan.options.supervisor.tracking = tracking_from(with_extra, options.supervisor.tracking);
   return plan;
 }
 
-Job::Job(const LaunchPlan& plan, LineSink& console) : plan_(plan), console_(&console) {
-  // With SIGCHLD ignored, the kernel reaps children itself and every exit
-  // status is lost: refuse rather than report each rank as failed.
-  struct sigaction chld {};
-  if (::sigaction(SIGCHLD, nullptr, &chld) == 0 &&
-      (chld.sa_handler == SIG_IGN || (chld.sa_flags & SA_NOCLDWAIT) != 0)) {
-    throw ConfigError("this process ignores SIGCHLD (SIG_IGN or SA_NOCLDWAIT), so the ranks' exit statuses "
-                      "would be lost; restore the default disposition before launching");
-  }
-  make_dirs(plan.log_dir);
-  run_dir_ = make_run_dir(plan.log_dir, plan.job.job_id);
-  point_latest(plan.log_dir, run_dir_);
+struct Job::Connection {
+  detail::UniqueFd lifeline;
+  ChildProcess host;
+  detail::FrameReader reader;
+  Connection(detail::UniqueFd fd, ChildProcess child)
+      : lifeline(std::move(fd)), host(std::move(child)), reader(lifeline.get()) {}
+};
 
-  // The ranks read a copy the job owns: strictly formatted for HCCL, and
-  // immune to a platform rewriting its own file in place mid-job.
-  table_copy_ = run_dir_ + "/rank_table.json";
-  write_normalized_rank_table(plan.table, table_copy_);
+Job::Job(const LaunchPlan& plan, LineSink& console) : console_(&console) {
+  start(plan, static_cast<int>(detail::ConsoleRoute::relay));
+}
 
-  std::vector<RankLaunch> launches;
-  for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
-    const RankAssignment& a = plan.ranks[i];
-    RankLaunch launch;
-    launch.rank = a.rank;
-    launch.label = fmt::format("rank {}", a.rank);
-    launch.log_path = fmt::format("{}/rank_{}.device_{}.log", run_dir_, a.rank, a.physical_device_id);
-    launch.process.argv = plan.options.command;
-    Environment env = plan.environments[i];
-    env.set("RANK_TABLE_FILE", table_copy_);
-    launch.process.env = env.entries();
-    launch.process.work_dir = plan.work_dir;
-    launches.push_back(std::move(launch));
+Job::Job(const LaunchPlan& plan, ConsoleTarget console) {
+  start(plan, static_cast<int>(console == ConsoleTarget::stdio ? detail::ConsoleRoute::stdio
+                                                              : detail::ConsoleRoute::none));
+}
+
+void Job::start(const LaunchPlan& plan, int route) {
+  const std::string program = find_supervisor_program(plan.options.supervisor_program);
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) throw SystemError("socketpair", errno);
+  detail::UniqueFd mine(pair[0]), theirs(pair[1]);
+
+  ProcessSpec spec;
+  spec.argv = {program, "--lifeline-fd=3"};
+  spec.env = Environment::current().entries();
+  spec.capture_output = false;  // its own messages, if any, go where ours go
+  spec.pass_fds = {theirs.get()};
+  spec.new_session = true;       // no terminal signal or hangup reaches it
+  spec.die_with_parent = false;  // it must outlive us to stop the job
+  spec.use_pidfd = false;        // reaped by pid; works on any kernel
+  ChildProcess host = [&] {
+    try {
+      return ChildProcess::spawn(spec, -1);
+    } catch (const SpawnError& e) {
+      throw ConfigError(fmt::format("cannot start the job supervisor process {}: {}", program,
+                                    std::strerror(e.os_errno())));
+    }
+  }();
+  theirs.reset();
+  lifeline_fd_ = mine.get();
+  connection_ = std::make_unique<Connection>(std::move(mine), std::move(host));
+
+  auto abandon = [this] {
+    connection_->lifeline.reset();  // the supervisor stops whatever it started
+    lifeline_fd_ = -1;
+    connection_->host.reap();
+    connection_.reset();
+  };
+  detail::Frame type{};
+  std::string payload;
+  try {
+    if (!detail::write_frame(lifeline_fd_, detail::Frame::spec,
+                             detail::encode_spec(detail::make_job_spec(plan, static_cast<detail::ConsoleRoute>(route))))) {
+      throw Error("the job supervisor process exited before it got the job");
+    }
+    for (;;) {
+      if (!connection_->reader.next(type, payload)) {
+        throw Error("the job supervisor process exited before starting the job");
+      }
+      if (type == detail::Frame::lines && console_) console_->write(payload);
+      if (type == detail::Frame::notice && console_) console_->notice(payload);
+      if (type == detail::Frame::error) detail::rethrow_error(payload);
+      if (type == detail::Frame::started) break;
+    }
+    detail::StartedJob started = detail::decode_started(payload);
+    run_dir_ = std::move(started.run_dir);
+    pids_ = std::move(started.pids);
+    tracking_ = started.tracking;
+  } catch (...) {
+    abandon();
+    throw;
   }
-  supervisor_ = std::make_unique<Supervisor>(std::move(launches), plan.options.supervisor, console);
+}
+
+Job::~Job() {
+  if (!connection_) return;
+  request_kill();
+  // Closing our end is the lifeline cut: the supervisor stops at once and
+  // ends; its remaining frames are dropped.
+  ::shutdown(connection_->lifeline.get(), SHUT_RDWR);
+  connection_->lifeline.reset();
+  lifeline_fd_ = -1;
+  try {
+    connection_->host.reap();
+  } catch (...) {
+    // ~ChildProcess kills and reaps it.
+  }
+}
+
+pid_t Job::supervisor_pid() const noexcept { return connection_ ? connection_->host.pid() : -1; }
+
+void Job::send_command(const char* bytes, std::size_t size) noexcept {
+  const int fd = lifeline_fd_;
+  if (fd < 0) return;
+  // One send() of at most two bytes: atomic, async-signal-safe, no SIGPIPE.
+  ssize_t ignored = ::send(fd, bytes, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+  (void)ignored;
+}
+
+void Job::request_stop() noexcept { send_command(&detail::command_stop, 1); }
+void Job::request_kill() noexcept { send_command(&detail::command_kill, 1); }
+void Job::forward_signal(int signal) noexcept {
+  if (signal <= 0 || signal >= 32) return;
+  const char bytes[2] = {detail::command_forward, static_cast<char>(signal)};
+  send_command(bytes, sizeof bytes);
 }
 
 JobResult Job::wait() {
-  JobResult result = supervisor_->run();
-  const std::string path = run_dir_ + "/summary.json";
+  if (waited_ || !connection_) throw std::logic_error("Job::wait() called twice");
+  waited_ = true;
+  std::optional<JobResult> result;
+  std::optional<std::string> error;
+  detail::Frame type{};
+  std::string payload;
+  std::exception_ptr broken;
   try {
-    detail::write_job_summary(path, plan_, table_copy_, result);
-  } catch (const std::exception& e) {
-    console_->notice(fmt::format("[davincirun] cannot write the job summary {}: {}\n", path, e.what()));
+    while (connection_->reader.next(type, payload)) {
+      switch (type) {
+        case detail::Frame::lines:
+          if (console_) console_->write(payload);
+          break;
+        case detail::Frame::notice:
+          if (console_) console_->notice(payload);
+          break;
+        case detail::Frame::result:
+          result = detail::decode_result(payload);
+          break;
+        case detail::Frame::error:
+          error = payload;
+          break;
+        default:
+          break;
+      }
+    }
+  } catch (...) {
+    broken = std::current_exception();
   }
-  return result;
+  lifeline_fd_ = -1;
+  connection_->lifeline.reset();
+  const pid_t host_pid = connection_->host.pid();
+  const ExitStatus host_status = connection_->host.reap();
+  connection_.reset();
+  if (error) detail::rethrow_error(*error);
+  if (result) return *result;
+  if (broken) std::rethrow_exception(broken);
+  throw Error(fmt::format("the job supervisor process (pid {}) ended with {} before reporting the result; its "
+                          "ranks were killed with it",
+                          host_pid, host_status.describe()));
 }
 
 namespace {

@@ -12,12 +12,18 @@
 
 #include <cerrno>
 #include <memory>
+#include <stdexcept>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "davincirun/errors.hpp"
 #include "detail/unique_fd.hpp"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434  // the same number on every architecture
+#endif
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -78,8 +84,12 @@ struct ChildSetup {
   char* const* envp;
   const char* work_dir;  // nullptr = inherit
   int stdin_fd;
-  int output_fd;
-  int report_fd;
+  int output_fd;         // -1 = keep the parent's stdout and stderr
+  const int* pass_fds;   // dup'd to 3, 4, ...; each is above 2 + pass_count
+  int pass_count;
+  bool new_session;
+  bool die_with_parent;
+  int report_fd;         // above 2 + pass_count too
   pid_t parent;  // the launcher, to detect that it died before prctl took effect
 };
 
@@ -101,20 +111,31 @@ int child_main(void* arg) {
   sigemptyset(&empty);
   ::sigprocmask(SIG_SETMASK, &empty, nullptr);
 
-  ::setpgid(0, 0);
-  // A launcher killed outright (SIGKILL, OOM) must not leave its ranks
-  // running: the kernel sends SIGKILL when the spawning thread exits. If the
-  // launcher is already gone, getppid() has changed: stop here.
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != s.parent) ::_exit(127);
-  if (::dup2(s.stdin_fd, STDIN_FILENO) < 0 || ::dup2(s.output_fd, STDOUT_FILENO) < 0 ||
-      ::dup2(s.output_fd, STDERR_FILENO) < 0) {
+  if (s.new_session) {
+    ::setsid();
+  } else {
+    ::setpgid(0, 0);
+  }
+  if (s.die_with_parent) {
+    // A launcher killed outright (SIGKILL, OOM) must not leave its ranks
+    // running: the kernel sends SIGKILL when the spawning thread exits. If
+    // the launcher is already gone, getppid() has changed: stop here.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != s.parent) ::_exit(127);
+  }
+  if (::dup2(s.stdin_fd, STDIN_FILENO) < 0) report_and_exit(s, 2);
+  if (s.output_fd >= 0 &&
+      (::dup2(s.output_fd, STDOUT_FILENO) < 0 || ::dup2(s.output_fd, STDERR_FILENO) < 0)) {
     report_and_exit(s, 2);
+  }
+  // dup2 clears close-on-exec on the copy: these survive the exec.
+  for (int i = 0; i < s.pass_count; ++i) {
+    if (::dup2(s.pass_fds[i], 3 + i) < 0) report_and_exit(s, 2);
   }
   if (s.work_dir && ::chdir(s.work_dir) != 0) report_and_exit(s, 0);
   // Descriptors the host process leaked without O_CLOEXEC must not reach the
   // ranks (they would hold pipes and sockets open). Best effort: Linux >= 5.11.
-  ::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+  ::syscall(SYS_close_range, static_cast<unsigned>(3 + s.pass_count), ~0U, CLOSE_RANGE_CLOEXEC);
   ::execve(s.executable, s.argv, s.envp);
   report_and_exit(s, 1);
   return 127;
@@ -169,7 +190,32 @@ class AllSignalsBlocked {
 constexpr int pipe_capacity_bytes = 1 << 20;
 constexpr std::size_t child_stack_bytes = 64 * 1024;
 
+// A close-on-exec copy of `fd` numbered at least `min_fd`, so that the
+// child's dup2 onto 3, 4, ... never overwrites a descriptor it still needs.
+UniqueFd high_copy(int fd, int min_fd) {
+  UniqueFd copy(::fcntl(fd, F_DUPFD_CLOEXEC, min_fd));
+  if (!copy) throw SystemError("fcntl F_DUPFD_CLOEXEC", errno);
+  return copy;
+}
+
 }  // namespace
+
+bool pidfd_supported() noexcept {
+  static const bool supported = [] {
+    // pidfd_open (5.3) on ourselves, then waitid(P_PIDFD) (5.4): a kernel
+    // that knows P_PIDFD says ECHILD (we are not our own child), an older
+    // one EINVAL.
+    const long fd = ::syscall(SYS_pidfd_open, ::getpid(), 0);
+    if (fd < 0) return false;
+    siginfo_t info{};
+    const int rc = ::waitid(static_cast<idtype_t>(3 /* P_PIDFD */), static_cast<id_t>(fd), &info,
+                            WEXITED | WNOHANG);
+    const int err = errno;
+    ::close(static_cast<int>(fd));
+    return rc < 0 && err == ECHILD;
+  }();
+  return supported;
+}
 
 ChildProcess ChildProcess::spawn(const ProcessSpec& spec, int rank) {
   const std::string command = join_command(spec.argv);
@@ -193,18 +239,43 @@ ChildProcess ChildProcess::spawn(const ProcessSpec& spec, int rank) {
   for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
 
-  int out[2];
-  if (::pipe2(out, O_CLOEXEC) != 0) throw SystemError("pipe", errno);
-  UniqueFd out_read(out[0]), out_write(out[1]);
-  ::fcntl(out_read.get(), F_SETPIPE_SZ, pipe_capacity_bytes);  // best effort
+  UniqueFd out_read, out_write;
+  if (spec.capture_output) {
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) throw SystemError("pipe", errno);
+    out_read.reset(out[0]);
+    out_write.reset(out[1]);
+    ::fcntl(out_read.get(), F_SETPIPE_SZ, pipe_capacity_bytes);  // best effort
+  }
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) throw SystemError("pipe", errno);
   UniqueFd report_read(report[0]), report_write(report[1]);
   UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (!dev_null) throw SystemError("open /dev/null", errno);
+  // Everything the child dup2()s from sits above the slots it dup2()s onto.
+  const int first_free = 3 + static_cast<int>(spec.pass_fds.size());
+  std::vector<UniqueFd> pass_copies;
+  std::vector<int> pass_fds;
+  for (int fd : spec.pass_fds) {
+    pass_copies.push_back(high_copy(fd, first_free));
+    pass_fds.push_back(pass_copies.back().get());
+  }
+  if (report_write.get() < first_free) report_write = high_copy(report_write.get(), first_free);
+  if (out_write && out_write.get() < first_free) out_write = high_copy(out_write.get(), first_free);
+  if (dev_null.get() < first_free) dev_null = high_copy(dev_null.get(), first_free);
 
-  ChildSetup setup{executable->c_str(), argv.data(),      envp.data(), spec.work_dir.empty() ? nullptr : spec.work_dir.c_str(),
-                   dev_null.get(),      out_write.get(), report_write.get(), ::getpid()};
+  ChildSetup setup{executable->c_str(),
+                   argv.data(),
+                   envp.data(),
+                   spec.work_dir.empty() ? nullptr : spec.work_dir.c_str(),
+                   dev_null.get(),
+                   out_write ? out_write.get() : -1,
+                   pass_fds.data(),
+                   static_cast<int>(pass_fds.size()),
+                   spec.new_session,
+                   spec.die_with_parent,
+                   report_write.get(),
+                   ::getpid()};
 
   // clone(CLONE_VM | CLONE_VFORK) like posix_spawn: no copy of a large host
   // process (a notebook kernel holding tensors), and no pthread_atfork
@@ -215,14 +286,16 @@ ChildProcess ChildProcess::spawn(const ProcessSpec& spec, int rank) {
   // pid could even be reused).
   int pidfd = -1;
   pid_t pid;
+  const int flags = CLONE_VM | CLONE_VFORK | SIGCHLD | (spec.use_pidfd ? CLONE_PIDFD : 0);
   {
     AllSignalsBlocked blocked;
-    pid = ::clone(child_main, stack.get() + child_stack_bytes, CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD,
-                  &setup, &pidfd);
+    pid = ::clone(child_main, stack.get() + child_stack_bytes, flags, &setup, &pidfd);
   }
-  if (pid < 0) throw SystemError("clone (needs Linux >= 5.3)", errno);
-  UniqueFd pidfd_owner(pidfd);
-  ::setpgid(pid, pid);  // may fail harmlessly: the child already did it and exec'd
+  if (pid < 0) {
+    throw SystemError(spec.use_pidfd ? "clone with CLONE_PIDFD (Linux >= 5.3)" : "clone", errno);
+  }
+  UniqueFd pidfd_owner(spec.use_pidfd ? pidfd : -1);
+  if (!spec.new_session) ::setpgid(pid, pid);  // may fail harmlessly: the child already did it and exec'd
 
   out_write.reset();
   report_write.reset();
@@ -296,14 +369,26 @@ std::optional<ExitStatus> ChildProcess::try_reap() {
     // lost. Report it as unknown rather than inventing a success.
     if (errno != ECHILD) throw SystemError(fmt::format("waitid {}", pid_), errno);
     pid_ = -1;
-    ::close(std::exchange(pidfd_, -1));
+    if (pidfd_ >= 0) ::close(std::exchange(pidfd_, -1));
     return ExitStatus{ExitStatus::Kind::unknown, 0};
   }
   if (info.si_pid == 0) return std::nullopt;  // still running
   pid_ = -1;
-  ::close(std::exchange(pidfd_, -1));
+  if (pidfd_ >= 0) ::close(std::exchange(pidfd_, -1));
   if (info.si_code == CLD_EXITED) return ExitStatus{ExitStatus::Kind::exited, info.si_status};
   return ExitStatus{ExitStatus::Kind::signaled, info.si_status};
+}
+
+ExitStatus ChildProcess::reap() {
+  if (pid_ <= 0) throw std::logic_error("ChildProcess::reap: already reaped");
+  siginfo_t info{};
+  while (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT) < 0) {
+    if (errno == EINTR) continue;
+    if (errno == ECHILD) break;  // auto-reaped: try_reap() reports it as unknown
+    throw SystemError(fmt::format("waitid {}", pid_), errno);
+  }
+  auto status = try_reap();
+  return status ? *status : ExitStatus{ExitStatus::Kind::unknown, 0};
 }
 
 }  // namespace davincirun

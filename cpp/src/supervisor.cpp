@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -12,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "davincirun/errors.hpp"
+#include "detail/descendants.hpp"
 
 namespace davincirun {
 
@@ -20,9 +23,38 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // epoll user data: the rank index and what became ready.
-enum class Source : std::uint64_t { exit = 0, output = 1, stop = 2, forward = 3 };
+enum class Source : std::uint64_t { exit = 0, output = 1, stop = 2, forward = 3, children = 4 };
+constexpr int source_bits = 3;
 std::uint64_t tag(std::size_t index, Source source) {
-  return (static_cast<std::uint64_t>(index) << 2) | static_cast<std::uint64_t>(source);
+  return (static_cast<std::uint64_t>(index) << source_bits) | static_cast<std::uint64_t>(source);
+}
+Source source_of(std::uint64_t data) { return static_cast<Source>(data & ((1U << source_bits) - 1)); }
+std::size_t index_of(std::uint64_t data) { return static_cast<std::size_t>(data >> source_bits); }
+
+// Descendants the ranks left behind are SIGKILLed within this time.
+constexpr std::chrono::milliseconds sweep_budget{5'000};
+
+ProcessTracking resolve_tracking(const SupervisorOptions& options) {
+  switch (options.tracking) {
+    case ProcessTracking::pidfd:
+      if (!pidfd_supported()) {
+        throw ConfigError("process tracking 'pidfd' needs Linux >= 5.4 (pidfd_open, waitid P_PIDFD); "
+                          "this kernel lacks it: use 'sigchld' or 'automatic'");
+      }
+      return ProcessTracking::pidfd;
+    case ProcessTracking::sigchld:
+      if (!options.owns_all_children) {
+        throw ConfigError("process tracking 'sigchld' is only for a process that owns all its children "
+                          "(SupervisorOptions::owns_all_children)");
+      }
+      return ProcessTracking::sigchld;
+    case ProcessTracking::automatic:
+      if (pidfd_supported()) return ProcessTracking::pidfd;
+      if (options.owns_all_children) return ProcessTracking::sigchld;
+      throw ConfigError("this kernel has no pidfds (Linux < 5.4), so ranks can only be supervised from a "
+                        "process that owns all its children (the davincirun-supervisor process)");
+  }
+  return ProcessTracking::pidfd;
 }
 
 // Bytes read from one pipe before the loop serves the others: fairness
@@ -33,6 +65,15 @@ constexpr std::size_t read_budget = 1 << 20;
 constexpr std::size_t exit_drain_budget = 16 << 20;
 
 }  // namespace
+
+const char* tracking_name(ProcessTracking tracking) noexcept {
+  switch (tracking) {
+    case ProcessTracking::automatic: return "automatic";
+    case ProcessTracking::pidfd: return "pidfd";
+    case ProcessTracking::sigchld: return "sigchld";
+  }
+  return "automatic";
+}
 
 bool JobResult::success() const noexcept {
   if (stop_reason != StopReason::none) return false;
@@ -62,6 +103,14 @@ struct Supervisor::Rank {
 
 Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions options, LineSink& console)
     : options_(options), console_(&console), scratch_() {
+  tracking_ = resolve_tracking(options_);
+  if (options_.owns_all_children) {
+    sigset_t mask;
+    ::pthread_sigmask(SIG_BLOCK, nullptr, &mask);
+    if (!sigismember(&mask, SIGCHLD)) {
+      throw ConfigError("owns_all_children needs SIGCHLD blocked in every thread of the process");
+    }
+  }
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) throw SystemError("epoll_create1", errno);
   stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -82,9 +131,18 @@ Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions optio
     };
     watch(stop_fd_, tag(0, Source::stop));
     watch(signal_fd_, tag(0, Source::forward));
+    if (options_.owns_all_children) {
+      sigset_t chld;
+      sigemptyset(&chld);
+      sigaddset(&chld, SIGCHLD);
+      child_fd_ = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+      if (child_fd_ < 0) throw SystemError("signalfd", errno);
+      watch(child_fd_, tag(0, Source::children));
+    }
     ranks_.reserve(launches.size());
     for (auto& launch : launches) {
       auto started = std::chrono::system_clock::now();
+      launch.process.use_pidfd = tracking_ == ProcessTracking::pidfd;
       ChildProcess child = ChildProcess::spawn(launch.process, launch.rank);
       const int pipe_fd = child.release_output_fd();
       RankLog log(launch.label, pipe_fd, launch.log_path, *console_);
@@ -95,11 +153,12 @@ Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions optio
       result.started = started;
       ranks_.push_back(Rank{std::move(child), std::move(log), std::move(result), false, std::nullopt});
       const std::size_t index = ranks_.size() - 1;
-      watch(ranks_[index].child.pidfd(), tag(index, Source::exit));
+      if (tracking_ == ProcessTracking::pidfd) watch(ranks_[index].child.pidfd(), tag(index, Source::exit));
       watch(ranks_[index].log.pipe_fd(), tag(index, Source::output));
     }
   } catch (...) {
     ranks_.clear();  // each ChildProcess kills and reaps its group
+    if (child_fd_ >= 0) ::close(child_fd_);
     ::close(stop_fd_);
     ::close(signal_fd_);
     ::close(epoll_fd_);
@@ -109,6 +168,7 @@ Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions optio
 
 Supervisor::~Supervisor() {
   ranks_.clear();
+  if (child_fd_ >= 0) ::close(child_fd_);
   ::close(stop_fd_);
   ::close(signal_fd_);
   ::close(epoll_fd_);
@@ -176,13 +236,16 @@ JobResult Supervisor::run() {
     // Output before exits, so a rank's last words precede the verdict on it.
     for (int i = 0; i < n; ++i) {
       const std::uint64_t data = events[static_cast<std::size_t>(i)].data.u64;
-      if (static_cast<Source>(data & 3) == Source::output) handle_output(data >> 2);
+      if (source_of(data) == Source::output) handle_output(index_of(data));
     }
     for (int i = 0; i < n; ++i) {
       const std::uint64_t data = events[static_cast<std::size_t>(i)].data.u64;
-      switch (static_cast<Source>(data & 3)) {
+      switch (source_of(data)) {
         case Source::exit:
-          handle_exit(data >> 2);
+          handle_exit(index_of(data));
+          break;
+        case Source::children:
+          reap_children();
           break;
         case Source::stop: {
           std::uint64_t count = 0;
@@ -211,11 +274,18 @@ JobResult Supervisor::run() {
       }
     }
     check_deadlines();
+    if (options_.owns_all_children && !swept_) {
+      bool all_exited = true;
+      for (const auto& r : ranks_) all_exited = all_exited && r.exited;
+      if (all_exited) sweep_descendants();
+    }
   }
 
   JobResult result;
   result.stop_reason = stop_reason_;
   result.first_failure = first_failure_;
+  result.leftover_processes_killed = leftovers_killed_;
+  result.tracking = tracking_;
   for (const auto& r : ranks_) result.ranks.push_back(r.result);
   return result;
 }
@@ -250,7 +320,7 @@ void Supervisor::handle_exit(std::size_t index) {
   // Leftovers in the rank's process group would hold the NPU: end them while
   // the group id is still reserved by the unreaped leader.
   r.child.signal_group(SIGKILL);
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, r.child.pidfd(), nullptr);
+  if (r.child.pidfd() >= 0) ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, r.child.pidfd(), nullptr);
   std::optional<ExitStatus> status = r.child.try_reap();
   if (!status) {
     // The pidfd said it exited; waitid disagrees. Cannot happen on Linux,
@@ -272,6 +342,43 @@ void Supervisor::handle_exit(std::size_t index) {
     log_notice(fmt::format("rank {} (pid {}) failed with {}; stopping the other ranks", r.result.rank,
                            r.result.pid, status->describe()));
     begin_stop(StopReason::rank_failed, index);
+  }
+}
+
+void Supervisor::reap_children() {
+  signalfd_siginfo info[16];
+  while (::read(child_fd_, info, sizeof info) > 0) {
+  }
+  // Peek at each exited child without reaping it (WNOWAIT): a rank goes
+  // through handle_exit(), which drains its output and reaps it; anything
+  // else is a descendant re-parented to this process, reaped here.
+  for (;;) {
+    siginfo_t peek{};
+    if (::waitid(P_ALL, 0, &peek, WEXITED | WNOHANG | WNOWAIT) < 0) {
+      if (errno == EINTR) continue;
+      return;  // ECHILD: no children at all
+    }
+    if (peek.si_pid == 0) return;  // none has exited
+    std::optional<std::size_t> rank;
+    for (std::size_t i = 0; i < ranks_.size(); ++i) {
+      if (!ranks_[i].exited && ranks_[i].result.pid == peek.si_pid) rank = i;
+    }
+    if (rank) {
+      handle_exit(*rank);
+    } else {
+      int status = 0;
+      while (::waitpid(peek.si_pid, &status, WNOHANG) < 0 && errno == EINTR) {
+      }
+    }
+  }
+}
+
+void Supervisor::sweep_descendants() {
+  swept_ = true;
+  const std::size_t killed = detail::kill_all_descendants(sweep_budget);
+  leftovers_killed_ = killed;
+  if (killed > 0) {
+    log_notice(fmt::format("killed {} process(es) the ranks left running (outside their process groups)", killed));
   }
 }
 

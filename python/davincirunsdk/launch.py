@@ -17,6 +17,16 @@ from .errors import DistributedRuntimeError, LaunchConfigError
 # How long the waiting thread sleeps between checks for Ctrl-C, in seconds.
 _WAKE_INTERVAL = 0.1
 
+# The per-job supervisor process, installed inside the package. When it is
+# not there (a build tree), the library looks for it by itself.
+_SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "davincirun-supervisor")
+
+
+def _supervisor_program():
+    if os.environ.get("DAVINCIRUN_SUPERVISOR"):
+        return ""  # the library honours the variable
+    return _SUPERVISOR if os.access(_SUPERVISOR, os.X_OK) else ""
+
 
 def _normalize_command(command):
     if isinstance(command, (str, bytes)):
@@ -287,6 +297,7 @@ def start_distributed_train(
             _core.DEFAULT_DRAIN_TIMEOUT,
             float(job_timeout or 0.0),
             float(wait_timeout),
+            supervisor_program=_supervisor_program(),
         )
         for warning in plan.warnings:
             warnings.warn(warning, UserWarning, stacklevel=2)

@@ -384,14 +384,19 @@ def test_compat_import_paths():
     assert issubclass(Compat, RuntimeError)
 
 
-def test_host_ignoring_sigchld_is_refused(tmp_path, rank_table, job_env):
+def test_host_ignoring_sigchld_still_gets_every_exit_status(tmp_path, rank_table, job_env):
+    """The ranks are children of the job's supervisor process, so a caller
+    that ignores SIGCHLD (auto-reaping its own children) loses nothing."""
     old = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     try:
-        with pytest.raises(LaunchConfigError, match="SIGCHLD"):
-            start_and_wait_distributed_train(["true"], log_dir=str(tmp_path / "log"), rank_table=rank_table(2),
-                                             env=job_env)
+        script = "import os, sys; sys.exit(3 if os.environ['RANK_ID'] == '1' else 0)"
+        with pytest.raises(DistributedRuntimeError) as info:
+            start_and_wait_distributed_train([sys.executable, "-c", script], log_dir=str(tmp_path / "log"),
+                                             rank_table=rank_table(2), env=job_env)
     finally:
         signal.signal(signal.SIGCHLD, old)
+    assert info.value.rank == 1
+    assert info.value.exit_code == 3
 
 
 def test_env_for_an_identity_variable_warns(tmp_path, rank_table, job_env):

@@ -52,8 +52,16 @@ struct LaunchOptions {
   std::vector<std::pair<std::string, std::string>> env;
   /// Where /dev/davinciN are looked for. Default "/dev".
   std::string device_dir = "/dev";
-  /// Timing of stops and output draining.
+  /// Timing of stops and output draining, and how exits are tracked (the
+  /// variable DAVINCIRUN_PROCESS_TRACKING=pidfd|sigchld|automatic of
+  /// `environment` overrides `automatic`; 4.19 kernels need sigchld, which
+  /// automatic picks by itself).
   SupervisorOptions supervisor;
+  /// The davincirun-supervisor executable. Empty (the default): the
+  /// DAVINCIRUN_SUPERVISOR variable of this process, else
+  /// `davincirun-supervisor` next to this process's executable, else the
+  /// one installed with the library (<prefix>/libexec/davincirun/).
+  std::string supervisor_program;
 };
 
 /// Everything decided before anything starts.
@@ -76,43 +84,83 @@ struct LaunchPlan {
 /// Throws ConfigError, RankTableError or SystemError.
 LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environment);
 
-/// A running job: its run directory, log files and rank processes.
+/// Where a Job's live console output goes when it is not a LineSink.
+enum class ConsoleTarget {
+  stdio,  ///< this process's stdout (the ranks' lines) and stderr (notices), written by the supervisor process
+  none,   ///< nowhere: the log files only
+};
+
+/// A running job.
+///
+/// Process model: the Job starts one davincirun-supervisor process per job,
+/// in a session of its own, holding one end of a socket pair (the
+/// lifeline). That process is the parent of every rank and a child
+/// subreaper, creates the run directory and writes the logs. When this
+/// process exits or is killed, the lifeline closes and the supervisor stops
+/// the job (SIGTERM, SIGKILL after the grace period); when the ranks are
+/// done it SIGKILLs whatever they left running anywhere below it (a
+/// double-forked, setsid() daemon included). This process never reaps a
+/// child it did not start, installs no signal handler and does not become
+/// a subreaper.
 class Job {
  public:
-  /// Creates a new run directory `<log_dir>/<UTC time>-<job id>` (never an
-  /// existing one; mode 0700), points `<log_dir>/latest` at it, writes there
-  /// the normalized copy of the rank table the ranks read (`rank_table.json`,
-  /// mode 0600: format 1.0/1.2, scalars as decimal strings; RANK_TABLE_FILE
-  /// names it, so a platform rewriting its file cannot disturb the job),
-  /// creates one log file per rank, `rank_<rank>.device_<physical id>.log`
-  /// (mode 0600), and starts every rank. Console lines go to `console`,
-  /// which must outlive the Job. Throws ConfigError (log dir unusable,
-  /// SIGCHLD ignored by this process), SpawnError, SystemError; nothing is
-  /// left running when it throws.
+  /// Starts the supervisor process, which creates a new run directory
+  /// `<log_dir>/<UTC time>-<job id>` (never an existing one; mode 0700),
+  /// points `<log_dir>/latest` at it, writes there the normalized copy of
+  /// the rank table the ranks read (`rank_table.json`, mode 0600: format
+  /// 1.0/1.2, scalars as decimal strings; RANK_TABLE_FILE names it, so a
+  /// platform rewriting its file cannot disturb the job), creates one log
+  /// file per rank, `rank_<rank>.device_<physical id>.log` (mode 0600), and
+  /// starts every rank. Console lines are relayed to `console` (called from
+  /// the threads that construct the Job and call wait()), which must
+  /// outlive the Job. Throws ConfigError (log dir unusable, no supervisor
+  /// executable), SpawnError, SystemError; nothing is left running when it
+  /// throws.
   Job(const LaunchPlan& plan, LineSink& console);
+  /// The same, with the console written by the supervisor process itself.
+  Job(const LaunchPlan& plan, ConsoleTarget console);
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+  /// A job not waited for is killed at once; returns once its supervisor
+  /// process has ended (so nothing of the job is left).
+  ~Job();
 
-  /// Runs the event loop until the job is over (see Supervisor::run()), then
-  /// writes `summary.json` into the run directory (mode 0600): the job, and
-  /// per rank its devices, pid, log file, exit status, whether the launcher
+  /// Relays console lines until the job is over, and returns its result
+  /// (see Supervisor::run()). The supervisor process has then written
+  /// `summary.json` into the run directory (mode 0600): the job, and per
+  /// rank its devices, pid, log file, exit status, whether the launcher
   /// stopped it, start and end times (seconds since the epoch) and output
-  /// bytes. A summary that cannot be written is reported as a notice.
+  /// bytes. Call once. Throws SystemError or Error if the supervisor process
+  /// died without a result (its ranks die with it: PR_SET_PDEATHSIG).
   JobResult wait();
   /// Stops the job; see Supervisor::request_stop(). Thread- and signal-safe.
-  void request_stop() noexcept { supervisor_->request_stop(); }
-  /// Kills every rank at once; see Supervisor::request_kill().
-  void request_kill() noexcept { supervisor_->request_kill(); }
-  /// Sends `signal` to every running rank; see Supervisor::forward_signal().
-  void forward_signal(int signal) noexcept { supervisor_->forward_signal(signal); }
+  void request_stop() noexcept;
+  /// Kills every rank at once; see Supervisor::request_kill(). Same safety.
+  void request_kill() noexcept;
+  /// Sends `signal` (1..31) to every running rank's process group; see
+  /// Supervisor::forward_signal(). Same safety.
+  void forward_signal(int signal) noexcept;
 
   const std::string& run_dir() const noexcept { return run_dir_; }
-  std::vector<pid_t> pids() const { return supervisor_->pids(); }
+  /// Process ids of the ranks, in the order of LaunchPlan::ranks.
+  const std::vector<pid_t>& pids() const noexcept { return pids_; }
+  /// Process id of the job's supervisor process.
+  pid_t supervisor_pid() const noexcept;
+  /// How the supervisor process tracks the ranks' exits.
+  ProcessTracking tracking() const noexcept { return tracking_; }
 
  private:
-  LaunchPlan plan_;
-  LineSink* console_;
+  struct Connection;
+  void start(const LaunchPlan& plan, int route);
+  void send_command(const char* bytes, std::size_t size) noexcept;
+
+  LineSink* console_ = nullptr;
+  std::unique_ptr<Connection> connection_;
+  int lifeline_fd_ = -1;  // a copy of the connection's, for signal handlers
   std::string run_dir_;
-  std::string table_copy_;
-  std::unique_ptr<Supervisor> supervisor_;
+  std::vector<pid_t> pids_;
+  ProcessTracking tracking_ = ProcessTracking::pidfd;
+  bool waited_ = false;
 };
 
 /// A plain-text account of a failed job for people: the first failed rank,

@@ -1,5 +1,6 @@
-// One child process: started with fork/exec (never through a shell), in its
-// own process group, observed through a pidfd.
+// One child process: started with clone/exec (never through a shell), in its
+// own process group (or session), observed through a pidfd where the kernel
+// has them (Linux >= 5.4) or through waitid() by a process that owns SIGCHLD.
 #pragma once
 
 #include <sys/types.h>
@@ -32,7 +33,29 @@ struct ProcessSpec {
   std::vector<std::string> argv;  ///< argv[0] is looked up in the PATH of `env` when it has no '/'
   std::vector<std::string> env;   ///< complete environment, each "NAME=value"
   std::string work_dir;           ///< the child's working directory; empty = inherit
+  /// true (default): stdout and stderr are one pipe, read through
+  /// output_fd(). false: the child shares the parent's stdout and stderr.
+  bool capture_output = true;
+  /// Descriptors of the parent passed to the child as 3, 4, ... in this
+  /// order; every other descriptor beyond 2 is closed in the child.
+  std::vector<int> pass_fds;
+  /// true: the child starts a new session (setsid) instead of only a new
+  /// process group, so a terminal's signals and hangup never reach it.
+  bool new_session = false;
+  /// true (default): the child gets SIGKILL when the thread that spawned it
+  /// exits (PR_SET_PDEATHSIG). false for a process that must outlive its
+  /// parent to clean up after it.
+  bool die_with_parent = true;
+  /// true (default): ask clone() for a pidfd (Linux >= 5.3; see
+  /// pidfd_supported()). false: no pidfd; the owner learns of the exit by
+  /// SIGCHLD and reaps with try_reap().
+  bool use_pidfd = true;
 };
+
+/// Whether this kernel has everything the pidfd path needs: CLONE_PIDFD
+/// (Linux 5.2), pidfd_open (5.3) and waitid(P_PIDFD) (5.4). Checked once.
+/// Kernels 4.19 and 5.0, common on Ascend hosts, have none of them.
+bool pidfd_supported() noexcept;
 
 /// A started child. Move-only; owns the pid (until reaped), its pidfd and the
 /// read end of its output pipe.
@@ -41,8 +64,9 @@ struct ProcessSpec {
 /// `> file 2>&1`); it leads a new process group (pgid == pid); signal
 /// dispositions are reset to default and the signal mask emptied before exec,
 /// so a launcher's own handlers and blocked signals never leak into ranks.
-/// It gets SIGKILL when the thread that spawned it exits (PR_SET_PDEATHSIG),
-/// so spawn from a thread that lives as long as the job.
+/// Unless ProcessSpec::die_with_parent is false, it gets SIGKILL when the
+/// thread that spawned it exits (PR_SET_PDEATHSIG), so spawn from a thread
+/// that lives as long as the job.
 ///
 /// Destroying a ChildProcess that was not reaped SIGKILLs its process group
 /// and reaps it, so a handle never leaks a running child.
@@ -62,11 +86,13 @@ class ChildProcess {
   ~ChildProcess();
 
   pid_t pid() const noexcept { return pid_; }
-  /// Readable (EPOLLIN) once the process has exited. -1 after reaping.
+  /// Readable (EPOLLIN) once the process has exited. -1 after reaping, and
+  /// always without ProcessSpec::use_pidfd.
   int pidfd() const noexcept { return pidfd_; }
   /// Read end of the merged stdout/stderr pipe; -1 once released.
   int output_fd() const noexcept { return output_fd_; }
-  /// Hands the output pipe to the caller (who then closes it).
+  /// Hands the output pipe to the caller (who then closes it). -1 without
+  /// ProcessSpec::capture_output.
   int release_output_fd() noexcept;
 
   /// Sends `signal` to the whole process group while the leader is not yet
@@ -76,6 +102,8 @@ class ChildProcess {
 
   /// Reaps the process if it has exited; never blocks.
   std::optional<ExitStatus> try_reap();
+  /// Waits for the process to exit and reaps it.
+  ExitStatus reap();
   bool reaped() const noexcept { return pid_ <= 0; }
 
  private:

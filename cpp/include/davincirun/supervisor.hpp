@@ -1,9 +1,11 @@
 // Process supervisor: starts one process per rank and runs the event loop
 // that relays their output and reacts to their exits, fail-fast.
 //
-// Exits are observed through pidfds in one epoll set together with the output
-// pipes: no polling, no SIGCHLD handler, no waitpid(-1) that could reap
-// children the host process started itself.
+// Exits are observed in one epoll set together with the output pipes, either
+// through one pidfd per rank (Linux >= 5.4; no SIGCHLD handling at all, so
+// the supervisor can live inside any host process without reaping children
+// it did not start) or, in a process that owns all its children, through
+// SIGCHLD read from a signalfd (any kernel, 4.19 included).
 //
 // Fail-fast: when a rank exits non-zero or by a signal, every other rank's
 // process group gets SIGTERM at once, and SIGKILL once `grace_period` has
@@ -37,12 +39,32 @@ inline constexpr std::chrono::milliseconds max_grace_period{86'400'000};
 /// (held by a descendant that left its process group): 2 s.
 inline constexpr std::chrono::milliseconds default_drain_timeout{2'000};
 
+/// How the supervisor learns that a rank exited.
+enum class ProcessTracking {
+  automatic,  ///< pidfd where the kernel has it (pidfd_supported()), else sigchld
+  pidfd,      ///< one pidfd per rank in the event loop (Linux >= 5.4)
+  sigchld,    ///< SIGCHLD through a signalfd, then waitid(): any kernel; needs owns_all_children
+};
+
+/// "automatic", "pidfd" or "sigchld".
+const char* tracking_name(ProcessTracking tracking) noexcept;
+
 struct SupervisorOptions {
   std::chrono::milliseconds grace_period = default_grace_period;
   std::chrono::milliseconds drain_timeout = default_drain_timeout;
   /// Longest the whole job may run before every rank is stopped, counted from
   /// the start of run(); zero (the default) means no limit.
   std::chrono::milliseconds job_timeout{0};
+  ProcessTracking tracking = ProcessTracking::automatic;
+  /// Set only in a process dedicated to one job (the job supervisor process,
+  /// davincirun-supervisor), which has SIGCHLD blocked in every thread and
+  /// normally is a child subreaper (PR_SET_CHILD_SUBREAPER). The supervisor
+  /// then reaps every child of the process, including descendants re-parented
+  /// to it, and once every rank has exited it SIGKILLs whatever the ranks
+  /// left running anywhere below this process (a double-forked, setsid()
+  /// grandchild included) before draining the last output. Default false:
+  /// the supervisor touches only the processes it started.
+  bool owns_all_children = false;
 };
 
 /// One rank to start.
@@ -78,6 +100,12 @@ struct JobResult {
   std::vector<RankResult> ranks;             ///< in the order given to the supervisor
   std::optional<std::size_t> first_failure;  ///< index in `ranks` of the earliest failure seen
   StopReason stop_reason = StopReason::none;
+  /// Processes the ranks left running outside their process groups (e.g. a
+  /// double-forked, setsid() daemon) that were SIGKILLed when the job ended;
+  /// counted only with SupervisorOptions::owns_all_children.
+  std::size_t leftover_processes_killed = 0;
+  /// How the ranks' exits were observed.
+  ProcessTracking tracking = ProcessTracking::pidfd;
 
   /// Every rank exited 0 and nobody asked to stop.
   bool success() const noexcept;
@@ -116,9 +144,14 @@ class Supervisor {
   /// Process ids of the ranks, in order.
   std::vector<pid_t> pids() const;
 
+  /// The tracking in use (never `automatic`).
+  ProcessTracking tracking() const noexcept { return tracking_; }
+
  private:
   struct Rank;
   void handle_exit(std::size_t index);
+  void reap_children();
+  void sweep_descendants();
   void handle_output(std::size_t index);
   void begin_stop(StopReason reason, std::optional<std::size_t> except);
   void kill_remaining();
@@ -133,6 +166,10 @@ class Supervisor {
   int epoll_fd_ = -1;
   int stop_fd_ = -1;    // eventfd written by request_stop() and request_kill()
   int signal_fd_ = -1;  // eventfd written by forward_signal()
+  int child_fd_ = -1;   // signalfd for SIGCHLD (owns_all_children only)
+  ProcessTracking tracking_ = ProcessTracking::pidfd;
+  bool swept_ = false;
+  std::size_t leftovers_killed_ = 0;
   std::atomic<std::uint32_t> signals_to_forward_{0};  // bit N: signal N
   void forward_pending_signals();
   StreamScratch scratch_;

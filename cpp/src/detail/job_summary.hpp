@@ -3,13 +3,13 @@
 
 #include <string>
 
-#include "davincirun/launcher.hpp"
+#include "detail/job_protocol.hpp"
 
 namespace davincirun::detail {
 
-/// Writes the summary of `result` for `plan` to `path` (new file, mode 0600,
+/// Writes the summary of `result` for `spec` to `path` (new file, mode 0600,
 /// never through a symlink). Throws SystemError.
-void write_job_summary(const std::string& path, const LaunchPlan& plan, const std::string& table_copy,
+void write_job_summary(const std::string& path, const JobSpec& spec, const std::string& table_copy,
                        const JobResult& result);
 
 }  // namespace davincirun::detail

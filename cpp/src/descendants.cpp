@@ -1,0 +1,114 @@
+#include "detail/descendants.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+namespace davincirun::detail {
+
+namespace {
+
+struct ProcInfo {
+  pid_t ppid;
+  bool zombie;
+};
+
+// Reads "pid (comm) S ppid ..." from /proc/<pid>/stat. comm may contain
+// spaces and parentheses, so parse from the last ')'.
+bool read_stat(pid_t pid, ProcInfo& info) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  const char* close_paren = std::strrchr(buf, ')');
+  if (!close_paren || close_paren[1] != ' ' || close_paren[2] == '\0') return false;
+  const char state = close_paren[2];
+  char* end = nullptr;
+  const long ppid = std::strtol(close_paren + 4, &end, 10);
+  if (end == close_paren + 4) return false;
+  info.ppid = static_cast<pid_t>(ppid);
+  info.zombie = state == 'Z' || state == 'X';
+  return true;
+}
+
+}  // namespace
+
+std::vector<pid_t> live_descendants(pid_t root) {
+  std::unordered_multimap<pid_t, pid_t> children;  // ppid -> pid
+  std::unordered_map<pid_t, bool> zombie;
+  DIR* proc = ::opendir("/proc");
+  if (!proc) return {};
+  while (dirent* entry = ::readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(entry->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0) continue;
+    ProcInfo info{};
+    if (!read_stat(static_cast<pid_t>(pid), info)) continue;
+    children.emplace(info.ppid, static_cast<pid_t>(pid));
+    zombie[static_cast<pid_t>(pid)] = info.zombie;
+  }
+  ::closedir(proc);
+
+  std::vector<pid_t> out;
+  std::vector<pid_t> todo{root};
+  while (!todo.empty()) {
+    const pid_t parent = todo.back();
+    todo.pop_back();
+    auto range = children.equal_range(parent);
+    for (auto it = range.first; it != range.second; ++it) {
+      if (!zombie[it->second]) out.push_back(it->second);
+      todo.push_back(it->second);
+    }
+  }
+  return out;
+}
+
+std::size_t reap_zombie_children() {
+  std::size_t reaped = 0;
+  for (;;) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      ++reaped;
+      continue;
+    }
+    if (pid < 0 && errno == EINTR) continue;
+    return reaped;  // 0: children left, none exited; -1/ECHILD: no children
+  }
+}
+
+std::size_t kill_all_descendants(std::chrono::milliseconds budget) {
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  const pid_t self = ::getpid();
+  std::set<pid_t> signalled;
+  for (;;) {
+    reap_zombie_children();
+    const std::vector<pid_t> found = live_descendants(self);
+    if (found.empty() || std::chrono::steady_clock::now() >= deadline) break;
+    for (pid_t pid : found) {
+      if (::kill(pid, SIGKILL) == 0) signalled.insert(pid);
+    }
+    // The kernel needs a moment to tear them down and re-parent their
+    // children to us; then the next pass catches what was forked meanwhile.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return signalled.size();
+}
+
+}  // namespace davincirun::detail

@@ -1,0 +1,31 @@
+// Finding and ending every process below this one. Used by a process that
+// made itself a child subreaper (PR_SET_CHILD_SUBREAPER): then a descendant
+// that double-forked and called setsid() is re-parented to it instead of to
+// init, so "everything below me" really is everything the job started.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <vector>
+
+namespace davincirun::detail {
+
+/// Live (not zombie) processes whose parent chain leads to `root`, found by
+/// reading the parent pid of every process in /proc. A snapshot: processes
+/// may start or end meanwhile.
+std::vector<pid_t> live_descendants(pid_t root);
+
+/// SIGKILLs every live descendant of this process and reaps this process's
+/// zombie children, again and again until none is left (a process forking
+/// during a pass is caught by the next) or `budget` is spent. Only for a
+/// process that owns all its children: it reaps with waitpid(-1).
+/// Returns how many distinct processes it signalled.
+std::size_t kill_all_descendants(std::chrono::milliseconds budget);
+
+/// Reaps every zombie child of this process without blocking (waitpid(-1));
+/// for a process that owns all its children. Returns how many it reaped.
+std::size_t reap_zombie_children();
+
+}  // namespace davincirun::detail

@@ -1,0 +1,19 @@
+"""The ``davincirun`` command on PATH: replaces itself with the compiled
+program shipped inside the package (``bin/davincirun``), which finds its
+``davincirun-supervisor`` next to itself. Python is gone once it runs."""
+
+import os
+import sys
+
+
+def main():
+    program = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "davincirun")
+    try:
+        os.execv(program, [program] + sys.argv[1:])
+    except OSError as e:
+        sys.stderr.write("davincirun: cannot run %s: %s\n" % (program, e.strerror))
+        return 127
+
+
+if __name__ == "__main__":
+    sys.exit(main())
