@@ -38,3 +38,17 @@ def peak_rss_kib(pid):
     except OSError:
         return None
     return None
+
+
+def launcher_peak_rss_kib(pid):
+    """Peak RSS of the launcher: the `davincirun` process plus its per-job
+    supervisor process (its only child; the ranks are the supervisor's)."""
+    total = peak_rss_kib(pid) or 0
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            children = [int(c) for c in f.read().split()]
+    except OSError:
+        children = []
+    for child in children:
+        total += peak_rss_kib(child) or 0
+    return total

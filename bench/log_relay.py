@@ -21,7 +21,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import davincirun_path, peak_rss_kib, write_table  # noqa: E402
+from _common import davincirun_path, launcher_peak_rss_kib, write_table  # noqa: E402
 
 # Each rank writes `per_rank` bytes of 100-byte lines naming itself.
 WRITER = r"""
@@ -92,7 +92,7 @@ def run_cli(tmp, ranks, per_rank, console_path, tag):
                                 stdin=subprocess.DEVNULL)
         peak = 0
         while proc.poll() is None:
-            peak = max(peak, peak_rss_kib(proc.pid) or 0)
+            peak = max(peak, launcher_peak_rss_kib(proc.pid))
             time.sleep(0.02)
         elapsed = time.perf_counter() - start
     if proc.returncode != 0:

@@ -248,11 +248,11 @@ int run_job_host(int lifeline_fd) {
 
   std::string run_dir;
   std::string table_copy;
+  std::vector<std::string> log_paths;
   std::unique_ptr<Supervisor> supervisor;
   try {
     make_dirs(spec.log_dir);
     run_dir = make_run_dir(spec.log_dir, spec.job_id);
-    point_latest(spec.log_dir, run_dir);
     // The ranks read a copy the job owns: strictly formatted for HCCL, and
     // immune to a platform rewriting its own file in place mid-job.
     table_copy = run_dir + "/rank_table.json";
@@ -265,6 +265,7 @@ int run_job_host(int lifeline_fd) {
       launch.rank = a.rank;
       launch.label = fmt::format("rank {}", a.rank);
       launch.log_path = fmt::format("{}/rank_{}.device_{}.log", run_dir, a.rank, a.physical_device_id);
+      log_paths.push_back(launch.log_path);
       launch.process.argv = spec.command;
       Environment env(spec.environments[i]);
       env.set("RANK_TABLE_FILE", table_copy);
@@ -274,10 +275,20 @@ int run_job_host(int lifeline_fd) {
     }
     supervisor = std::make_unique<Supervisor>(std::move(launches), spec.supervisor, console);
   } catch (const std::exception& e) {
+    // Ranks started before the failure were killed; anything they started
+    // goes too. A job that never ran leaves no run directory behind: only
+    // what this process created in it is removed, the directory only if empty.
+    kill_all_descendants(std::chrono::seconds(5));
+    if (!run_dir.empty()) {
+      for (const auto& path : log_paths) ::unlink(path.c_str());
+      if (!table_copy.empty()) ::unlink(table_copy.c_str());
+      ::rmdir(run_dir.c_str());
+    }
     queued.reset();
     lifeline.send(Frame::error, encode_error(e));
     return 1;
   }
+  point_latest(spec.log_dir, run_dir);
   lifeline.send(Frame::started, encode_started({run_dir, supervisor->pids(), supervisor->tracking()}));
 
   JobResult result;

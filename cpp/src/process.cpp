@@ -5,11 +5,13 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <memory>
 #include <stdexcept>
@@ -90,6 +92,7 @@ struct ChildSetup {
   bool new_session;
   bool die_with_parent;
   int report_fd;         // above 2 + pass_count too
+  int fd_limit;          // descriptors are below this (RLIMIT_NOFILE, capped)
   pid_t parent;  // the launcher, to detect that it died before prctl took effect
 };
 
@@ -134,8 +137,13 @@ int child_main(void* arg) {
   }
   if (s.work_dir && ::chdir(s.work_dir) != 0) report_and_exit(s, 0);
   // Descriptors the host process leaked without O_CLOEXEC must not reach the
-  // ranks (they would hold pipes and sockets open). Best effort: Linux >= 5.11.
-  ::syscall(SYS_close_range, static_cast<unsigned>(3 + s.pass_count), ~0U, CLOSE_RANGE_CLOEXEC);
+  // ranks (they would hold pipes and sockets open): close_range (Linux 5.11),
+  // else one fcntl per possible descriptor, up to the limit found before
+  // the clone.
+  const int first = 3 + s.pass_count;
+  if (::syscall(SYS_close_range, static_cast<unsigned>(first), ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+    for (int fd = first; fd < s.fd_limit; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
   ::execve(s.executable, s.argv, s.envp);
   report_and_exit(s, 1);
   return 127;
@@ -196,6 +204,14 @@ UniqueFd high_copy(int fd, int min_fd) {
   UniqueFd copy(::fcntl(fd, F_DUPFD_CLOEXEC, min_fd));
   if (!copy) throw SystemError("fcntl F_DUPFD_CLOEXEC", errno);
   return copy;
+}
+
+// The bound for the close-on-exec fallback loop: the soft RLIMIT_NOFILE,
+// capped at 1 Mi descriptors so that an "unlimited" limit stays a loop.
+int descriptor_limit() {
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 1 << 20;
+  return static_cast<int>(std::min<rlim_t>(limit.rlim_cur, 1 << 20));
 }
 
 }  // namespace
@@ -275,6 +291,7 @@ ChildProcess ChildProcess::spawn(const ProcessSpec& spec, int rank) {
                    spec.new_session,
                    spec.die_with_parent,
                    report_write.get(),
+                   descriptor_limit(),
                    ::getpid()};
 
   // clone(CLONE_VM | CLONE_VFORK) like posix_spawn: no copy of a large host

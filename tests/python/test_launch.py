@@ -350,6 +350,8 @@ def test_command_not_found_starts_nothing(tmp_path, rank_table, job_env):
         )
     assert info.value.exit_code == 127
     assert "davincirun-no-such-program-xyz" in str(info.value)
+    # A job that never ran leaves no run directory (and no `latest` link) behind.
+    assert os.listdir(str(tmp_path / "log")) == []
 
 
 def test_invalid_rank_table_is_a_typed_error(tmp_path, job_env):
