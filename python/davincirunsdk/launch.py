@@ -71,6 +71,10 @@ class DistributedJob:
             holding ``rank_<rank>.device_<physical device id>.log`` per rank.
         job_id (str): the ``JOB_ID`` every rank sees.
         pids (list[int]): the ranks' process ids, by rank.
+        supervisor_pid (int): the job's ``davincirun-supervisor`` process, the
+            parent of every rank. It stops the whole job, and every process the
+            ranks started, when the job ends or when this Python process dies
+            (even by SIGKILL); see docs/architecture.md, "Process model".
         plan: the launch plan (ranks, devices, environments).
 
     Keep the handle until the job is over: a job whose handle is dropped
@@ -86,6 +90,7 @@ class DistributedJob:
         self._core = _core.Job(plan, console)
         self.run_dir = self._core.run_dir
         self.pids = list(self._core.pids)
+        self.supervisor_pid = self._core.supervisor_pid
         self._result = None
         self._terminated = False
 
