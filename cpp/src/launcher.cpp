@@ -159,7 +159,9 @@ std::string find_supervisor_program(const std::string& configured) {
     dir.resize(dir.rfind('/'));
     tried.push_back(dir + "/davincirun-supervisor");
   }
+#ifdef DAVINCIRUN_LIBEXEC_DIR
   tried.push_back(std::string(DAVINCIRUN_LIBEXEC_DIR) + "/davincirun-supervisor");
+#endif
   for (const auto& path : tried) {
     if (is_executable_file(path)) return path;
   }
