@@ -93,7 +93,7 @@ std::size_t reap_zombie_children() {
   }
 }
 
-std::size_t kill_all_descendants(std::chrono::milliseconds budget) {
+std::size_t kill_all_descendants(std::chrono::milliseconds budget, const std::vector<pid_t>& known_groups) {
   const auto deadline = std::chrono::steady_clock::now() + budget;
   const pid_t self = ::getpid();
   std::set<pid_t> signalled;
@@ -102,12 +102,16 @@ std::size_t kill_all_descendants(std::chrono::milliseconds budget) {
     const std::vector<pid_t> found = live_descendants(self);
     if (found.empty() || std::chrono::steady_clock::now() >= deadline) break;
     for (pid_t pid : found) {
-      if (::kill(pid, SIGKILL) == 0) signalled.insert(pid);
+      const pid_t group = ::getpgid(pid);
+      const bool known = std::find(known_groups.begin(), known_groups.end(), group) != known_groups.end();
+      if (::kill(pid, SIGKILL) == 0 && !known) signalled.insert(pid);
     }
     // The kernel needs a moment to tear them down and re-parent their
     // children to us; then the next pass catches what was forked meanwhile.
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+  // The last pass skipped zombies, which may be our children: reap them.
+  reap_zombie_children();
   return signalled.size();
 }
 

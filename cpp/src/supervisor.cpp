@@ -375,7 +375,11 @@ void Supervisor::reap_children() {
 
 void Supervisor::sweep_descendants() {
   swept_ = true;
-  const std::size_t killed = detail::kill_all_descendants(sweep_budget);
+  // Members of the ranks' own process groups were SIGKILLed with their
+  // leader and may still be dying; only processes outside them count.
+  std::vector<pid_t> rank_groups;
+  for (const auto& r : ranks_) rank_groups.push_back(r.result.pid);
+  const std::size_t killed = detail::kill_all_descendants(sweep_budget, rank_groups);
   leftovers_killed_ = killed;
   if (killed > 0) {
     log_notice(fmt::format("killed {} process(es) the ranks left running (outside their process groups)", killed));

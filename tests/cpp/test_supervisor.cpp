@@ -1,6 +1,8 @@
 // Supervisor: ranks started from tiny helper programs (tests/cpp/helpers),
 // each test under a watchdog deadline and ending with proof that nothing it
-// started is left running.
+// started is left running. Every test runs in each supervision mode (pidfd or
+// SIGCHLD tracking, owning every child of this process or not); see
+// test_supervisor_support.hpp.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -15,71 +17,29 @@
 #include "davincirun/errors.hpp"
 #include "davincirun/supervisor.hpp"
 #include "helpers/pattern.hpp"
-#include "test_support.hpp"
+#include "test_supervisor_support.hpp"
 
 using namespace davincirun;
 using namespace davincirun_test;
 using Catch::Matchers::Contains;
 using Kind = ExitStatus::Kind;
 
-namespace {
-
-RankLaunch launch(const TempDir& dir, int rank, std::vector<std::string> argv) {
-  RankLaunch l;
-  l.rank = rank;
-  l.process.argv = std::move(argv);
-  l.process.env = {"PATH=/usr/bin:/bin"};
-  l.log_path = dir / ("rank_" + std::to_string(rank) + ".log");
-  l.label = "rank " + std::to_string(rank);
-  return l;
-}
-
-struct Outcome {
-  JobResult result;
-  std::chrono::steady_clock::duration elapsed;
-};
-
-// run() under a deadline: past it, the watchdog kills every rank (and the test fails).
-Outcome run_with_deadline(Supervisor& sup, std::chrono::milliseconds deadline = 30s) {
-  Watchdog dog(deadline, [&sup] {
-    sup.request_stop();
-    sup.request_stop();
-  });
-  const auto start = std::chrono::steady_clock::now();
-  JobResult result = sup.run();
-  const auto elapsed = std::chrono::steady_clock::now() - start;
-  CHECK_FALSE(dog.fired());
-  return {std::move(result), elapsed};
-}
-
-void check_nothing_left(const JobResult& result) {
-  for (const auto& r : result.ranks) {
-    INFO("rank " << r.rank << " pid " << r.pid);
-    CHECK(reaped(r.pid));
-  }
-  CHECK(no_children_left());
-}
-
-void check_status(const ExitStatus& status, Kind kind, int value) {
-  INFO("status: " << status.describe());
-  CHECK(status.kind == kind);
-  CHECK(status.value == value);
-}
-
-}  // namespace
-
 TEST_CASE("ranks that all exit 0 make a successful job", "[supervisor]") {
+  FOR_EACH_SUPERVISION_MODE(mode, Modes::all);
   TempDir dir;
   RecordingSink console;
   std::vector<RankLaunch> ranks;
   for (int i = 0; i < 4; ++i) {
     ranks.push_back(launch(dir, i, {helper("child_exit"), "0", "0", "hello from " + std::to_string(i)}));
   }
-  Supervisor sup(ranks, {}, console);
+  Supervisor sup(ranks, mode.options(), console);
+  CHECK(sup.tracking() == mode.tracking);
   const std::vector<pid_t> pids = sup.pids();
   REQUIRE(pids.size() == 4);
   const auto [result, elapsed] = run_with_deadline(sup);
 
+  CHECK(result.tracking == mode.tracking);
+  CHECK(result.leftover_processes_killed == 0);
   CHECK(result.success());
   CHECK(result.exit_code() == 0);
   CHECK(result.stop_reason == StopReason::none);
@@ -106,6 +66,7 @@ TEST_CASE("ranks that all exit 0 make a successful job", "[supervisor]") {
 }
 
 TEST_CASE("a failing rank stops the others with SIGTERM at once", "[supervisor]") {
+  FOR_EACH_SUPERVISION_MODE(mode, Modes::all);
   TempDir dir;
   RecordingSink console;
   std::vector<RankLaunch> ranks;
@@ -113,7 +74,7 @@ TEST_CASE("a failing rank stops the others with SIGTERM at once", "[supervisor]"
     ranks.push_back(i == 2 ? launch(dir, i, {helper("child_exit"), "3", "200", "bye"})
                            : launch(dir, i, {helper("child_sleep"), "60"}));
   }
-  const SupervisorOptions options{10s, default_drain_timeout};
+  const SupervisorOptions options = mode.options({10s, default_drain_timeout});
   Supervisor sup(ranks, options, console);
   const auto [result, elapsed] = run_with_deadline(sup);
 
@@ -143,11 +104,12 @@ TEST_CASE("a failing rank stops the others with SIGTERM at once", "[supervisor]"
 }
 
 TEST_CASE("a crashing rank: signal reported the shell's way, every byte it wrote in its log", "[supervisor]") {
+  FOR_EACH_SUPERVISION_MODE(mode, Modes::all);
   TempDir dir;
   NullLineSink console;
   constexpr std::size_t size = 5 * 1024 * 1024;
-  Supervisor sup({launch(dir, 0, {helper("child_write"), std::to_string(size), std::to_string(SIGSEGV)})}, {},
-                 console);
+  Supervisor sup({launch(dir, 0, {helper("child_write"), std::to_string(size), std::to_string(SIGSEGV)})},
+                 mode.options(), console);
   const auto [result, elapsed] = run_with_deadline(sup);
 
   REQUIRE(result.ranks.size() == 1);
@@ -168,13 +130,19 @@ TEST_CASE("a crashing rank: signal reported the shell's way, every byte it wrote
   check_nothing_left(result);
 }
 
+// SIGCHLD set to SIG_IGN makes the kernel reap every child at once, so
+// neither waitid() nor the owns_all_children reaping can see a status: a
+// process that owns all its children must never ignore SIGCHLD (the
+// davincirun-supervisor process blocks it and reads it from a signalfd). The
+// two tests of such a host run only in the modes that do not own every child.
 TEST_CASE("a host ignoring SIGCHLD gets an unknown status, counted as a failure", "[supervisor]") {
+  FOR_EACH_SUPERVISION_MODE(mode, Modes::not_owning);
   TempDir dir;
   NullLineSink console;
   std::optional<Outcome> outcome;
   {
     SignalDisposition auto_reap(SIGCHLD, SIG_IGN);  // the kernel reaps children itself
-    Supervisor sup({launch(dir, 0, {helper("child_exit"), "0", "500", "done"})}, {}, console);
+    Supervisor sup({launch(dir, 0, {helper("child_exit"), "0", "500", "done"})}, mode.options(), console);
     outcome = run_with_deadline(sup);
   }
   const JobResult& result = outcome->result;
@@ -191,6 +159,7 @@ TEST_CASE("a host ignoring SIGCHLD gets an unknown status, counted as a failure"
 // With SIGCHLD ignored the kernel reaps a rank that exits at once, possibly
 // before spawn() returns: the pidfd must come from clone() itself.
 TEST_CASE("a host ignoring SIGCHLD can start ranks that exit at once", "[supervisor]") {
+  FOR_EACH_SUPERVISION_MODE(mode, Modes::not_owning);  // see above
   TempDir dir;
   NullLineSink console;
   for (int round = 0; round < 10; ++round) {
@@ -200,7 +169,7 @@ TEST_CASE("a host ignoring SIGCHLD can start ranks that exit at once", "[supervi
     }
     SignalDisposition auto_reap(SIGCHLD, SIG_IGN);
     try {
-      Supervisor sup(ranks, {}, console);
+      Supervisor sup(ranks, mode.options(), console);
       const JobResult result = run_with_deadline(sup).result;
       for (const auto& r : result.ranks) CHECK(r.status.kind == Kind::unknown);
     } catch (const std::exception& e) {
@@ -213,11 +182,12 @@ TEST_CASE("a host ignoring SIGCHLD can start ranks that exit at once", "[supervi
 
 TEST_CASE("request_stop() stops the job: SIGTERM, then SIGKILL after the grace period or a second request",
           "[supervisor]") {
+  FOR_EACH_SUPERVISION_MODE(mode, Modes::all);
   TempDir dir;
   RecordingSink console;
   std::vector<std::string> argv{helper("child_sleep"), "60"};
   int requests = 1;
-  SupervisorOptions options{30s, default_drain_timeout};
+  SupervisorOptions options = mode.options({30s, default_drain_timeout});
   int expected_signal = SIGKILL;
   SECTION("ranks that obey SIGTERM") { expected_signal = SIGTERM; }
   SECTION("ranks ignoring SIGTERM: SIGKILL once the grace period is over") {
@@ -255,6 +225,7 @@ TEST_CASE("request_stop() stops the job: SIGTERM, then SIGKILL after the grace p
 }
 
 TEST_CASE("a rank that cannot start stops the job before it runs", "[supervisor]") {
+  FOR_EACH_SUPERVISION_MODE(mode, Modes::all);
   TempDir dir;
   NullLineSink console;
   const std::string tag = unique_tag("spawn-failure");
@@ -288,7 +259,7 @@ TEST_CASE("a rank that cannot start stops the job before it runs", "[supervisor]
   }
   std::optional<SpawnError> error;
   try {
-    Supervisor sup(ranks, {}, console);
+    Supervisor sup(ranks, mode.options(), console);
   } catch (const SpawnError& e) {
     error = e;
   }
@@ -304,6 +275,7 @@ TEST_CASE("a rank that cannot start stops the job before it runs", "[supervisor]
 }
 
 TEST_CASE("a log file that cannot be created stops the job before it runs", "[supervisor]") {
+  FOR_EACH_SUPERVISION_MODE(mode, Modes::all);
   TempDir dir;
   NullLineSink console;
   const std::string tag = unique_tag("log-failure");
@@ -312,7 +284,7 @@ TEST_CASE("a log file that cannot be created stops the job before it runs", "[su
   write_file(ranks[1].log_path, "an older run\n");
   std::optional<SystemError> error;
   try {
-    Supervisor sup(ranks, {}, console);
+    Supervisor sup(ranks, mode.options(), console);
   } catch (const SystemError& e) {
     error = e;
   }
@@ -349,13 +321,14 @@ class MessyHost {
 
 TEST_CASE("ranks start clean: default signals, own process group, stdin /dev/null, no leaked fds",
           "[supervisor]") {
+  FOR_EACH_SUPERVISION_MODE(mode, Modes::all);
   TempDir dir;
   NullLineSink console;
   std::optional<Outcome> outcome;
   {
     MessyHost host;
     REQUIRE(host.leaked_fd > 2);
-    Supervisor sup({launch(dir, 0, {helper("child_signal")})}, {}, console);
+    Supervisor sup({launch(dir, 0, {helper("child_signal")})}, mode.options(), console);
     outcome = run_with_deadline(sup);
   }
   const JobResult& result = outcome->result;
@@ -375,6 +348,7 @@ TEST_CASE("ranks start clean: default signals, own process group, stdin /dev/nul
 }
 
 TEST_CASE("a rank gets exactly the environment given, and PATH from it finds the command", "[supervisor]") {
+  FOR_EACH_SUPERVISION_MODE(mode, Modes::all);
   TempDir dir;
   NullLineSink console;
   const std::vector<std::string> env{"PATH=" DAVINCIRUN_HELPER_DIR, "A=1", "MULTI=line1\nline2", "EMPTY="};
@@ -383,7 +357,7 @@ TEST_CASE("a rank gets exactly the environment given, and PATH from it finds the
   // A name with '/' is relative to the rank's work directory.
   RankLaunch relative = launch(dir, 1, {"./child_exit", "0"});
   relative.process.work_dir = DAVINCIRUN_HELPER_DIR;
-  Supervisor sup({by_path, relative}, {}, console);
+  Supervisor sup({by_path, relative}, mode.options(), console);
   const auto [result, elapsed] = run_with_deadline(sup);
 
   REQUIRE(result.ranks.size() == 2);
@@ -396,10 +370,11 @@ TEST_CASE("a rank gets exactly the environment given, and PATH from it finds the
 }
 
 TEST_CASE("processes a rank leaves in its process group are killed when it exits", "[supervisor]") {
+  FOR_EACH_SUPERVISION_MODE(mode, Modes::all);
   TempDir dir;
   RecordingSink console;
   const std::string tag = unique_tag("grandchild");
-  Supervisor sup({launch(dir, 0, {helper("child_sleep"), "0.2", "grandchild", tag})}, {}, console);
+  Supervisor sup({launch(dir, 0, {helper("child_sleep"), "0.2", "grandchild", tag})}, mode.options(), console);
   KillOnExit cleanup;
   Joined spy([&] {  // learn the grandchild's pid early, to clean up even if run() misbehaves
     if (!console.wait_for("] ready\n", 1, 20s)) return;
@@ -417,11 +392,16 @@ TEST_CASE("processes a rank leaves in its process group are killed when it exits
   check_nothing_left(result);
 }
 
+// This process is no child subreaper here, so the holder is re-parented to
+// init when the rank exits: out of reach even of a supervisor that owns all
+// its children, which behaves like the others then. With a subreaper, the
+// owning modes kill it instead (test_supervisor_modes.cpp).
 TEST_CASE("a process holding a rank's output after leaving its group cannot hang run()", "[supervisor]") {
+  FOR_EACH_SUPERVISION_MODE(mode, Modes::all);
   TempDir dir;
   RecordingSink console;
   const std::string tag = unique_tag("holder");
-  const SupervisorOptions options{10s, 300ms};
+  const SupervisorOptions options = mode.options({10s, 300ms});
   Supervisor sup({launch(dir, 0, {helper("child_setsid_holder"), tag})}, options, console);
   KillOnExit cleanup;
   Joined spy([&] {
@@ -438,6 +418,8 @@ TEST_CASE("a process holding a rank's output after leaving its group cannot hang
   const auto holder = static_cast<pid_t>(value_after(read_file(result.ranks[0].log_path), "holder "));
   REQUIRE(holder > 0);
   CHECK_FALSE(process_gone(holder));  // outside the rank's group: not the supervisor's to kill
+  CHECK(parent_of(holder) != ::getpid());
+  CHECK(result.leftover_processes_killed == 0);
   REQUIRE(::kill(holder, SIGKILL) == 0);
   CHECK(wait_gone(holder, 2s));
   CHECK(processes_with_arg(tag).empty());

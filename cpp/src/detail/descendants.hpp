@@ -21,8 +21,10 @@ std::vector<pid_t> live_descendants(pid_t root);
 /// zombie children, again and again until none is left (a process forking
 /// during a pass is caught by the next) or `budget` is spent. Only for a
 /// process that owns all its children: it reaps with waitpid(-1).
-/// Returns how many distinct processes it signalled.
-std::size_t kill_all_descendants(std::chrono::milliseconds budget);
+/// Returns how many distinct processes it signalled, not counting those in
+/// `known_groups` (process groups already SIGKILLed as a whole, whose
+/// members may still be dying).
+std::size_t kill_all_descendants(std::chrono::milliseconds budget, const std::vector<pid_t>& known_groups = {});
 
 /// Reaps every zombie child of this process without blocking (waitpid(-1));
 /// for a process that owns all its children. Returns how many it reaped.

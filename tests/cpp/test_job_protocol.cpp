@@ -1,0 +1,582 @@
+// The launcher ↔ job supervisor process protocol (detail/job_protocol.hpp):
+// payloads round-trip any bytes, errors come back with their type and
+// details, malformed payloads are refused, and frames survive a stream that
+// delivers them one byte at a time.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <string>
+#include <typeinfo>
+
+#include "davincirun/errors.hpp"
+#include "detail/job_protocol.hpp"
+#include "helpers/pattern.hpp"
+#include "test_support.hpp"
+
+using namespace davincirun;
+using namespace davincirun::detail;
+using namespace davincirun_test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+using namespace std::string_literals;
+
+// Strings no text encoding would carry: NUL bytes, invalid UTF-8, newlines.
+const std::string with_nul = "a\0b\0"s;
+const std::string bad_utf8 = "\xff\xfe\xc3\x28 \xed\xa0\x80 \x80";
+const std::string newlines = "line 1\nline 2\r\n\n";
+const std::string all_bytes = pattern_bytes(300);
+
+JobSpec sample_spec() {
+  JobSpec spec;
+  spec.log_dir = "/tmp/logs/" + with_nul;
+  spec.job_id = bad_utf8;
+  spec.rank_table_json = "{\"x\": \"" + newlines + "\"}" + all_bytes;
+  spec.rank_table_source = newlines;
+  spec.server_id = "";
+  spec.world_size = 16;
+  spec.command = {"python3", with_nul, "", bad_utf8, newlines};
+  spec.work_dir = "/work/" + bad_utf8;
+  RankAssignment a;
+  a.rank = 8;
+  a.local_rank = 0;
+  a.physical_device_id = 4;
+  a.logical_device_id = 0;
+  a.device_ip = "192.168.1.8";
+  RankAssignment b;
+  b.rank = 9;
+  b.local_rank = 1;
+  b.physical_device_id = 7;
+  b.logical_device_id = 1;
+  b.device_ip = std::nullopt;
+  spec.ranks = {a, b};
+  spec.environments = {{"A=" + with_nul, "MULTI=" + newlines, "EMPTY="}, {"BYTES=" + all_bytes}};
+  spec.supervisor.grace_period = std::chrono::milliseconds(1234);
+  spec.supervisor.drain_timeout = std::chrono::milliseconds(567);
+  spec.supervisor.job_timeout = std::chrono::milliseconds(86'400'000);
+  spec.supervisor.tracking = ProcessTracking::sigchld;
+  spec.console = ConsoleRoute::stdio;
+  return spec;
+}
+
+JobResult sample_result() {
+  using std::chrono::system_clock;
+  JobResult result;
+  RankResult r0;
+  r0.rank = 0;
+  r0.pid = 4242;
+  r0.log_path = "/logs/" + with_nul + bad_utf8;
+  r0.status = ExitStatus{ExitStatus::Kind::exited, 3};
+  r0.started = system_clock::now();
+  r0.ended = r0.started + std::chrono::nanoseconds(123'456'789);
+  r0.output_bytes = (std::uint64_t{1} << 40) + 7;
+  r0.log_error = "write: " + newlines;
+  RankResult r1;
+  r1.rank = 1;
+  r1.pid = 4343;
+  r1.log_path = newlines;
+  r1.status = ExitStatus{ExitStatus::Kind::signaled, SIGKILL};
+  r1.terminated_by_launcher = true;
+  r1.killed_by_launcher = true;
+  r1.started = system_clock::time_point{} - std::chrono::hours(1);  // before the epoch
+  r1.ended = r1.started;
+  RankResult r2;
+  r2.rank = 2;
+  r2.pid = 1;
+  r2.status = ExitStatus{ExitStatus::Kind::unknown, 0};
+  r2.terminated_by_launcher = true;
+  result.ranks = {r0, r1, r2};
+  result.first_failure = 0;
+  result.stop_reason = StopReason::rank_failed;
+  result.leftover_processes_killed = 5;
+  result.tracking = ProcessTracking::sigchld;
+  return result;
+}
+
+void check_same(const ExitStatus& a, const ExitStatus& b) {
+  CHECK(a.kind == b.kind);
+  CHECK(a.value == b.value);
+}
+
+void check_same(const JobResult& got, const JobResult& want) {
+  REQUIRE(got.ranks.size() == want.ranks.size());
+  for (std::size_t i = 0; i < want.ranks.size(); ++i) {
+    INFO("rank index " << i);
+    const RankResult& g = got.ranks[i];
+    const RankResult& w = want.ranks[i];
+    CHECK(g.rank == w.rank);
+    CHECK(g.pid == w.pid);
+    CHECK(g.log_path == w.log_path);
+    check_same(g.status, w.status);
+    CHECK(g.terminated_by_launcher == w.terminated_by_launcher);
+    CHECK(g.killed_by_launcher == w.killed_by_launcher);
+    CHECK((g.started == w.started));
+    CHECK((g.ended == w.ended));
+    CHECK(g.output_bytes == w.output_bytes);
+    CHECK(g.log_error == w.log_error);
+  }
+  CHECK(got.first_failure == want.first_failure);
+  CHECK(got.stop_reason == want.stop_reason);
+  CHECK(got.leftover_processes_killed == want.leftover_processes_killed);
+  CHECK(got.tracking == want.tracking);
+}
+
+// Calls rethrow_error(payload) and returns what it threw when that is of
+// exactly type E (not a subclass); fails the test otherwise.
+template <class E>
+std::optional<E> rethrown_as(std::string_view payload) {
+  try {
+    rethrow_error(payload);
+  } catch (const E& e) {
+    if (typeid(e) == typeid(E)) return e;
+    FAIL_CHECK("rethrown as the subclass " << typeid(e).name() << ": " << e.what());
+  } catch (const std::exception& e) {
+    FAIL_CHECK("rethrown as " << typeid(e).name() << ": " << e.what());
+  }
+  return std::nullopt;
+}
+
+// Every strict prefix of `payload`, and `payload` with a byte appended, must
+// make `decode` throw SystemError(EPROTO). Returns a description of each
+// length that did not.
+std::vector<std::string> malformed_not_refused(const std::string& payload,
+                                               const std::function<void(std::string_view)>& decode) {
+  std::vector<std::string> bad;
+  auto refused = [&](std::string_view data) {
+    try {
+      decode(data);
+    } catch (const SystemError& e) {
+      if (e.os_errno() == EPROTO) return true;
+      bad.push_back(std::to_string(data.size()) + " bytes: errno " + std::to_string(e.os_errno()));
+      return false;
+    } catch (const std::exception& e) {
+      bad.push_back(std::to_string(data.size()) + " bytes: " + typeid(e).name() + ": " + e.what());
+      return false;
+    }
+    bad.push_back(std::to_string(data.size()) + " bytes: accepted");
+    return false;
+  };
+  for (std::size_t n = 0; n < payload.size(); ++n) refused(std::string_view(payload).substr(0, n));
+  refused(payload + "x");
+  refused(payload + std::string(8, '\0'));
+  return bad;
+}
+
+class SocketPair {
+ public:
+  SocketPair() {
+    int fds[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+    a = fds[0];
+    b = fds[1];
+  }
+  ~SocketPair() {
+    close_a();
+    close_b();
+  }
+  SocketPair(const SocketPair&) = delete;
+  SocketPair& operator=(const SocketPair&) = delete;
+  void close_a() {
+    if (a >= 0) ::close(a);
+    a = -1;
+  }
+  void close_b() {
+    if (b >= 0) ::close(b);
+    b = -1;
+  }
+  int a = -1;
+  int b = -1;
+};
+
+// The documented wire format: type byte, 32-bit little-endian length, payload.
+std::string frame_bytes(Frame type, const std::string& payload) {
+  std::string out(1, static_cast<char>(type));
+  const auto n = static_cast<std::uint32_t>(payload.size());
+  for (int i = 0; i < 4; ++i) out += static_cast<char>((n >> (8 * i)) & 0xff);
+  return out + payload;
+}
+
+// No Catch2 assertions in here: some tests call these from a second thread.
+bool send_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+// Everything until the end of the stream; nullopt on a read error.
+std::optional<std::string> receive_all(int fd) {
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::nullopt;
+    if (n == 0) return out;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("job spec: every field round-trips, strings with NULs, invalid UTF-8 and newlines included",
+          "[job_protocol]") {
+  const JobSpec want = sample_spec();
+  const JobSpec got = decode_spec(encode_spec(want));
+  CHECK(got.log_dir == want.log_dir);
+  CHECK(got.job_id == want.job_id);
+  CHECK((got.rank_table_json == want.rank_table_json));
+  CHECK(got.rank_table_source == want.rank_table_source);
+  CHECK(got.server_id == want.server_id);
+  CHECK(got.world_size == want.world_size);
+  CHECK(got.command == want.command);
+  CHECK(got.work_dir == want.work_dir);
+  REQUIRE(got.ranks.size() == want.ranks.size());
+  for (std::size_t i = 0; i < want.ranks.size(); ++i) {
+    INFO("rank index " << i);
+    CHECK(got.ranks[i].rank == want.ranks[i].rank);
+    CHECK(got.ranks[i].local_rank == want.ranks[i].local_rank);
+    CHECK(got.ranks[i].physical_device_id == want.ranks[i].physical_device_id);
+    CHECK(got.ranks[i].logical_device_id == want.ranks[i].logical_device_id);
+    CHECK(got.ranks[i].device_ip == want.ranks[i].device_ip);
+  }
+  CHECK((got.environments == want.environments));
+  CHECK(got.supervisor.grace_period == want.supervisor.grace_period);
+  CHECK(got.supervisor.drain_timeout == want.supervisor.drain_timeout);
+  CHECK(got.supervisor.job_timeout == want.supervisor.job_timeout);
+  CHECK(got.supervisor.tracking == want.supervisor.tracking);
+  CHECK(got.console == want.console);
+}
+
+TEST_CASE("job spec: a rank without an environment gets an empty one", "[job_protocol]") {
+  JobSpec spec = sample_spec();
+  spec.environments.resize(1);
+  const JobSpec got = decode_spec(encode_spec(spec));
+  REQUIRE(got.environments.size() == 2);
+  CHECK(got.environments[0] == spec.environments[0]);
+  CHECK(got.environments[1].empty());
+}
+
+TEST_CASE("started event round-trips", "[job_protocol]") {
+  StartedJob want;
+  want.run_dir = "/logs/run-" + with_nul + bad_utf8 + newlines;
+  want.pids = {1, 4242, 4194304};
+  want.tracking = ProcessTracking::sigchld;
+  const StartedJob got = decode_started(encode_started(want));
+  CHECK(got.run_dir == want.run_dir);
+  CHECK(got.pids == want.pids);
+  CHECK(got.tracking == want.tracking);
+
+  const StartedJob empty = decode_started(encode_started(StartedJob{}));
+  CHECK(empty.run_dir.empty());
+  CHECK(empty.pids.empty());
+  CHECK(empty.tracking == ProcessTracking::pidfd);
+}
+
+TEST_CASE("job result: every field round-trips", "[job_protocol]") {
+  SECTION("a failed job with every kind of status") {
+    const JobResult want = sample_result();
+    check_same(decode_result(encode_result(want)), want);
+  }
+  SECTION("a successful job: no first failure") {
+    JobResult want = sample_result();
+    want.first_failure = std::nullopt;
+    want.stop_reason = StopReason::none;
+    want.tracking = ProcessTracking::pidfd;
+    want.leftover_processes_killed = 0;
+    check_same(decode_result(encode_result(want)), want);
+  }
+  SECTION("every stop reason") {
+    for (StopReason reason :
+         {StopReason::none, StopReason::rank_failed, StopReason::requested, StopReason::timed_out}) {
+      JobResult want = sample_result();
+      want.stop_reason = reason;
+      want.first_failure = 2;
+      INFO("stop reason " << static_cast<int>(reason));
+      check_same(decode_result(encode_result(want)), want);
+    }
+  }
+  SECTION("no ranks at all") { check_same(decode_result(encode_result(JobResult{})), JobResult{}); }
+}
+
+TEST_CASE("job result: a first failure beyond the ranks is refused", "[job_protocol]") {
+  JobResult result = sample_result();
+  result.first_failure = result.ranks.size();
+  try {
+    decode_result(encode_result(result));
+    FAIL("accepted");
+  } catch (const SystemError& e) {
+    CHECK(e.os_errno() == EPROTO);
+  }
+}
+
+TEST_CASE("errors come back with their type and details", "[job_protocol]") {
+  // what() is a C string, so no message can hold a NUL; other fields can.
+  SECTION("ConfigError") {
+    const ConfigError original("bad option: " + bad_utf8 + newlines);
+    const auto got = rethrown_as<ConfigError>(encode_error(original));
+    REQUIRE(got);
+    CHECK(std::string(got->what()) == original.what());
+  }
+  SECTION("SpawnError: rank, command, errno and exit code preserved") {
+    const SpawnError original(7, "/no/such " + with_nul + bad_utf8, ENOENT, "rank 7: cannot run: " + newlines);
+    const auto got = rethrown_as<SpawnError>(encode_error(original));
+    REQUIRE(got);
+    CHECK(std::string(got->what()) == original.what());
+    CHECK(got->rank() == 7);
+    CHECK(got->command() == original.command());
+    CHECK(got->os_errno() == ENOENT);
+    CHECK(got->exit_code() == 127);
+    const auto eacces = rethrown_as<SpawnError>(encode_error(SpawnError(0, "x", EACCES, "denied")));
+    REQUIRE(eacces);
+    CHECK(eacces->exit_code() == 126);
+  }
+  SECTION("SystemError: errno preserved, message not repeated") {
+    const SystemError original("connect /run/" + bad_utf8 + newlines, ECONNREFUSED);
+    REQUIRE_THAT(original.what(), Contains(std::strerror(ECONNREFUSED)));
+    const auto got = rethrown_as<SystemError>(encode_error(original));
+    REQUIRE(got);
+    CHECK(got->os_errno() == ECONNREFUSED);
+    CHECK(std::string(got->what()) == original.what());
+    CHECK(RecordingSink::occurrences(got->what(), std::strerror(ECONNREFUSED)) == 1);
+  }
+  SECTION("any other exception becomes davincirun::Error with its message") {
+    const std::runtime_error original("plain failure\n" + bad_utf8);
+    const auto got = rethrown_as<Error>(encode_error(original));
+    REQUIRE(got);
+    CHECK(std::string(got->what()) == original.what());
+  }
+  SECTION("an unlisted davincirun error becomes davincirun::Error too") {
+    const RankTableError original(RankTableError::Kind::missing, "hccl.json", "/server_list", "missing");
+    const auto got = rethrown_as<Error>(encode_error(original));
+    REQUIRE(got);
+    CHECK(std::string(got->what()) == original.what());
+  }
+}
+
+TEST_CASE("truncated payloads and trailing garbage are refused with SystemError", "[job_protocol]") {
+  const auto decode_spec_fn = [](std::string_view d) { decode_spec(d); };
+  const auto decode_started_fn = [](std::string_view d) { decode_started(d); };
+  const auto decode_result_fn = [](std::string_view d) { decode_result(d); };
+  const auto rethrow_fn = [](std::string_view d) { rethrow_error(d); };
+  StartedJob started;
+  started.run_dir = newlines;
+  started.pids = {10, 11};
+  CHECK(malformed_not_refused(encode_spec(sample_spec()), decode_spec_fn).empty());
+  CHECK(malformed_not_refused(encode_started(started), decode_started_fn).empty());
+  CHECK(malformed_not_refused(encode_result(sample_result()), decode_result_fn).empty());
+  CHECK(malformed_not_refused(encode_error(ConfigError("c")), rethrow_fn).empty());
+  CHECK(malformed_not_refused(encode_error(SpawnError(1, "cmd", ENOENT, "m")), rethrow_fn).empty());
+  // errno EACCES, not EPROTO: a truncated payload cannot pass for the real error.
+  CHECK(malformed_not_refused(encode_error(SystemError("op", EACCES)), rethrow_fn).empty());
+  CHECK(malformed_not_refused(encode_error(std::runtime_error("r")), rethrow_fn).empty());
+}
+
+TEST_CASE("corrupt counts and out-of-range enums are refused", "[job_protocol]") {
+  const auto refused = [](const std::function<void()>& decode) {
+    try {
+      decode();
+    } catch (const SystemError& e) {
+      return e.os_errno() == EPROTO;
+    }
+    return false;
+  };
+  const JobSpec spec = sample_spec();
+  const std::string payload = encode_spec(spec);
+  SECTION("a huge element count does not allocate, it is refused") {
+    // The command's count follows five strings (8-byte length + bytes) and world_size.
+    std::size_t offset = 8;
+    for (const std::string* s : {&spec.log_dir, &spec.job_id, &spec.rank_table_json, &spec.rank_table_source,
+                                 &spec.server_id}) {
+      offset += 8 + s->size();
+    }
+    REQUIRE(static_cast<unsigned char>(payload[offset]) == spec.command.size());
+    std::string corrupt = payload;
+    for (std::size_t i = 0; i < 8; ++i) corrupt[offset + i] = '\xff';
+    CHECK(refused([&] { decode_spec(corrupt); }));
+    corrupt[offset + 7] = '\x01';  // 2^56 + ...: still far beyond the payload
+    CHECK(refused([&] { decode_spec(corrupt); }));
+  }
+  SECTION("a tracking value beyond the enum") {
+    std::string corrupt = payload;
+    corrupt[payload.size() - 16] = 3;  // tracking, then console: the last two 8-byte fields
+    CHECK(refused([&] { decode_spec(corrupt); }));
+  }
+  SECTION("a console route beyond the enum") {
+    std::string corrupt = payload;
+    corrupt[payload.size() - 8] = 3;
+    CHECK(refused([&] { decode_spec(corrupt); }));
+  }
+  SECTION("a started event's tracking beyond the enum") {
+    std::string corrupt = encode_started(StartedJob{});
+    corrupt[corrupt.size() - 8] = 7;
+    CHECK(refused([&] { decode_started(corrupt); }));
+  }
+}
+
+TEST_CASE("write_frame writes the type byte, the little-endian length and the payload", "[job_protocol]") {
+  SocketPair pair;
+  const std::string small = with_nul + bad_utf8;
+  const std::string large = pattern_bytes(300'000);  // above 4096: header and payload sent apart
+  std::optional<std::string> received;
+  {
+    // Read concurrently: the large frame exceeds the socket buffer.
+    Joined reader([&] { received = receive_all(pair.b); });
+    CHECK(write_frame(pair.a, Frame::notice, small));
+    CHECK(write_frame(pair.a, Frame::lines, large));
+    CHECK(write_frame(pair.a, Frame::result, ""));
+    pair.close_a();
+  }
+  const std::string expected =
+      frame_bytes(Frame::notice, small) + frame_bytes(Frame::lines, large) + frame_bytes(Frame::result, "");
+  REQUIRE(received);
+  CHECK(received->size() == expected.size());
+  CHECK((*received == expected));
+  CHECK(received->substr(0, 5) == "N"s + static_cast<char>(small.size()) + "\0\0\0"s);
+}
+
+TEST_CASE("FrameReader reassembles frames that arrive one byte at a time, then sees a clean end",
+          "[job_protocol]") {
+  SocketPair pair;
+  const std::vector<std::pair<Frame, std::string>> frames{
+      {Frame::spec, with_nul + bad_utf8 + newlines},
+      {Frame::started, ""},
+      {Frame::lines, all_bytes},
+      {Frame::error, "\0"s},
+      {Frame::result, std::string(70'000, 'r')},  // bigger than one read() of the reader
+  };
+  std::string stream;
+  for (const auto& [type, payload] : frames) stream += frame_bytes(type, payload);
+  std::vector<std::pair<Frame, std::string>> got;
+  bool clean_end = false;
+  bool sent = true;
+  {
+    Joined writer([&] {
+      // Byte by byte for the first frames, so the reader sees every split
+      // (inside the header, inside the payload); then in large pieces.
+      const std::size_t bytewise = stream.size() - frames.back().second.size() - 5;
+      for (std::size_t i = 0; i < bytewise; ++i) {
+        sent = sent && send_all(pair.a, std::string_view(stream).substr(i, 1));
+        if (i % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      sent = sent && send_all(pair.a, std::string_view(stream).substr(bytewise, 3));  // a split header
+      std::this_thread::sleep_for(1ms);
+      sent = sent && send_all(pair.a, std::string_view(stream).substr(bytewise + 3));
+      pair.close_a();
+    });
+    FrameReader reader(pair.b);
+    Frame type{};
+    std::string payload;
+    while (reader.next(type, payload)) got.emplace_back(type, payload);
+    clean_end = true;
+    CHECK(reader.take_buffered().empty());
+  }
+  CHECK(sent);
+  CHECK(clean_end);
+  REQUIRE(got.size() == frames.size());
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    INFO("frame " << i);
+    CHECK(got[i].first == frames[i].first);
+    CHECK((got[i].second == frames[i].second));
+  }
+}
+
+TEST_CASE("FrameReader: a stream cut inside a frame throws SystemError", "[job_protocol]") {
+  SocketPair pair;
+  std::string partial;
+  SECTION("inside the header") { partial = frame_bytes(Frame::notice, "hello").substr(0, 3); }
+  SECTION("inside the payload") { partial = frame_bytes(Frame::notice, "hello").substr(0, 7); }
+  SECTION("after a whole frame, inside the next header") {
+    partial = frame_bytes(Frame::notice, "hello") + frame_bytes(Frame::lines, "x").substr(0, 1);
+  }
+  REQUIRE(send_all(pair.a, partial));
+  pair.close_a();
+  FrameReader reader(pair.b);
+  Frame type{};
+  std::string payload;
+  if (partial.size() > 10) {
+    REQUIRE(reader.next(type, payload));
+    CHECK(payload == "hello");
+  }
+  try {
+    reader.next(type, payload);
+    FAIL("no error for a stream cut inside a frame");
+  } catch (const SystemError& e) {
+    CHECK(e.os_errno() == EPIPE);
+  }
+}
+
+TEST_CASE("FrameReader: an empty stream is a clean end; bytes after a frame are handed over",
+          "[job_protocol]") {
+  SocketPair pair;
+  FrameReader reader(pair.b);
+  Frame type{};
+  std::string payload;
+  SECTION("nothing at all") {
+    pair.close_a();
+    CHECK_FALSE(reader.next(type, payload));
+  }
+  SECTION("a spec frame followed by one-byte commands in the same write") {
+    const std::string commands{command_stop, command_forward, static_cast<char>(SIGUSR1)};
+    REQUIRE(send_all(pair.a, frame_bytes(Frame::spec, "spec") + commands));
+    REQUIRE(reader.next(type, payload));
+    CHECK(type == Frame::spec);
+    CHECK(payload == "spec");
+    CHECK(reader.take_buffered() == commands);
+    CHECK(reader.take_buffered().empty());
+  }
+}
+
+TEST_CASE("FrameReader refuses a length beyond max_frame_bytes", "[job_protocol]") {
+  SocketPair pair;
+  std::string header(1, static_cast<char>(Frame::lines));
+  const std::uint32_t n = max_frame_bytes + 1;
+  for (int i = 0; i < 4; ++i) header += static_cast<char>((n >> (8 * i)) & 0xff);
+  REQUIRE(send_all(pair.a, header));
+  FrameReader reader(pair.b);
+  Frame type{};
+  std::string payload;
+  try {
+    reader.next(type, payload);
+    FAIL("accepted a length of " << n);
+  } catch (const SystemError& e) {
+    CHECK(e.os_errno() == EPROTO);
+  }
+}
+
+TEST_CASE("write_frame to a closed peer returns false, and SIGPIPE does not kill the process",
+          "[job_protocol]") {
+  SignalDisposition default_sigpipe(SIGPIPE, SIG_DFL);  // a SIGPIPE would end this test binary
+  SocketPair pair;
+  SECTION("peer closed before a small frame") {
+    pair.close_b();
+    CHECK_FALSE(write_frame(pair.a, Frame::notice, "hello"));
+  }
+  SECTION("peer closed before a large frame") {
+    pair.close_b();
+    CHECK_FALSE(write_frame(pair.a, Frame::lines, pattern_bytes(100'000)));
+  }
+  SECTION("peer closes while a large frame is blocked in send()") {
+    bool written = true;
+    {
+      Joined closer([&] {
+        std::this_thread::sleep_for(50ms);
+        pair.close_b();
+      });
+      written = write_frame(pair.a, Frame::lines, pattern_bytes(8 << 20));
+    }
+    CHECK_FALSE(written);
+  }
+  CHECK_FALSE(write_frame(pair.a, Frame::result, ""));  // and again, on the dead socket
+}
