@@ -35,9 +35,77 @@ constexpr std::string_view ip_placeholder = "-.-.-.-";
 // any rank table, before it can use much memory.
 struct TooDeep {};
 
-const auto limit_depth = [](int depth, Json::parse_event_t, Json&) {
-  if (depth > max_nesting) throw TooDeep{};
-  return true;
+// Thrown from the parser callback at the second occurrence of a key in one
+// object, of which nlohmann would silently keep one value.
+struct RepeatedKey {
+  std::string pointer;
+  std::string key;
+};
+
+// The parser callback: limits the nesting and refuses repeated keys as the text
+// is read. It follows where the parser is (the member or element being read in
+// each open container) only to give the repeated key's pointer.
+class ParseGuard {
+ public:
+  // `depth` counts the containers open around the event (the object itself for a key).
+  bool operator()(int depth, Json::parse_event_t event, Json& parsed) {
+    if (depth > max_nesting) throw TooDeep{};
+    const auto level = static_cast<std::size_t>(depth);
+    switch (event) {
+      case Json::parse_event_t::object_start:
+      case Json::parse_event_t::array_start:
+        begin_element(level);
+        open(level, event == Json::parse_event_t::object_start);
+        break;
+      case Json::parse_event_t::key:
+        add_key(level - 1, parsed.get_ref<const std::string&>());
+        break;
+      case Json::parse_event_t::value:
+        begin_element(level);
+        break;
+      default:  // a closed container's frame is reused by the next one at its depth
+        break;
+    }
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool object = false;
+    std::size_t elements = 0;        // an array's elements begun so far
+    std::vector<std::string> keys;   // an object's keys so far; the last is being read
+  };
+
+  void begin_element(std::size_t level) {
+    if (level > 0 && !frames_[level - 1].object) ++frames_[level - 1].elements;
+  }
+
+  // Frames are cleared rather than freed: short keys then cost no allocation.
+  void open(std::size_t level, bool object) {
+    if (frames_.size() <= level) frames_.resize(level + 1);  // at most max_nesting + 1
+    Frame& frame = frames_[level];
+    frame.object = object;
+    frame.elements = 0;
+    frame.keys.clear();
+  }
+
+  // A linear search, as nlohmann's ordered_map does for the same insertion:
+  // rank table objects have a handful of keys.
+  void add_key(std::size_t level, const std::string& key) {
+    std::vector<std::string>& keys = frames_[level].keys;
+    if (std::find(keys.begin(), keys.end(), key) != keys.end()) {
+      std::string pointer;
+      for (std::size_t i = 0; i < level; ++i) {
+        const Frame& outer = frames_[i];
+        pointer = outer.object ? child(pointer, outer.keys.back())
+                               : child(pointer, outer.elements - 1);
+      }
+      throw RepeatedKey{child(pointer, key), key};
+    }
+    keys.push_back(key);
+  }
+
+  std::vector<Frame> frames_;  // one per open container, outermost first
 };
 
 // "[json.exception.parse_error.101] parse error at line 1, column 9: syntax error
@@ -54,11 +122,11 @@ std::string short_reason(std::string_view what) {
 
 std::optional<std::string> top_level_status(std::string_view text) {
   try {
-    const Json doc = Json::parse(text.begin(), text.end(), limit_depth);  // skips a BOM itself
+    const Json doc = Json::parse(text.begin(), text.end(), ParseGuard{});  // skips a BOM itself
     const auto it = doc.is_object() ? doc.find("status") : doc.end();
     if (it == doc.end() || !it->is_string()) return std::nullopt;
     return it->get<std::string>();
-  } catch (...) {  // not JSON, too deep, out of memory: no status to read
+  } catch (...) {  // not JSON, too deep, a repeated key, out of memory: no status to read
     return std::nullopt;
   }
 }
@@ -70,7 +138,7 @@ std::optional<std::string> top_level_status(std::string_view text) {
 Json Checker::parse(std::string_view file, std::size_t skipped) const {
   Json doc;
   try {
-    doc = Json::parse(file.begin(), file.end(), limit_depth);
+    doc = Json::parse(file.begin(), file.end(), ParseGuard{});
   } catch (const Json::parse_error& e) {
     // e.byte counts the bytes read, the offending one included (one past the end at end of input).
     const std::size_t offset = e.byte == 0 ? 0 : e.byte - 1;
@@ -79,6 +147,11 @@ Json Checker::parse(std::string_view file, std::size_t skipped) const {
   } catch (const TooDeep&) {
     fail(Kind::syntax, std::nullopt,
          fmt::format("not a rank table: JSON nested more than {} levels deep", max_nesting));
+  } catch (const RepeatedKey& repeated) {
+    fail(Kind::duplicate, repeated.pointer,
+         fmt::format("the key {} appears twice in the same object; a rank table must not "
+                     "repeat keys",
+                     describe(Json(repeated.key))));
   }
   // nlohmann takes a NUL byte for the end of the input and ignores what follows it.
   if (const auto nul = file.find('\0'); nul != std::string_view::npos) {

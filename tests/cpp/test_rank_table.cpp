@@ -34,6 +34,16 @@ Json two_servers() {
         {"device_id": "1", "device_ip": "192.2.12.10", "rank_id": "3"}]}]})");
 }
 
+// The text of `doc` with `key` written a second time, last, in the object at
+// `object` (a Json cannot hold a repeated key; the text can).
+std::string with_repeated_key(Json doc, const std::string& object, const std::string& key,
+                              const Json& value) {
+  doc[at(object)]["@repeat@"] = value;
+  std::string text = doc.dump();
+  const std::string placeholder = "\"@repeat@\"";
+  return text.replace(text.find(placeholder), placeholder.size(), Json(key).dump());
+}
+
 }  // namespace
 
 TEST_CASE("a valid table is read into servers and devices in file order", "[rank_table]") {
@@ -125,6 +135,79 @@ TEST_CASE("a syntax error names line, column and byte", "[rank_table]") {
   e = parse_error(std::string("{\n  \"version\": \"1.0\",\n  \"server_list\": [\n"));
   CHECK(e.kind() == Kind::syntax);
   CHECK_THAT(e.detail(), Contains("line 4, column 1") && Contains("end of input"));
+}
+
+TEST_CASE("a key repeated in one object is refused where it repeats", "[rank_table]") {
+  Json unknown = two_servers();
+  unknown[at("/server_list/0/device/0/vendor~1x")] = {{"a/b~c", 1}};
+  struct Case {
+    const char* where;
+    Json doc;
+    std::string object;  // where the key is repeated
+    std::string key;
+    std::string pointer;  // expected
+  };
+  const Case cases[] = {
+      {"top level", two_servers(), "", "server_list", "/server_list"},
+      {"server", two_servers(), "/server_list/1", "server_id", "/server_list/1/server_id"},
+      {"device", two_servers(), "/server_list/0/device/1", "rank_id",
+       "/server_list/0/device/1/rank_id"},
+      {"0.1 device", corpus_doc("valid/v0_two_pods_out_of_order.json"),
+       "/group_list/0/instance_list/1/devices/2", "device_id",
+       "/group_list/0/instance_list/1/devices/2/device_id"},
+      {"0.1 pod", corpus_doc("valid/v0_two_pods_out_of_order.json"),
+       "/group_list/0/instance_list/0", "pod_name", "/group_list/0/instance_list/0/pod_name"},
+      {"1.2 super pod", corpus_doc("valid/v1_2_superpod_two_pods.json"), "/super_pod_list/1",
+       "super_pod_id", "/super_pod_list/1/super_pod_id"},
+      {"1.2 super pod server", corpus_doc("valid/v1_2_superpod_two_pods.json"),
+       "/super_pod_list/0/server_list/0", "server_id", "/super_pod_list/0/server_list/0/server_id"},
+      {"unknown field, escaped", unknown, "/server_list/0/device/0/vendor~1x", "a/b~c",
+       "/server_list/0/device/0/vendor~1x/a~1b~0c"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.where);
+    // The same value again: only the repetition is wrong.
+    const Json& value = c.doc.at(at(c.object)).at(c.key);
+    const auto e = parse_error(with_repeated_key(c.doc, c.object, c.key, value));
+    CHECK(e.kind() == Kind::duplicate);
+    CHECK(e.pointer() == some(c.pointer));
+    CHECK_THAT(e.detail(), Contains("the key " + Json(c.key).dump() + " appears twice"));
+  }
+
+  const auto e = parse_error(with_repeated_key(two_servers(), "/server_list/0/device/1",
+                                               "rank_id", "5"));
+  CHECK(e.detail() ==
+        R"(the key "rank_id" appears twice in the same object; a rank table must not repeat keys)");
+  CHECK_THAT(std::string(e.what()),
+             Contains("test.json: /server_list/0/device/1/rank_id: the key \"rank_id\""));
+
+  // Indices count every element (scalars, arrays and objects) of nested arrays.
+  const std::string nested = R"({"version": "1.0", "x": [1, [], {"k": 1}, [null, [{"": 1, "": 2}]]],
+                                 "server_list": []})";
+  CHECK(parse_error(nested).pointer() == some("/x/3/1/0/"));
+}
+
+TEST_CASE("the same key in different objects is not a repeat", "[rank_table]") {
+  // Every device has a rank_id; a key may also come back in nested and sibling objects.
+  Json doc = two_servers();
+  doc["x"] = Json::parse(R"({"x": {"x": [{"x": 1, "y": 2}, {"y": 1, "x": 2}], "y": {"x": 3}}})");
+  doc[at("/server_list/0/server_list")] = Json::parse(R"([{"server_id": "a"}])");
+  // Keys equal up to a NUL byte differ.
+  doc["y"] = Json::parse(R"({"a\u0000b": 1, "a\u0000c": 2, "a": 3})");
+  CHECK(parse_doc(doc).world_size == 4);
+}
+
+TEST_CASE("a repeated key is found while parsing: before shape checks, after earlier syntax",
+          "[rank_table]") {
+  Json doc = two_servers();
+  doc["server_count"] = "x";                           // a bad value, earlier in the document
+  doc[at("/server_list/0/device/0")].erase("rank_id");  // a missing field, earlier too
+  const std::string text = with_repeated_key(doc, "/server_list/1", "device", Json::array());
+  CHECK(parse_error(text).kind() == Kind::duplicate);
+  // A syntax error later in the text comes after it; one earlier, before.
+  CHECK(parse_error(text.substr(0, text.size() - 2)).kind() == Kind::duplicate);
+  const std::string early_syntax = "{\"version\": tru, " + text.substr(1);
+  CHECK(parse_error(early_syntax).kind() == Kind::syntax);
 }
 
 TEST_CASE("hostile input becomes a RankTableError, never a crash", "[rank_table]") {

@@ -162,6 +162,14 @@ TEST_CASE("waiting: any other error ends the wait at once", "[rank_table]") {
   CHECK(wait.messages.empty());
   // Not a regular file: no waiting either.
   CHECK(error_of([&] { wait_for_rank_table("/dev/null", wait.options); }).kind() == Kind::io);
+  // A status given twice is not read as either one.
+  TempDir dir;
+  write_file(dir / "hccl.json", R"({"status": "completed", "status": "initializing"})");
+  const auto repeated = error_of([&] { wait_for_rank_table(dir / "hccl.json", wait.options); });
+  CHECK(repeated.kind() == Kind::duplicate);
+  CHECK(repeated.pointer() == some("/status"));
+  CHECK(seconds_since(start) < 1);
+  CHECK(wait.messages.empty());
 }
 
 TEST_CASE("waiting: the timeout names the file, the time and the last state", "[rank_table]") {

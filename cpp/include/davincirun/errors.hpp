@@ -30,7 +30,7 @@ class RankTableError : public Error {
     shape,         ///< a value has the wrong JSON type (object, array, string...)
     missing,       ///< a required field is absent
     bad_value,     ///< a value has the right type but is not acceptable
-    duplicate,     ///< a value that must be unique appears twice
+    duplicate,     ///< a value that must be unique appears twice, or a key twice in one object
     inconsistent,  ///< table-wide rules (rank numbering, server_count, blocks)
     unsupported,   ///< a format or version this launcher does not read
   };

@@ -12,7 +12,8 @@
 //
 // Rules checked (HCCL and MindSpore, see docs/rank-tables.md), reported in this
 // precedence when a table has several problems:
-//   1. JSON syntax;
+//   1. JSON syntax, including a key repeated in one object (kind duplicate,
+//      found while the text is read);
 //   2. each element's shape, types and required fields, in document order;
 //   3. uniqueness: server_id, then device_id within a server, then rank_id,
 //      then device_ip; then (1.2) super_pod_id, a server in super_pod_list,
