@@ -30,6 +30,11 @@ fi
 "$PYTHON" -m pip install -q "scikit-build-core>=0.10" "pybind11>=2.12" "cmake>=3.15" ninja pytest scikit-learn
 "$PYTHON" -c "import torch" 2>/dev/null || "$PYTHON" -m pip install -q torch==2.13.0
 
-# The package itself: the C++ core, the `davincirun` command and the Python module.
-echo "setup: building and installing davincirunsdk (about two minutes the first time)"
-"$PYTHON" -m pip install -q --no-build-isolation .
+# The package itself (the C++ core, the `davincirun` command, the supervisor
+# program and the Python module), built once as a wheel (incrementally, in
+# build/notebook-env/cmake-build) by notebook_env.sh, which also installs it
+# into the two notebook-test venvs (ipykernel 6 and 7); then into $PYTHON.
+echo "setup: building davincirunsdk and the notebook test kernels (minutes the first time)"
+PYTHON="$PYTHON" bash scripts/notebook_env.sh
+wheel=$(ls build/notebook-env/wheel/davincirunsdk-*.whl)
+"$PYTHON" -m pip install -q --no-deps --force-reinstall "$wheel"

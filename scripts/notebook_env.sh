@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# Sets up what tests/python/test_notebook.py needs to run real notebooks in
+# real Jupyter kernels, against ipykernel 6 and ipykernel 7 (their rules for
+# output printed from background threads differ):
+#
+#   build/notebook-env/wheel/          one davincirunsdk wheel, built from this tree
+#   build/notebook-env/cmake-build/    its own incremental CMake build directory
+#   build/notebook-env/ipykernel6/     a venv: ipykernel>=6.29,<7 + that wheel
+#   build/notebook-env/ipykernel7/     a venv: ipykernel>=7,<8   + that wheel
+#   build/notebook-env/kernels/share/jupyter/kernels/davincirun-ipykernel{6,7}/
+#                                      one kernelspec per venv (JUPYTER_PATH=
+#                                      build/notebook-env/kernels/share/jupyter)
+#
+# and nbclient + nbformat in $PYTHON (python3), which runs the notebooks.
+#
+# Safe to run again: each step checks what is there (a digest of the sources
+# the wheel was built from, the wheel's sha256 and the ipykernel requirement
+# recorded in each venv, the kernelspec's interpreter) and skips what is done,
+# so a second run takes a few seconds. After editing the package (C++ or
+# Python), run it again: the wheel is rebuilt incrementally and reinstalled.
+#
+#   bash scripts/notebook_env.sh            set up / bring up to date
+#   bash scripts/notebook_env.sh --digest   print the digest of the wheel's sources
+#   bash scripts/notebook_env.sh --clean    remove build/notebook-env
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$(pwd)
+PYTHON=${PYTHON:-python3}
+ENV_DIR=$REPO/build/notebook-env
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+export PIP_ROOT_USER_ACTION=ignore
+export PIP_BREAK_SYSTEM_PACKAGES=1  # $PYTHON may be Debian's own (PEP 668)
+
+# ipykernel major version -> requirement installed in its venv.
+declare -A IPYKERNEL_REQUIREMENT=(
+  [6]="ipykernel>=6.29,<7"
+  [7]="ipykernel>=7,<8"
+)
+KERNEL_PREFIX=davincirun-ipykernel
+
+# The wheel gets its own build directory: setup.sh's `pip install .` uses
+# build/<wheel tag>, and two builds must not share one.
+WHEEL_SETTINGS=(
+  -C "build-dir=$ENV_DIR/cmake-build"
+)
+
+# What the wheel is built from (pyproject.toml's wheel.packages, the CMake
+# project, the metadata files) plus how it is built.
+source_digest() {
+  {
+    printf '%s\n' "${WHEEL_SETTINGS[@]}"
+    find CMakeLists.txt cmake cpp python pyproject.toml README.md LICENSE -type f \
+      ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
+  } | sha256sum | cut -c1-64
+}
+
+case "${1:-}" in
+  --digest) source_digest; exit 0 ;;
+  --clean) rm -rf "$ENV_DIR"; echo "notebook-env: removed $ENV_DIR"; exit 0 ;;
+  "") ;;
+  *) echo "usage: $0 [--digest|--clean]" >&2; exit 2 ;;
+esac
+
+mkdir -p "$ENV_DIR"
+exec 9>"$ENV_DIR/.lock"
+flock 9  # two runs at once wait for each other
+started=$SECONDS
+say() { echo "notebook-env: $*"; }
+# Runs a command, hiding two harmless warnings: pip's about a configured
+# find-links/index location missing on this machine, and ipykernel's about
+# installing a kernelspec outside the default search path (on purpose).
+quiet() {
+  "$@" 2> >(grep -v -e 'is ignored: it is neither a file nor a directory' \
+    -e 'The kernelspec may not be found' >&2)
+}
+# The real interpreter behind $PYTHON (a pyenv shim costs a fraction of a
+# second per call).
+PYTHON_EXE=$("$PYTHON" -c 'import sys; print(sys.executable)')
+
+# 1. The runner side: nbclient and nbformat in $PYTHON.
+runner_versions() {
+  "$PYTHON_EXE" -c '
+import importlib.metadata as m, importlib.util as u
+print(" ".join(m.version(n) if u.find_spec(n) else "-" for n in ("nbclient", "nbformat", "jupyter_client")))'
+}
+read -r nbclient_v nbformat_v jupyter_client_v < <(runner_versions)
+if [[ $nbclient_v == - || $nbformat_v == - ]]; then
+  say "runner $PYTHON_EXE: installing nbclient nbformat"
+  quiet "$PYTHON_EXE" -m pip install -q nbclient nbformat
+  read -r nbclient_v nbformat_v jupyter_client_v < <(runner_versions)
+  state=installed
+else
+  state="already installed"
+fi
+say "runner $PYTHON_EXE: nbclient $nbclient_v, nbformat $nbformat_v, jupyter_client $jupyter_client_v ($state)"
+
+# 2. One davincirunsdk wheel, rebuilt only when its sources changed.
+digest=$(source_digest)
+wheel_dir=$ENV_DIR/wheel
+shopt -s nullglob
+wheels=("$wheel_dir"/davincirunsdk-*.whl)
+if ((${#wheels[@]} == 1)) && [[ -f $wheel_dir/SOURCE_DIGEST && $(<"$wheel_dir/SOURCE_DIGEST") == "$digest" ]]; then
+  say "wheel: ${wheels[0]#"$REPO"/} is up to date with the sources"
+else
+  say "wheel: building from $REPO (compiles the C++ core: minutes the first time, incremental later)"
+  rm -rf "$wheel_dir.new"
+  t0=$SECONDS
+  quiet "$PYTHON_EXE" -m pip wheel -q --no-build-isolation --no-deps "${WHEEL_SETTINGS[@]}" -w "$wheel_dir.new" "$REPO"
+  # The digest taken before the build: a source edited during the build
+  # makes the next run build again.
+  echo "$digest" >"$wheel_dir.new/SOURCE_DIGEST"
+  rm -rf "$wheel_dir"
+  mv "$wheel_dir.new" "$wheel_dir"
+  wheels=("$wheel_dir"/davincirunsdk-*.whl)
+  say "wheel: built ${wheels[0]#"$REPO"/} in $((SECONDS - t0)) s"
+fi
+((${#wheels[@]} == 1)) || { echo "notebook-env: expected one wheel in $wheel_dir" >&2; exit 1; }
+wheel=${wheels[0]}
+wheel_sha=$(sha256sum "$wheel" | cut -c1-64)
+
+# 3. One venv and kernelspec per ipykernel major version.
+# Prints: ipykernel version, davincirunsdk version ("-" when it cannot be
+# imported), IPython version, jupyter_client version.
+venv_versions() {
+  "$1" -c '
+import importlib.metadata as m, importlib.util as u
+def v(name):
+    try:
+        return m.version(name) if u.find_spec(name) else "-"
+    except Exception:
+        return "-"
+try:
+    import davincirunsdk._core
+    core = v("davincirunsdk")
+except Exception:
+    core = "-"
+print(v("ipykernel"), core, v("IPython"), v("jupyter_client"))' 2>/dev/null || echo "- - - -"
+}
+
+for major in 6 7; do
+  venv=$ENV_DIR/ipykernel$major
+  vpy=$venv/bin/python
+  requirement=${IPYKERNEL_REQUIREMENT[$major]}
+  name=$KERNEL_PREFIX$major
+  did=()
+
+  if ! [[ -x $vpy ]] || ! "$vpy" -c pass 2>/dev/null; then
+    say "$name: creating venv ${venv#"$REPO"/}"
+    rm -rf "$venv"
+    "$PYTHON_EXE" -m venv "$venv"
+    did+=("venv created")
+  fi
+  read -r ipykernel_v dvr_v ipython_v jc_v < <(venv_versions "$vpy")
+
+  if [[ $ipykernel_v == - || ${ipykernel_v%%.*} != "$major" || ! -f $venv/.ipykernel-requirement \
+    || $(<"$venv/.ipykernel-requirement") != "$requirement" ]]; then
+    say "$name: installing $requirement"
+    quiet "$vpy" -m pip install -q "$requirement"
+    echo "$requirement" >"$venv/.ipykernel-requirement"
+    did+=("ipykernel installed")
+  fi
+
+  if [[ $dvr_v == - || ! -f $venv/.davincirunsdk-wheel || $(<"$venv/.davincirunsdk-wheel") != "$wheel_sha" ]]; then
+    say "$name: installing ${wheel#"$REPO"/}"
+    # Every build has the same version number: force the reinstall.
+    quiet "$vpy" -m pip install -q --force-reinstall --no-deps "$wheel"
+    echo "$wheel_sha" >"$venv/.davincirunsdk-wheel"
+    did+=("wheel installed")
+  fi
+
+  spec=$ENV_DIR/kernels/share/jupyter/kernels/$name/kernel.json
+  if ! [[ -f $spec ]] || ! grep -qF "\"$vpy\"" "$spec"; then
+    say "$name: registering the kernelspec"
+    quiet "$vpy" -m ipykernel install --prefix "$ENV_DIR/kernels" --name "$name" \
+      --display-name "Python 3 (davincirunsdk, ipykernel $major)" >/dev/null
+    did+=("kernelspec registered")
+  fi
+
+  ((${#did[@]})) && read -r ipykernel_v dvr_v ipython_v jc_v < <(venv_versions "$vpy")
+  if [[ ${ipykernel_v%%.*} != "$major" || $dvr_v == - ]]; then
+    echo "notebook-env: $name: the venv is not usable (ipykernel $ipykernel_v, davincirunsdk $dvr_v)" >&2
+    exit 1
+  fi
+  summary="ipykernel $ipykernel_v, IPython $ipython_v, jupyter_client $jc_v, davincirunsdk $dvr_v"
+  if ((${#did[@]})); then
+    say "$name: $summary ($(IFS=,; echo "${did[*]}" | sed 's/,/, /g'))"
+  else
+    say "$name: $summary (up to date)"
+  fi
+done
+
+say "kernelspecs: ${ENV_DIR#"$REPO"/}/kernels/share/jupyter/kernels (JUPYTER_PATH=$ENV_DIR/kernels/share/jupyter)"
+say "done in $((SECONDS - started)) s"

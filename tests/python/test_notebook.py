@@ -1,0 +1,151 @@
+"""The Python API inside real notebooks: real kernels (ipykernel 6 and 7, from
+scripts/notebook_env.sh) run by nbclient, the ranks started by the kernel's
+own interpreter."""
+
+import os
+import time
+
+from conftest import MARKER_VARIABLE, processes_with_marker
+from notebook_support import (  # noqa: F401  (kernel_name is a fixture)
+    cell_errors,
+    cell_text,
+    execute_notebook,
+    iopub_stats,
+    kernel_name,
+    kernel_python,
+)
+
+IMPORTS = "import os, sys, time\nfrom davincirunsdk import start_and_wait_distributed_train, start_distributed_train"
+
+# Each rank prints three lines and the interpreter it runs.
+THREE_LINES = (
+    "import os, sys\n"
+    "rank = os.environ['RANK_ID']\n"
+    "print('interpreter', sys.executable)\n"
+    "for i in range(3):\n"
+    "    print('line %d of rank %s' % (i, rank))\n"
+)
+
+# Rank 1 prints its last words and exits 3; the others sleep until stopped.
+RANK1_FAILS = (
+    "import os, sys, time\n"
+    "if os.environ['RANK_ID'] == '1':\n"
+    "    time.sleep(0.3)\n"
+    "    for i in range(3):\n"
+    "        print('last words %d' % i)\n"
+    "    sys.exit(3)\n"
+    "time.sleep(120)\n"
+)
+
+
+def launch_call(function, code, table, log_dir, env, **kwargs):
+    """Source of a call `function([sys.executable, '-c', code], ...)` for a
+    cell; every value goes in through repr()."""
+    extra = "".join(", %s=%r" % item for item in sorted(kwargs.items()))
+    return "%s([sys.executable, '-c', %r], rank_table=%r, log_dir=%r, env=%r%s)" % (
+        function, code, table, log_dir, env, extra)
+
+
+def assert_no_process_left(marker, within=5.0):
+    deadline = time.monotonic() + within
+    left = processes_with_marker(marker)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = processes_with_marker(marker)
+    assert left == [], "processes of the notebook's job still alive: %s" % left
+
+
+def test_rank_output_lands_in_the_calling_cell_only(kernel_name, tmp_path, rank_table, job_env):
+    call = launch_call("start_and_wait_distributed_train", THREE_LINES, rank_table(2), str(tmp_path / "log"),
+                       job_env, output_notebook=True)
+    messages = []
+    nb = execute_notebook(
+        [IMPORTS, "code = " + call + "\nprint('returned', code)", "print('a later cell')"],
+        kernel_name, cwd=tmp_path, iopub=messages,
+    )
+    assert [cell_errors(cell) for cell in nb.cells] == [[], [], []]
+    lines = cell_text(nb.cells[1]).splitlines()
+    python = kernel_python(kernel_name)
+    for rank in range(2):
+        # The ranks run the kernel's interpreter (its venv), as sys.executable says.
+        assert "[rank %d] interpreter %s" % (rank, python) in lines
+        mine = [line for line in lines if line.startswith("[rank %d] line " % rank)]
+        assert mine == ["[rank %d] line %d of rank %d" % (rank, i, rank) for i in range(3)]
+    assert lines[-1] == "returned 0"
+    assert len(lines) == 2 * 4 + 1
+    assert cell_text(nb.cells[2]) == "a later cell\n"
+    assert "[rank" not in cell_text(nb.cells[0])
+
+    # The same lines, as the kernel sent them: stream messages of cell 1,
+    # every one of them shown in that cell.
+    streams = [m for m in messages if m.msg_type == "stream" and m.cell_index == 1]
+    assert streams and all(m.delivered for m in streams)
+    assert "".join(m.text for m in streams) == cell_text(nb.cells[1], streams=("stdout",))
+    stats = iopub_stats(messages, cell_index=1)
+    assert stats["count"] == len(streams) and stats["wire_bytes"] > stats["text_bytes"] > 0
+    assert processes_with_marker(job_env[MARKER_VARIABLE]) == []
+
+
+def test_failing_rank_raises_in_its_cell_and_the_next_cell_runs(kernel_name, tmp_path, rank_table, job_env):
+    call = launch_call("start_and_wait_distributed_train", RANK1_FAILS, rank_table(2), str(tmp_path / "log"),
+                       job_env, output_notebook=True)
+    nb = execute_notebook([IMPORTS, call, "print('still alive')"], kernel_name, cwd=tmp_path, allow_errors=True)
+    assert cell_errors(nb.cells[0]) == []
+    [(ename, evalue, traceback)] = cell_errors(nb.cells[1])
+    assert ename == "DistributedRuntimeError"
+    assert "rank 1" in evalue and "exit code 3" in evalue
+    assert "rank_1.device_1.log" in evalue
+    assert all("last words %d" % i in evalue for i in range(3))  # the end of its log
+    assert "DistributedRuntimeError" in traceback and "last words 2" in traceback
+    # Its live output came first, in the same cell.
+    assert "[rank 1] last words 2" in cell_text(nb.cells[1]).splitlines()
+    assert cell_errors(nb.cells[2]) == [] and cell_text(nb.cells[2]) == "still alive\n"
+    assert processes_with_marker(job_env[MARKER_VARIABLE]) == []
+
+
+def test_shutting_the_kernel_down_stops_a_job_nobody_waited_for(kernel_name, tmp_path, rank_table, job_env):
+    sleeper = "import time\nprint('up', flush=True)\ntime.sleep(120)\n"
+    call = launch_call("start_distributed_train", sleeper, rank_table(2), str(tmp_path / "log"), job_env,
+                       output_notebook=True)
+    nb = execute_notebook(
+        [IMPORTS, "job = " + call,
+         "time.sleep(0.2)\nprint(job.poll(), all(os.path.exists('/proc/%d' % pid) for pid in job.pids))"],
+        kernel_name, cwd=tmp_path,
+    )
+    assert cell_text(nb.cells[2]) == "None True\n"  # the ranks ran while the kernel did
+    assert "[rank" not in "".join(cell_text(cell) for cell in nb.cells)  # shown only by a wait
+    assert_no_process_left(job_env[MARKER_VARIABLE])
+
+
+# Cell 1 starts a thread that prints 1 s later, while cell 2 runs (2.5 s).
+THREAD_CELLS = [
+    "import ipykernel\nprint(ipykernel.version_info[0])",
+    "import threading, time\n"
+    "def later():\n"
+    "    time.sleep(1)\n"
+    "    print('from the thread', flush=True)\n"
+    "threading.Thread(target=later).start()\n"
+    "print('cell 1 done')",
+    "time.sleep(2.5)\nprint('cell 2 done')",
+]
+
+
+def test_where_a_background_threads_print_goes(kernel_name, tmp_path):
+    """What the notebook work builds on: a print from a thread that a cell
+    started, made while a later cell runs. ipykernel 6 (6.31 here; it patches
+    threading.Thread to remember which request a thread was started under)
+    sends it as output of the cell that started the thread, which nbclient,
+    done with that cell, drops; ipykernel 7 (a context variable, which a new
+    thread does not inherit) sends it as output of the cell running then."""
+    messages = []
+    nb = execute_notebook(THREAD_CELLS, kernel_name, cwd=tmp_path, iopub=messages)
+    major = int(cell_text(nb.cells[0]))
+    assert major == int(kernel_name[-1])
+    [printed] = [m for m in messages if m.msg_type == "stream" and "from the thread" in m.text]
+    if major == 6:
+        assert (printed.cell_index, printed.delivered) == (1, False)
+        assert cell_text(nb.cells[1]) == "cell 1 done\n" and cell_text(nb.cells[2]) == "cell 2 done\n"
+    else:
+        assert (printed.cell_index, printed.delivered) == (2, True)
+        assert cell_text(nb.cells[1]) == "cell 1 done\n"
+        assert cell_text(nb.cells[2]) == "from the thread\ncell 2 done\n"
