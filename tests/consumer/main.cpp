@@ -1,22 +1,29 @@
-// Validates a rank table and plans a launch with the installed library;
-// prints the plan's world size and each rank's logical device.
+// Validates a rank table, plans a launch with the installed library and runs
+// it: prints the plan's world size, each rank's logical device, then the
+// job's exit code. The supervisor program comes from the package config.
 #include <cstdio>
 
 #include "davincirun/errors.hpp"
 #include "davincirun/launcher.hpp"
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: consumer RANK_TABLE\n");
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: consumer RANK_TABLE LOG_DIR COMMAND...\n");
     return 2;
   }
   try {
     davincirun::LaunchOptions options;
-    options.command = {"true"};
     options.rank_table_file = argv[1];
+    options.log_dir = argv[2];
+    options.command.assign(argv + 3, argv + argc);
+    options.supervisor_program = DAVINCIRUN_SUPERVISOR_PROGRAM;
     const davincirun::LaunchPlan plan = davincirun::plan_launch(options, davincirun::Environment::current());
     std::printf("world size %d\n", plan.job.world_size);
     for (const auto& rank : plan.ranks) std::printf("rank %d device %d\n", rank.rank, rank.logical_device_id);
+    std::fflush(stdout);
+    davincirun::Job job(plan, davincirun::ConsoleTarget::stdio);
+    const davincirun::JobResult result = job.wait();
+    std::printf("exit code %d\n", result.exit_code());
   } catch (const davincirun::Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

@@ -18,7 +18,7 @@ def run(args, **kwargs):
                           timeout=900, **kwargs)
 
 
-def test_installed_package_builds_a_consumer(tmp_path, rank_table):
+def test_installed_package_builds_a_consumer(tmp_path, rank_table, job_env):
     build = os.path.join(REPO, "build", "tests")  # made by scripts/test.sh; reused to save a compile
     if not os.path.isfile(os.path.join(build, "CMakeCache.txt")):
         build = str(tmp_path / "build")
@@ -32,5 +32,11 @@ def test_installed_package_builds_a_consumer(tmp_path, rank_table):
     run([CMAKE, "-S", os.path.join(REPO, "tests", "consumer"), "-B", str(consumer),
          "-DCMAKE_PREFIX_PATH=" + str(prefix)])
     run([CMAKE, "--build", str(consumer)])
-    out = run([str(consumer / "consumer"), rank_table(3)]).stdout
-    assert out.splitlines() == ["world size 3", "rank 0 device 0", "rank 1 device 1", "rank 2 device 2"]
+    assert (prefix / "libexec" / "davincirun" / "davincirun-supervisor").is_file()
+    env = dict(os.environ, **job_env)
+    env.pop("DAVINCIRUN_SUPERVISOR", None)
+    out = run([str(consumer / "consumer"), rank_table(3), str(tmp_path / "log"), "sh", "-c", "echo hi $RANK_ID"],
+              env=env).stdout.splitlines()
+    assert out[:4] == ["world size 3", "rank 0 device 0", "rank 1 device 1", "rank 2 device 2"]
+    assert sorted(out[4:-1]) == ["[rank 0] hi 0", "[rank 1] hi 1", "[rank 2] hi 2"]
+    assert out[-1] == "exit code 0"
