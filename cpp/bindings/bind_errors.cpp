@@ -1,6 +1,7 @@
 // C++ exceptions become the Python exceptions of davincirunsdk.errors, at
 // this one place, with their details as attributes.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include "bindings.hpp"
 #include "davincirun/errors.hpp"
@@ -54,6 +55,12 @@ void bind_errors(py::module_&) {
       a["os_errno"] = e.os_errno();
       a["exit_code"] = e.exit_code();
       raise("SpawnError", e.what(), a);
+    } catch (const DeviceBusyError& e) {
+      py::dict a;
+      a["devices"] = py::cast(e.devices());
+      a["holder_pid"] = e.holder_pid();
+      a["holder_description"] = e.holder_description();
+      raise("DeviceBusyError", e.what(), a);
     } catch (const ConfigError& e) {
       raise("LaunchConfigError", e.what(), py::dict());
     } catch (const SystemError& e) {

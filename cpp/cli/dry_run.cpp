@@ -14,11 +14,12 @@ std::string describe_plan(const LaunchPlan& plan, const Environment& inherited) 
       "job {}: rank table {} (format {}), server {} of {}, ranks {}..{} of world size {}\n"
       "master {}:{}, work dir {}, logs under {}\n"
       "this machine is server {}: {}\n"
-      "RANK_TABLE_FILE will name the normalized copy written into the run directory\n",
+      "RANK_TABLE_FILE will name the normalized copy written into the run directory\n"
+      "device locks: {}\n",
       plan.job.job_id, plan.job.rank_table_file, to_string(plan.table.format), server.server_id,
       plan.table.servers.size(), plan.job.rank_start, plan.job.rank_start + plan.job.local_world_size - 1,
       plan.job.world_size, plan.job.master_addr, plan.job.master_port, plan.work_dir, plan.log_dir,
-      server.server_id, plan.server_reason);
+      server.server_id, plan.server_reason, plan.device_lock_dir.empty() ? "off" : plan.device_lock_dir);
   for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
     const RankAssignment& a = plan.ranks[i];
     out += fmt::format("\nrank {} (local rank {}): physical device {}, logical device {}{}, log rank_{}.device_{}.log\n",

@@ -47,12 +47,15 @@ SIGKILL after the grace period); a second one kills at once. A signal that
 was ignored when davincirun started (e.g. SIGHUP under nohup) stays ignored.
 SIGUSR1 and SIGUSR2 are forwarded to every rank.
 
+A job locks its devices in $DAVINCIRUN_LOCK_DIR (default /tmp/davincirun-locks;
+"off": no locking): one started on a device another job uses fails at once.
+
 Exit status: 0 when every rank exited 0; else the first failed rank's exit
 code, or 128+N when it was killed by signal N; 128+N when davincirun itself
 was stopped by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP, 131 SIGQUIT);
-2 for a usage, configuration or rank-table error; 126/127 when the command
-cannot be executed / is not found. A rank's own exit code can take these
-values too: the messages on standard error say which it was.
+2 for a usage, configuration or rank-table error or a device in use; 126/127
+when the command cannot be executed / is not found. A rank's own exit code
+can take these values too: the messages on standard error say which it was.
 )",
       static_cast<double>(default_grace_period.count()) / 1000.0);
 }

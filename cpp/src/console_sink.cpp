@@ -10,10 +10,12 @@
 
 namespace davincirun {
 
-void FdLineSink::write(std::string_view lines) { write_all(fd_, lines, broken_); }
+void FdLineSink::write(std::string_view lines) {
+  if (fd_ >= 0) write_all(fd_, lines, broken_);
+}
 
 void FdLineSink::notice(std::string_view lines) {
-  write_all(notice_fd_, lines, notice_fd_ == fd_ ? broken_ : notice_broken_);
+  if (notice_fd_ >= 0) write_all(notice_fd_, lines, notice_fd_ == fd_ ? broken_ : notice_broken_);
 }
 
 void FdLineSink::write_all(int fd, std::string_view data, bool& broken) {

@@ -29,6 +29,13 @@ RankTableError::RankTableError(Kind kind, std::string source, std::optional<std:
       pointer_(std::move(pointer)),
       detail_(std::move(detail)) {}
 
+DeviceBusyError::DeviceBusyError(std::vector<int> devices, pid_t holder_pid, std::string holder_description,
+                                 std::string message)
+    : ConfigError(std::move(message)),
+      devices_(std::move(devices)),
+      holder_pid_(holder_pid),
+      holder_description_(std::move(holder_description)) {}
+
 SpawnError::SpawnError(int rank, std::string command, int os_errno, std::string message)
     : Error(std::move(message)), rank_(rank), command_(std::move(command)), errno_(os_errno) {}
 

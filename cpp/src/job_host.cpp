@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "davincirun/console_sink.hpp"
+#include "davincirun/device_lock.hpp"
 #include "davincirun/errors.hpp"
 #include "davincirun/supervisor.hpp"
 #include "detail/descendants.hpp"
@@ -205,6 +206,19 @@ class CommandListener {
   std::thread thread_;
 };
 
+enum class StdoutKind { file, null, other };
+
+StdoutKind classify_stdout() {
+  struct stat st {};
+  if (::fstat(STDOUT_FILENO, &st) != 0) return StdoutKind::other;
+  if (S_ISREG(st.st_mode)) return StdoutKind::file;
+  struct stat null_st {};
+  if (S_ISCHR(st.st_mode) && ::stat("/dev/null", &null_st) == 0 && st.st_rdev == null_st.st_rdev) {
+    return StdoutKind::null;
+  }
+  return StdoutKind::other;
+}
+
 void block_signals() {
   sigset_t mask;
   sigemptyset(&mask);
@@ -237,20 +251,37 @@ int run_job_host(int lifeline_fd) {
   spec.supervisor.owns_all_children = true;
 
   Lifeline lifeline(lifeline_fd);
-  FdLineSink stdio(STDOUT_FILENO, STDERR_FILENO);
+  const StdoutKind stdout_kind = classify_stdout();
+  // Lines to stdout unless it is /dev/null; notices to stderr.
+  FdLineSink stdio(stdout_kind == StdoutKind::null ? -1 : STDOUT_FILENO, STDERR_FILENO);
   RelaySink relay(lifeline);
   NullLineSink null_sink;
-  // A console that falls behind must never slow the ranks.
+  // A console that falls behind (a terminal or pipe nobody reads) must never
+  // slow the ranks, so it is fed through a bounded queue that skips lines.
+  // A regular file is written directly, like the log files: it never "stops
+  // reading", and `davincirun ... > out.txt` must get every line.
   std::optional<NonBlockingSink> queued;
-  if (spec.console == ConsoleRoute::stdio) queued.emplace(stdio);
+  if (spec.console == ConsoleRoute::stdio && stdout_kind == StdoutKind::other) queued.emplace(stdio);
   if (spec.console == ConsoleRoute::relay) queued.emplace(relay);
-  LineSink& console = queued ? static_cast<LineSink&>(*queued) : null_sink;
+  LineSink& console = queued                                 ? static_cast<LineSink&>(*queued)
+                      : spec.console == ConsoleRoute::stdio ? static_cast<LineSink&>(stdio)
+                                                             : null_sink;
 
+  // Held until this process exits, after every rank and everything they
+  // started is gone; the kernel releases them if it dies.
+  std::optional<DeviceLocks> locks;
   std::string run_dir;
   std::string table_copy;
   std::vector<std::string> log_paths;
   std::unique_ptr<Supervisor> supervisor;
   try {
+    // First: a job refused because another one holds a device leaves
+    // nothing behind, not even a log directory.
+    if (!spec.device_lock_dir.empty()) {
+      std::vector<int> devices;
+      for (const RankAssignment& a : spec.ranks) devices.push_back(a.physical_device_id);
+      locks.emplace(spec.device_lock_dir, devices, DeviceLockHolder{spec.job_id, spec.command});
+    }
     make_dirs(spec.log_dir);
     run_dir = make_run_dir(spec.log_dir, spec.job_id);
     // The ranks read a copy the job owns: strictly formatted for HCCL, and

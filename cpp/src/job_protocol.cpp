@@ -118,7 +118,7 @@ ExitStatus get_status(Reader& r) {
   return s;
 }
 
-enum class ErrorType : int { generic = 0, config = 1, spawn = 2, system = 3 };
+enum class ErrorType : int { generic = 0, config = 1, spawn = 2, system = 3, device_busy = 4 };
 
 }  // namespace
 
@@ -132,6 +132,7 @@ JobSpec make_job_spec(const LaunchPlan& plan, ConsoleRoute console) {
   spec.world_size = plan.job.world_size;
   spec.command = plan.options.command;
   spec.work_dir = plan.work_dir;
+  spec.device_lock_dir = plan.device_lock_dir;
   spec.ranks = plan.ranks;
   for (const auto& env : plan.environments) spec.environments.push_back(env.entries());
   spec.supervisor = plan.options.supervisor;
@@ -149,6 +150,7 @@ std::string encode_spec(const JobSpec& spec) {
   w.i64(spec.world_size);
   w.strs(spec.command);
   w.str(spec.work_dir);
+  w.str(spec.device_lock_dir);
   w.u64(spec.ranks.size());
   for (std::size_t i = 0; i < spec.ranks.size(); ++i) {
     const RankAssignment& a = spec.ranks[i];
@@ -178,6 +180,7 @@ JobSpec decode_spec(std::string_view data) {
   spec.world_size = r.i32();
   spec.command = r.strs();
   spec.work_dir = r.str();
+  spec.device_lock_dir = r.str();
   const std::size_t n = r.count();
   for (std::size_t i = 0; i < n; ++i) {
     RankAssignment a;
@@ -296,6 +299,13 @@ std::string encode_error(const std::exception& error) {
     w.i64(static_cast<int>(ErrorType::system));
     w.str(e->what());
     w.i64(e->os_errno());
+  } else if (const auto* e = dynamic_cast<const DeviceBusyError*>(&error)) {
+    w.i64(static_cast<int>(ErrorType::device_busy));
+    w.str(e->what());
+    w.u64(e->devices().size());
+    for (int device : e->devices()) w.i64(device);
+    w.i64(e->holder_pid());
+    w.str(e->holder_description());
   } else if (dynamic_cast<const ConfigError*>(&error)) {
     w.i64(static_cast<int>(ErrorType::config));
     w.str(error.what());
@@ -329,6 +339,14 @@ void rethrow_error(std::string_view data) {
         message.resize(message.size() - suffix.size());
       }
       throw SystemError(message, err);
+    }
+    case ErrorType::device_busy: {
+      std::vector<int> devices(r.count());
+      for (int& device : devices) device = r.i32();
+      const auto holder_pid = static_cast<pid_t>(r.i64());
+      std::string description = r.str();
+      r.finish();
+      throw DeviceBusyError(std::move(devices), holder_pid, std::move(description), std::move(message));
     }
     case ErrorType::config:
       r.finish();

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "davincirun/device_lock.hpp"
 #include "davincirun/errors.hpp"
 #include "davincirun/server_identity.hpp"
 #include "detail/job_protocol.hpp"
@@ -132,6 +133,15 @@ ProcessTracking tracking_from(const Environment& env, ProcessTracking configured
   throw ConfigError(fmt::format("DAVINCIRUN_PROCESS_TRACKING must be pidfd, sigchld or automatic, got '{}'", *value));
 }
 
+// LaunchOptions::device_lock_dir, from the launcher's own environment (never
+// from the ranks' extra variables): absolute, or empty for no locking.
+std::string device_lock_dir_from(const Environment& env, const std::string& configured) {
+  std::string dir = configured;
+  if (dir.empty()) dir = env.get("DAVINCIRUN_LOCK_DIR").value_or("");
+  if (dir.empty()) dir = default_device_lock_dir;
+  return dir == "off" ? std::string() : absolute(dir);
+}
+
 bool is_executable_file(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
@@ -246,6 +256,7 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
     plan.environments.push_back(rank_environment(environment, job, rank, options.env));
   }
   plan.options.supervisor.tracking = tracking_from(with_extra, options.supervisor.tracking);
+  plan.device_lock_dir = device_lock_dir_from(environment, options.device_lock_dir);
   return plan;
 }
 

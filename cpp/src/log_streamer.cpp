@@ -67,7 +67,7 @@ RankLog::ReadResult RankLog::read_available(StreamScratch& scratch, std::size_t 
     taken += size;
     bytes_ += size;
     write_file(buffer.data(), size);  // the file first: it is the record of truth
-    emit_lines(buffer.data(), size, scratch.console);
+    if (console_->wants_lines()) emit_lines(buffer.data(), size, scratch.console);
   }
   return ReadResult::eof;
 }

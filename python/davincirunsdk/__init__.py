@@ -13,6 +13,7 @@ from ._cache_dir import set_random_ms_cache_dir
 from ._core import __version__, load_rank_table, parse_rank_table
 from .errors import (
     DavincirunError,
+    DeviceBusyError,
     DistributedRuntimeError,
     LaunchConfigError,
     LauncherSystemError,
@@ -29,6 +30,7 @@ from .launch import (
 
 __all__ = [
     "DavincirunError",
+    "DeviceBusyError",
     "DistributedJob",
     "DistributedRuntimeError",
     "LaunchConfigError",

@@ -35,6 +35,24 @@ class LaunchConfigError(DavincirunError, ValueError):
     used...). Nothing was started."""
 
 
+class DeviceBusyError(LaunchConfigError):
+    """Devices of the job are in use by another job on this machine, which
+    holds their locks (see docs/usage.md, "Devices in use"). Nothing was
+    started: no rank, no run directory.
+
+    Attributes:
+        devices (list[int]): the busy devices (physical ids), ascending.
+        holder_pid (int): the process holding the first of them (the other
+            job's ``davincirun-supervisor``); 0 when it is in another PID namespace.
+        holder_description (str): ``"job <id>, started <UTC time>: <command>"``
+            from its lock file, else its command line; may be empty.
+    """
+
+    devices = None
+    holder_pid = None
+    holder_description = None
+
+
 class SpawnError(DavincirunError, RuntimeError):
     """A rank's command could not be started; nothing of the job is left running.
 

@@ -45,6 +45,7 @@ JobSpec sample_spec() {
   spec.world_size = 16;
   spec.command = {"python3", with_nul, "", bad_utf8, newlines};
   spec.work_dir = "/work/" + bad_utf8;
+  spec.device_lock_dir = "/tmp/locks " + with_nul + newlines;
   RankAssignment a;
   a.rank = 8;
   a.local_rank = 0;
@@ -242,6 +243,7 @@ TEST_CASE("job spec: every field round-trips, strings with NULs, invalid UTF-8 a
   CHECK(got.world_size == want.world_size);
   CHECK(got.command == want.command);
   CHECK(got.work_dir == want.work_dir);
+  CHECK(got.device_lock_dir == want.device_lock_dir);
   REQUIRE(got.ranks.size() == want.ranks.size());
   for (std::size_t i = 0; i < want.ranks.size(); ++i) {
     INFO("rank index " << i);
@@ -329,6 +331,20 @@ TEST_CASE("errors come back with their type and details", "[job_protocol]") {
     REQUIRE(got);
     CHECK(std::string(got->what()) == original.what());
   }
+  SECTION("DeviceBusyError: devices, holder pid and description preserved") {
+    const DeviceBusyError original({0, 1, 7}, 4194304, "job j, started 2026-11-30T20:01:02Z: " + bad_utf8,
+                                   "devices 0, 1, 7 are in use by another job: " + newlines);
+    const auto got = rethrown_as<DeviceBusyError>(encode_error(original));
+    REQUIRE(got);
+    CHECK(std::string(got->what()) == original.what());
+    CHECK(got->devices() == original.devices());
+    CHECK(got->holder_pid() == 4194304);
+    CHECK(got->holder_description() == original.holder_description());
+    const auto none = rethrown_as<DeviceBusyError>(encode_error(DeviceBusyError({}, 0, "", "m")));
+    REQUIRE(none);
+    CHECK(none->devices().empty());
+    CHECK(none->holder_pid() == 0);
+  }
   SECTION("SpawnError: rank, command, errno and exit code preserved") {
     const SpawnError original(7, "/no/such " + with_nul + bad_utf8, ENOENT, "rank 7: cannot run: " + newlines);
     const auto got = rethrown_as<SpawnError>(encode_error(original));
@@ -377,6 +393,7 @@ TEST_CASE("truncated payloads and trailing garbage are refused with SystemError"
   CHECK(malformed_not_refused(encode_started(started), decode_started_fn).empty());
   CHECK(malformed_not_refused(encode_result(sample_result()), decode_result_fn).empty());
   CHECK(malformed_not_refused(encode_error(ConfigError("c")), rethrow_fn).empty());
+  CHECK(malformed_not_refused(encode_error(DeviceBusyError({2, 3}, 42, "d", "m")), rethrow_fn).empty());
   CHECK(malformed_not_refused(encode_error(SpawnError(1, "cmd", ENOENT, "m")), rethrow_fn).empty());
   // errno EACCES, not EPROTO: a truncated payload cannot pass for the real error.
   CHECK(malformed_not_refused(encode_error(SystemError("op", EACCES)), rethrow_fn).empty());

@@ -42,6 +42,18 @@ def rank_table(tmp_path):
     return make
 
 
+@pytest.fixture(autouse=True)
+def device_lock_dir(tmp_path_factory, monkeypatch):
+    """Every test's jobs lock their devices (DAVINCIRUN_LOCK_DIR) in a
+    directory of their own, not in the machine's /tmp/davincirun-locks: the
+    supervisor of the previous test's job may still be ending (its caller
+    was SIGKILLed), and another run of the suite, a benchmark or a real job
+    on this machine may use the same device ids at the same time."""
+    path = tmp_path_factory.mktemp("device-locks")
+    monkeypatch.setenv("DAVINCIRUN_LOCK_DIR", str(path))
+    return path
+
+
 def processes_with_marker(marker):
     """Pids of processes whose environment carries `marker` (they came from a test job)."""
     needle = ("%s=%s" % (MARKER_VARIABLE, marker)).encode()

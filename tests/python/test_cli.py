@@ -261,3 +261,27 @@ def test_ranks_die_with_a_sigkilled_launcher(tmp_path, rank_table, job_env):
         proc.kill()  # SIGKILL: the launcher gets no chance to clean up
         proc.wait()
     assert wait_for_marked(marker, 0, timeout=10) == []
+
+
+def test_console_redirected_to_a_file_gets_every_line_of_a_flood(tmp_path, rank_table, job_env):
+    """`davincirun ... > out.txt`: a file never stops reading, so no line is
+    skipped from it even when every rank floods at once (a terminal or pipe
+    would get a bounded queue that skips instead)."""
+    lines = 200000
+    flood = "import os, sys\nr = os.environ['RANK_ID']\nsys.stdout.write(''.join('rank %%s line %%d\\n' %% (r, i) for i in range(%d)))" % lines
+    marker = ["--env", "%s=%s" % (MARKER_VARIABLE, job_env[MARKER_VARIABLE])]
+    out_path = tmp_path / "out.txt"
+    with open(out_path, "wb") as out:
+        proc = subprocess.run([DAVINCIRUN] + marker + ["-r", rank_table(4), sys.executable, "-c", flood],
+                              cwd=str(tmp_path), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.PIPE,
+                              timeout=120, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "skipped" not in proc.stderr
+    counts = [0] * 4
+    with open(out_path, "rb") as f:
+        for line in f:
+            prefix, _, rest = line.partition(b"] ")
+            rank = int(prefix[len(b"[rank "):])
+            assert rest.startswith(b"rank %d line " % rank)
+            counts[rank] += 1
+    assert counts == [lines] * 4

@@ -22,17 +22,21 @@ class LineSink {
   /// The launcher's own messages ("[davincirun] rank 3 failed..."); by
   /// default they go where the ranks' lines go.
   virtual void notice(std::string_view lines) { write(lines); }
+  /// false when write() discards everything: the streamer then skips
+  /// splitting the output into prefixed lines at all.
+  virtual bool wants_lines() const noexcept { return true; }
 };
 
-/// Writes the ranks' lines to `fd` (e.g. 1, the terminal) and notices to
-/// `notice_fd` (e.g. 2; -1 = `fd` too). A closed reader (EPIPE) silences
-/// that stream; the ranks and their log files carry on.
+/// Writes the ranks' lines to `fd` (e.g. 1, the terminal; -1 = nowhere) and
+/// notices to `notice_fd` (e.g. 2; -1 = `fd` too). A closed reader (EPIPE)
+/// silences that stream; the ranks and their log files carry on.
 class FdLineSink final : public LineSink {
  public:
   explicit FdLineSink(int fd, int notice_fd = -1) noexcept
       : fd_(fd), notice_fd_(notice_fd < 0 ? fd : notice_fd) {}
   void write(std::string_view lines) override;
   void notice(std::string_view lines) override;
+  bool wants_lines() const noexcept override { return fd_ >= 0; }
   bool broken() const noexcept { return broken_; }
 
  private:
@@ -47,6 +51,7 @@ class FdLineSink final : public LineSink {
 class NullLineSink final : public LineSink {
  public:
   void write(std::string_view) override {}
+  bool wants_lines() const noexcept override { return false; }
 };
 
 /// Keeps a slow console from ever slowing the ranks: blocks of lines are
@@ -68,6 +73,7 @@ class NonBlockingSink final : public LineSink {
 
   void write(std::string_view lines) override;
   void notice(std::string_view lines) override;
+  bool wants_lines() const noexcept override { return target_.wants_lines(); }
   /// Lines skipped so far because the target fell behind.
   std::uint64_t skipped_lines() const;
   /// Bytes queued or being written right now.

@@ -5,9 +5,12 @@
 // Programming errors (broken invariants) are assertions, not exceptions.
 #pragma once
 
+#include <sys/types.h>
+
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace davincirun {
 
@@ -58,6 +61,28 @@ class RankTableError : public Error {
 class ConfigError : public Error {
  public:
   using Error::Error;
+};
+
+/// Devices of this job are locked by another job (device_lock.hpp); nothing
+/// was started. `what()` names the devices and every holder, e.g.
+/// `devices 0, 1 are in use by another job: pid 1234 (job 20261130-ab12, started 2026-11-30T20:01:02Z): python train.py`.
+class DeviceBusyError : public ConfigError {
+ public:
+  DeviceBusyError(std::vector<int> devices, pid_t holder_pid, std::string holder_description, std::string message);
+
+  /// The busy devices (physical ids), ascending.
+  const std::vector<int>& devices() const noexcept { return devices_; }
+  /// The process holding the first of them, as the kernel reports it; 0
+  /// when that process is in another PID namespace.
+  pid_t holder_pid() const noexcept { return holder_pid_; }
+  /// What is known of that process: "job J, started T: command" from its
+  /// lock file, else its command line from /proc; empty when neither is readable.
+  const std::string& holder_description() const noexcept { return holder_description_; }
+
+ private:
+  std::vector<int> devices_;
+  pid_t holder_pid_;
+  std::string holder_description_;
 };
 
 /// A rank's process could not be started. Nothing of the job is left running

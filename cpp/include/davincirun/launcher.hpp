@@ -62,6 +62,11 @@ struct LaunchOptions {
   /// `davincirun-supervisor` next to this process's executable, else the
   /// one installed with the library (<prefix>/libexec/davincirun/).
   std::string supervisor_program;
+  /// Where the job locks its devices, so that a second job on any of them
+  /// is refused at once with DeviceBusyError (device_lock.hpp). Empty (the
+  /// default): the DAVINCIRUN_LOCK_DIR variable of `environment`, else
+  /// /tmp/davincirun-locks (default_device_lock_dir). "off": no locking.
+  std::string device_lock_dir;
 };
 
 /// Everything decided before anything starts.
@@ -75,12 +80,15 @@ struct LaunchPlan {
   std::vector<Environment> environments;  ///< one per entry of `ranks`
   std::string work_dir;                ///< absolute
   std::string log_dir;                 ///< absolute; the run directory is made inside it
+  std::string device_lock_dir;         ///< absolute; empty: the devices are not locked
 };
 
 /// Finds, waits for, reads and validates the rank table, finds this machine's
 /// server, assigns devices and builds each rank's environment from
-/// `environment` (normally Environment::current()). Starts nothing and
-/// creates nothing; `table.warnings` lists what was accepted with a warning.
+/// `environment` (normally Environment::current()), which also gives the
+/// launcher's own variables (DAVINCIRUN_PROCESS_TRACKING,
+/// DAVINCIRUN_LOCK_DIR). Starts nothing and creates nothing;
+/// `table.warnings` lists what was accepted with a warning.
 /// Throws ConfigError, RankTableError or SystemError.
 LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environment);
 
@@ -104,7 +112,10 @@ enum class ConsoleTarget {
 /// a subreaper.
 class Job {
  public:
-  /// Starts the supervisor process, which creates a new run directory
+  /// Starts the supervisor process, which locks the job's devices in
+  /// LaunchPlan::device_lock_dir (held until it exits; DeviceBusyError, a
+  /// ConfigError, when another job holds one: nothing is created or
+  /// started then), creates a new run directory
   /// `<log_dir>/<UTC time>-<job id>` (never an existing one; mode 0700),
   /// points `<log_dir>/latest` at it, writes there the normalized copy of
   /// the rank table the ranks read (`rank_table.json`, mode 0600: format
@@ -113,9 +124,9 @@ class Job {
   /// file per rank, `rank_<rank>.device_<physical id>.log` (mode 0600), and
   /// starts every rank. Console lines are relayed to `console` (called from
   /// the threads that construct the Job and call wait()), which must
-  /// outlive the Job. Throws ConfigError (log dir unusable, no supervisor
-  /// executable), SpawnError, SystemError; nothing is left running when it
-  /// throws.
+  /// outlive the Job. Throws DeviceBusyError, ConfigError (log dir or lock
+  /// dir unusable, no supervisor executable), SpawnError, SystemError;
+  /// nothing is left running when it throws.
   Job(const LaunchPlan& plan, LineSink& console);
   /// The same, with the console written by the supervisor process itself.
   Job(const LaunchPlan& plan, ConsoleTarget console);

@@ -39,6 +39,7 @@ struct JobSpec {
   int world_size = 0;
   std::vector<std::string> command;
   std::string work_dir;  ///< absolute
+  std::string device_lock_dir;  ///< absolute; empty: the devices are not locked
   std::vector<RankAssignment> ranks;
   std::vector<std::vector<std::string>> environments;  ///< per rank, "NAME=value"; RANK_TABLE_FILE is set by the supervisor
   SupervisorOptions supervisor;
@@ -79,8 +80,8 @@ std::string encode_result(const JobResult& result);
 JobResult decode_result(std::string_view data);
 
 /// An exception thrown while starting the job, encoded so that
-/// rethrow_error() throws the same type again (ConfigError, SpawnError,
-/// SystemError; anything else becomes Error). decode_* and rethrow_error
+/// rethrow_error() throws the same type again (DeviceBusyError,
+/// ConfigError, SpawnError, SystemError; anything else becomes Error). decode_* and rethrow_error
 /// throw SystemError on a malformed payload.
 std::string encode_error(const std::exception& error);
 [[noreturn]] void rethrow_error(std::string_view data);

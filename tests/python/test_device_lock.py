@@ -1,0 +1,165 @@
+"""Two jobs on the same devices of one machine: the second is refused at
+once with DeviceBusyError, before it starts anything, naming the devices and
+the job that holds them; a job's locks go with it, even when it is killed.
+
+Every test locks in its own directory (conftest's device_lock_dir)."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import MARKER_VARIABLE, processes_with_marker, python_command
+
+from davincirunsdk import DavincirunError, DeviceBusyError, LaunchConfigError, start_distributed_train
+
+DAVINCIRUN = shutil.which("davincirun")
+needs_cli = pytest.mark.skipif(DAVINCIRUN is None, reason="davincirun is not on PATH (pip install . first)")
+
+SLEEP = python_command("import time; time.sleep(120)")
+
+# argv: KWARGS (JSON) for start_distributed_train; prints the supervisor's pid, then waits.
+CALLER = r"""
+import json, sys
+from davincirunsdk import start_distributed_train
+job = start_distributed_train(**json.loads(sys.argv[1]))
+print(job.supervisor_pid, flush=True)
+job.wait()
+"""
+
+
+def start_sleeping(tmp_path, table, job_env, name="first"):
+    return start_distributed_train(SLEEP, log_dir=str(tmp_path / name), rank_table=table, env=job_env,
+                                   grace_period=1, output_notebook=False)
+
+
+def stop(job):
+    job.terminate()
+    job.wait()
+
+
+def gone(pid):
+    """The process has exited (a zombie has released its locks too)."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except FileNotFoundError:
+        return True
+
+
+def test_a_second_job_on_a_busy_device_is_refused_at_once(tmp_path, rank_table, job_env, device_lock_dir):
+    first = start_sleeping(tmp_path, rank_table(2, name="first.json"), job_env)  # devices 0, 1
+    try:
+        description = (device_lock_dir / "device1.lock").read_text()
+        assert description.startswith("pid=%d started=" % first.supervisor_pid)
+        assert description.endswith(" job=%s command=%s -c 'import time; time.sleep(120)'\n"
+                                    % (first.job_id, sys.executable))
+        started = time.monotonic()
+        with pytest.raises(DeviceBusyError) as info:
+            start_distributed_train(SLEEP, log_dir=str(tmp_path / "second"),
+                                    rank_table=rank_table(device_ids=[2, 1], name="second.json"), env=job_env,
+                                    output_notebook=False)
+        assert time.monotonic() - started < 2
+        error = info.value
+        assert isinstance(error, LaunchConfigError) and isinstance(error, ValueError)
+        assert isinstance(error, DavincirunError)
+        assert error.devices == [1]
+        assert error.holder_pid == first.supervisor_pid
+        assert error.holder_description.startswith("job %s, started " % first.job_id)
+        assert str(error).startswith("device 1 is in use by another job: pid %d (job %s, started "
+                                     % (first.supervisor_pid, first.job_id))
+        assert str(error).endswith("Z): %s -c 'import time; time.sleep(120)'" % sys.executable)
+        # It started nothing and created nothing.
+        assert not (tmp_path / "second").exists()
+        assert sorted(processes_with_marker(job_env[MARKER_VARIABLE])) == sorted(first.pids)
+        assert first.poll() is None
+    finally:
+        stop(first)
+
+
+@pytest.mark.parametrize("victim", ["caller", "supervisor"])
+def test_a_killed_job_frees_its_devices(tmp_path, rank_table, job_env, victim):
+    """SIGKILL its caller (the supervisor stops the ranks and ends), or the
+    supervisor itself (a crash: the kernel drops its locks)."""
+    table = rank_table(2)
+    kwargs = {"command": SLEEP, "log_dir": str(tmp_path / "first"), "rank_table": table, "env": job_env,
+              "grace_period": 1, "output_notebook": False}
+    proc = subprocess.Popen([sys.executable, "-c", CALLER, json.dumps(kwargs)], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        supervisor = int(proc.stdout.readline())
+        with pytest.raises(DeviceBusyError) as info:
+            start_sleeping(tmp_path, table, job_env, "refused")
+        assert info.value.holder_pid == supervisor
+        os.kill(proc.pid if victim == "caller" else supervisor, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while not gone(supervisor) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert gone(supervisor)
+        second = start_sleeping(tmp_path, table, job_env, "second")  # at once: nothing to wait for
+        assert second.poll() is None
+        stop(second)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@needs_cli
+def test_cli_exits_2_naming_the_devices_and_the_holder(tmp_path, rank_table, job_env):
+    first = start_sleeping(tmp_path, rank_table(2, name="first.json"), job_env)
+    try:
+        proc = subprocess.run(
+            [DAVINCIRUN, "--env", "%s=%s" % (MARKER_VARIABLE, job_env[MARKER_VARIABLE]),
+             "-r", rank_table(device_ids=[1, 0], name="second.json"), "true"],
+            cwd=str(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, timeout=30)
+        assert proc.returncode == 2
+        assert proc.stderr.startswith("davincirun: devices 0, 1 are in use by another job: pid %d (job %s, started "
+                                      % (first.supervisor_pid, first.job_id))
+        assert not (tmp_path / "log").exists()
+        assert first.poll() is None
+    finally:
+        stop(first)
+
+
+def test_locking_can_be_turned_off(tmp_path, rank_table, job_env, monkeypatch):
+    monkeypatch.setenv("DAVINCIRUN_LOCK_DIR", "off")
+    table = rank_table(1)
+    first = start_sleeping(tmp_path, table, job_env)
+    try:
+        second = start_sleeping(tmp_path, table, job_env, "second")
+        stop(second)
+    finally:
+        stop(first)
+
+
+def test_an_unusable_lock_directory_is_a_config_error(tmp_path, rank_table, job_env, monkeypatch):
+    (tmp_path / "real").mkdir()
+    os.symlink(str(tmp_path / "real"), str(tmp_path / "link"))
+    monkeypatch.setenv("DAVINCIRUN_LOCK_DIR", str(tmp_path / "link"))
+    with pytest.raises(LaunchConfigError) as info:
+        start_sleeping(tmp_path, rank_table(1), job_env)
+    assert not isinstance(info.value, DeviceBusyError)
+    assert "the device lock directory '%s' is a symbolic link" % (tmp_path / "link") in str(info.value)
+    assert not (tmp_path / "first").exists()
+    assert os.listdir(str(tmp_path / "real")) == []
+
+
+@needs_cli
+@pytest.mark.parametrize("value, shown", [(None, "/tmp/davincirun-locks"), ("off", "off"), ("rel/locks", None)])
+def test_dry_run_shows_the_lock_directory(tmp_path, rank_table, monkeypatch, value, shown):
+    if value is None:
+        monkeypatch.delenv("DAVINCIRUN_LOCK_DIR")
+    else:
+        monkeypatch.setenv("DAVINCIRUN_LOCK_DIR", value)
+    proc = subprocess.run([DAVINCIRUN, "--dry-run", "-r", rank_table(1), "true"], cwd=str(tmp_path),
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert "device locks: %s\n" % (shown or os.path.join(str(tmp_path), value)) in proc.stdout
+    assert not (tmp_path / "rel").exists()
