@@ -141,8 +141,11 @@ LaunchPlan plan(std::vector<std::string> command, std::string rank_table_file, s
                 std::string log_dir, std::optional<std::string> server_id,
                 std::vector<std::pair<std::string, std::string>> env, double grace_period,
                 double drain_timeout, double job_timeout, double wait_timeout, std::string device_dir,
-                std::string supervisor_program) {
+                std::string supervisor_program, std::optional<std::vector<int>> ranks_to_show,
+                std::vector<std::string> remove_after_job) {
   LaunchOptions o;
+  o.remove_after_job = std::move(remove_after_job);
+  o.ranks_to_show = std::move(ranks_to_show);
   o.supervisor_program = std::move(supervisor_program);
   o.command = std::move(command);
   o.rank_table_file = std::move(rank_table_file);
@@ -204,7 +207,8 @@ void bind_job(py::module_& m) {
   m.def("plan_launch", &plan, py::arg("command"), py::arg("rank_table_file"), py::arg("work_dir"),
         py::arg("log_dir"), py::arg("server_id"), py::arg("env"), py::arg("grace_period"),
         py::arg("drain_timeout"), py::arg("job_timeout") = 0.0, py::arg("wait_timeout") = 300.0,
-        py::arg("device_dir") = "/dev", py::arg("supervisor_program") = "");
+        py::arg("device_dir") = "/dev", py::arg("supervisor_program") = "",
+        py::arg("ranks_to_show") = py::none(), py::arg("remove_after_job") = std::vector<std::string>{});
 
   m.def("read_log_tail",
         [](const std::string& path, std::size_t max_lines, std::size_t max_bytes) {

@@ -1,5 +1,6 @@
 #include "options.hpp"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <string_view>
@@ -35,6 +36,8 @@ Options (they end at the first non-option or at --):
                            (default: no limit; exit status 124)
       --env NAME=VALUE     set a variable for every rank (repeatable); it wins
                            over inherited values, not over the rank identity
+      --ranks-to-show LIST show only these ranks' output live, e.g. 0 or 0,4
+                           (default: all); every rank still gets its log file
       --dry-run            print each rank's device and environment (what
                            differs from this shell's), start nothing
   -q, --quiet              print only errors from davincirun itself
@@ -65,6 +68,27 @@ namespace {
 // A job may train for weeks; a year is a generous bound that still fits the
 // millisecond arithmetic.
 constexpr double max_job_timeout_seconds = 365.0 * 86400.0;
+
+// "0" or "0,4,7": rank ids, decimal, comma-separated.
+std::vector<int> parse_rank_list(std::string_view option, const std::string& text) {
+  std::vector<int> ranks;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(start, comma - start);
+    char* end = nullptr;
+    errno = 0;
+    const long rank = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || errno != 0 || rank < 0 || rank > 1'000'000 ||
+        item.find_first_not_of("0123456789") != std::string::npos) {
+      throw UsageError(fmt::format("{} expects rank ids separated by commas, e.g. 0,4; got '{}'", option, text));
+    }
+    ranks.push_back(static_cast<int>(rank));
+    start = comma + 1;
+  }
+  return ranks;
+}
 
 double parse_seconds(std::string_view option, const std::string& text, double max_seconds) {
   char* end = nullptr;
@@ -119,6 +143,8 @@ CliOptions parse_command_line(int argc, char** argv) {
     } else if (name == "--wait-timeout") {
       double seconds = parse_seconds(name, value_of(name, arg), max_job_timeout_seconds);
       out.launch.wait_timeout = std::chrono::milliseconds(std::llround(seconds * 1000));
+    } else if (name == "--ranks-to-show") {
+      out.launch.ranks_to_show = parse_rank_list(name, value_of(name, arg));
     } else if (name == "--dry-run") {
       out.dry_run = true;
     } else if (name == "-q" || name == "--quiet") {

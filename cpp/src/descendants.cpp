@@ -116,3 +116,56 @@ std::size_t kill_all_descendants(std::chrono::milliseconds budget, const std::ve
 }
 
 }  // namespace davincirun::detail
+
+namespace davincirun::detail {
+
+namespace {
+
+bool environment_holds(pid_t pid, const std::string& entry) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/environ", static_cast<int>(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;  // gone, or another user's
+  std::string env;
+  char buf[16 * 1024];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0 && env.size() < (4U << 20)) env.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  std::size_t start = 0;
+  while (start < env.size()) {
+    std::size_t end = env.find('\0', start);
+    if (end == std::string::npos) end = env.size();
+    if (env.compare(start, end - start, entry) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::size_t kill_tagged_processes(const std::string& entry, std::chrono::milliseconds budget) {
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  std::set<pid_t> signalled;
+  for (;;) {
+    std::vector<pid_t> found;
+    if (DIR* proc = ::opendir("/proc")) {
+      while (dirent* e = ::readdir(proc)) {
+        char* end = nullptr;
+        const long pid = std::strtol(e->d_name, &end, 10);
+        if (*end != '\0' || pid <= 0 || pid == ::getpid()) continue;
+        ProcInfo info{};
+        if (!read_stat(static_cast<pid_t>(pid), info) || info.zombie) continue;
+        if (environment_holds(static_cast<pid_t>(pid), entry)) found.push_back(static_cast<pid_t>(pid));
+      }
+      ::closedir(proc);
+    }
+    if (found.empty() || std::chrono::steady_clock::now() >= deadline) break;
+    for (pid_t pid : found) {
+      if (::kill(pid, SIGKILL) == 0) signalled.insert(pid);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return signalled.size();
+}
+
+}  // namespace davincirun::detail

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -206,6 +208,22 @@ class CommandListener {
   std::thread thread_;
 };
 
+// 128 random bits, hex: marks every process of this job (DAVINCIRUN_JOB_TAG),
+// so the launcher can still find them should this process be killed.
+std::string random_tag() {
+  unsigned char bytes[16] = {};
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw SystemError("getrandom", errno);
+    got += static_cast<std::size_t>(n);
+  }
+  std::string out;
+  for (unsigned char b : bytes) out += fmt::format("{:02x}", b);
+  return out;
+}
+
 enum class StdoutKind { file, null, other };
 
 StdoutKind classify_stdout() {
@@ -249,6 +267,17 @@ int run_job_host(int lifeline_fd) {
     return 2;
   }
   spec.supervisor.owns_all_children = true;
+  // Runs last, at every return: after the ranks and their descendants are gone.
+  struct RemoveAfterJob {
+    const std::vector<std::string>& paths;
+    ~RemoveAfterJob() {
+      for (const auto& path : paths) {
+        std::error_code ignored;
+        std::filesystem::remove_all(path, ignored);  // removes symlinks, never follows them
+      }
+    }
+  } remove_after_job{spec.remove_after_job};
+  const std::string tag = random_tag();
 
   Lifeline lifeline(lifeline_fd);
   const StdoutKind stdout_kind = classify_stdout();
@@ -297,9 +326,11 @@ int run_job_host(int lifeline_fd) {
       launch.label = fmt::format("rank {}", a.rank);
       launch.log_path = fmt::format("{}/rank_{}.device_{}.log", run_dir, a.rank, a.physical_device_id);
       log_paths.push_back(launch.log_path);
+      launch.show_on_console = i >= spec.show_on_console.size() || spec.show_on_console[i];
       launch.process.argv = spec.command;
       Environment env(spec.environments[i]);
       env.set("RANK_TABLE_FILE", table_copy);
+      env.set("DAVINCIRUN_JOB_TAG", tag);
       launch.process.env = env.entries();
       launch.process.work_dir = spec.work_dir;
       launches.push_back(std::move(launch));
@@ -320,7 +351,7 @@ int run_job_host(int lifeline_fd) {
     return 1;
   }
   point_latest(spec.log_dir, run_dir);
-  lifeline.send(Frame::started, encode_started({run_dir, supervisor->pids(), supervisor->tracking()}));
+  lifeline.send(Frame::started, encode_started({run_dir, tag, supervisor->pids(), supervisor->tracking()}));
 
   JobResult result;
   try {

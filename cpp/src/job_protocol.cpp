@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -134,9 +135,14 @@ JobSpec make_job_spec(const LaunchPlan& plan, ConsoleRoute console) {
   spec.work_dir = plan.work_dir;
   spec.device_lock_dir = plan.device_lock_dir;
   spec.ranks = plan.ranks;
+  for (const auto& a : plan.ranks) {
+    const auto& shown = plan.options.ranks_to_show;
+    spec.show_on_console.push_back(!shown || std::find(shown->begin(), shown->end(), a.rank) != shown->end());
+  }
   for (const auto& env : plan.environments) spec.environments.push_back(env.entries());
   spec.supervisor = plan.options.supervisor;
   spec.console = console;
+  spec.remove_after_job = plan.options.remove_after_job;
   return spec;
 }
 
@@ -160,12 +166,14 @@ std::string encode_spec(const JobSpec& spec) {
     w.i64(a.logical_device_id);
     w.opt_str(a.device_ip);
     w.strs(i < spec.environments.size() ? spec.environments[i] : std::vector<std::string>{});
+    w.flag(i < spec.show_on_console.size() ? spec.show_on_console[i] : true);
   }
   w.millis(spec.supervisor.grace_period);
   w.millis(spec.supervisor.drain_timeout);
   w.millis(spec.supervisor.job_timeout);
   w.i64(static_cast<int>(spec.supervisor.tracking));
   w.i64(static_cast<int>(spec.console));
+  w.strs(spec.remove_after_job);
   return w.take();
 }
 
@@ -191,6 +199,7 @@ JobSpec decode_spec(std::string_view data) {
     a.device_ip = r.opt_str();
     spec.ranks.push_back(a);
     spec.environments.push_back(r.strs());
+    spec.show_on_console.push_back(r.flag());
   }
   spec.supervisor.grace_period = r.millis();
   spec.supervisor.drain_timeout = r.millis();
@@ -201,6 +210,7 @@ JobSpec decode_spec(std::string_view data) {
   const int console = r.i32();
   r.check(console >= 0 && console <= 2);
   spec.console = static_cast<ConsoleRoute>(console);
+  spec.remove_after_job = r.strs();
   r.finish();
   return spec;
 }
@@ -208,6 +218,7 @@ JobSpec decode_spec(std::string_view data) {
 std::string encode_started(const StartedJob& started) {
   Writer w;
   w.str(started.run_dir);
+  w.str(started.tag);
   w.u64(started.pids.size());
   for (pid_t pid : started.pids) w.i64(pid);
   w.i64(static_cast<int>(started.tracking));
@@ -218,6 +229,7 @@ StartedJob decode_started(std::string_view data) {
   Reader r(data);
   StartedJob started;
   started.run_dir = r.str();
+  started.tag = r.str();
   const std::size_t n = r.count();
   for (std::size_t i = 0; i < n; ++i) started.pids.push_back(static_cast<pid_t>(r.i64()));
   const int tracking = r.i32();

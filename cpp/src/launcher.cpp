@@ -18,6 +18,7 @@
 #include "davincirun/device_lock.hpp"
 #include "davincirun/errors.hpp"
 #include "davincirun/server_identity.hpp"
+#include "detail/descendants.hpp"
 #include "detail/job_protocol.hpp"
 #include "detail/unique_fd.hpp"
 
@@ -256,6 +257,14 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
     plan.environments.push_back(rank_environment(environment, job, rank, options.env));
   }
   plan.options.supervisor.tracking = tracking_from(with_extra, options.supervisor.tracking);
+  if (options.ranks_to_show) {
+    for (int rank : *options.ranks_to_show) {
+      if (rank < 0 || rank >= plan.table.world_size) {
+        throw ConfigError(fmt::format("ranks_to_show: rank {} does not exist (the world size is {})", rank,
+                                      plan.table.world_size));
+      }
+    }
+  }
   plan.device_lock_dir = device_lock_dir_from(environment, options.device_lock_dir);
   return plan;
 }
@@ -327,6 +336,7 @@ void Job::start(const LaunchPlan& plan, int route) {
     }
     detail::StartedJob started = detail::decode_started(payload);
     run_dir_ = std::move(started.run_dir);
+    tag_ = std::move(started.tag);
     pids_ = std::move(started.pids);
     tracking_ = started.tracking;
   } catch (...) {
@@ -405,10 +415,17 @@ JobResult Job::wait() {
   connection_.reset();
   if (error) detail::rethrow_error(*error);
   if (result) return *result;
+  // The supervisor died (e.g. SIGKILLed): its ranks died with it, but not
+  // what they started outside their groups. Find those by the job's tag.
+  const std::size_t swept =
+      tag_.empty() ? 0 : detail::kill_tagged_processes("DAVINCIRUN_JOB_TAG=" + tag_, std::chrono::seconds(5));
   if (broken) std::rethrow_exception(broken);
   throw Error(fmt::format("the job supervisor process (pid {}) ended with {} before reporting the result; its "
-                          "ranks were killed with it",
-                          host_pid, host_status.describe()));
+                          "ranks were killed with it{}",
+                          host_pid, host_status.describe(),
+                          swept ? fmt::format("; {} more process(es) of the job were still running and are killed",
+                                              swept)
+                                : std::string()));
 }
 
 namespace {

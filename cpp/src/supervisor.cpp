@@ -145,7 +145,7 @@ Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions optio
       launch.process.use_pidfd = tracking_ == ProcessTracking::pidfd;
       ChildProcess child = ChildProcess::spawn(launch.process, launch.rank);
       const int pipe_fd = child.release_output_fd();
-      RankLog log(launch.label, pipe_fd, launch.log_path, *console_);
+      RankLog log(launch.label, pipe_fd, launch.log_path, launch.show_on_console ? *console_ : hidden_);
       RankResult result;
       result.rank = launch.rank;
       result.pid = child.pid();

@@ -51,6 +51,10 @@ class ConsoleWriter:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._broken = False
 
+    def note(self, text):
+        """Shows one line of the launcher's own (str), e.g. where the logs are."""
+        self.write(text.encode("utf-8"))
+
     def write(self, data, skipped_lines=0):
         """Shows `data`; a display that fails (a closed pipe, no sys.stdout)
         is given up for the rest of the job: the ranks and their log files

@@ -45,6 +45,18 @@ def _normalize_command(command):
     return argv
 
 
+def _normalize_ranks(ranks_to_show):
+    if ranks_to_show is None:
+        return None
+    try:
+        ranks = [int(r) for r in ranks_to_show]
+    except (TypeError, ValueError):
+        raise LaunchConfigError("ranks_to_show: expected a list of rank ids, e.g. [0], got %r" % (ranks_to_show,))
+    if any(isinstance(r, bool) for r in ranks_to_show):
+        raise LaunchConfigError("ranks_to_show: expected a list of rank ids, e.g. [0], got %r" % (ranks_to_show,))
+    return ranks
+
+
 def _normalize_env(env):
     if env is None:
         return []
@@ -84,6 +96,7 @@ class DistributedJob:
 
     def __init__(self, plan, console, cache_dir=None):
         self.plan = plan
+        self._shows_live = console == _core.ConsoleMode.python
         self.job_id = plan.job_id
         self._cache_dir = cache_dir
         self._console = ConsoleWriter()
@@ -195,6 +208,8 @@ class DistributedJob:
             self._stop_after_interrupt()
             raise
         result = self._finish()
+        if self._shows_live:
+            self._console.note("[davincirun] logs of all %d rank(s): %s\n" % (len(result.ranks), self.run_dir))
         if result.success:
             return 0
         if raise_exception and (result.first_failure is not None or not self._terminated):
@@ -242,6 +257,7 @@ def start_distributed_train(
     random_cache_dir=False,
     job_timeout=None,
     wait_timeout=300,
+    ranks_to_show=None,
 ):
     """Starts one process per device of this machine's server in the rank table.
 
@@ -274,6 +290,10 @@ def start_distributed_train(
             returns 124); default: no limit.
         random_cache_dir (bool): give the ranks a fresh
             ``MS_COMPILER_CACHE_PATH`` (removed after the job) unless one is set.
+        ranks_to_show (list[int] | None): show only these ranks' output live,
+            e.g. ``[0]``; the others go to their log files only. Default
+            ``None``: every rank. Ranks on other servers are ignored, so the
+            same value works on every machine of the job.
 
     Returns:
         DistributedJob
@@ -303,6 +323,9 @@ def start_distributed_train(
             float(job_timeout or 0.0),
             float(wait_timeout),
             supervisor_program=_supervisor_program(),
+            ranks_to_show=_normalize_ranks(ranks_to_show),
+            # The supervisor process removes it even if this process dies.
+            remove_after_job=[cache_dir] if cache_dir else [],
         )
         for warning in plan.warnings:
             warnings.warn(warning, UserWarning, stacklevel=2)
@@ -333,6 +356,7 @@ def start_and_wait_distributed_train(
     grace_period=None,
     job_timeout=None,
     wait_timeout=300,
+    ranks_to_show=None,
 ):
     """Starts distributed training on this machine and waits for it to end.
 
@@ -347,7 +371,7 @@ def start_and_wait_distributed_train(
 
     Args:
         command, work_dir, log_dir, output_notebook, rank_table, server_id,
-        env, grace_period, job_timeout, wait_timeout: as for
+        env, grace_period, job_timeout, wait_timeout, ranks_to_show: as for
         :func:`start_distributed_train`.
         random_cache_dir (bool): default True: a fresh MindSpore compiler
             cache directory for this job, removed afterwards (a
@@ -376,5 +400,6 @@ def start_and_wait_distributed_train(
         random_cache_dir=random_cache_dir,
         job_timeout=job_timeout,
         wait_timeout=wait_timeout,
+        ranks_to_show=ranks_to_show,
     )
     return job.wait(destroy_when_finished=destroy_when_finished, raise_exception=raise_exception)

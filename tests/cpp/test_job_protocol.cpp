@@ -60,6 +60,8 @@ JobSpec sample_spec() {
   b.device_ip = std::nullopt;
   spec.ranks = {a, b};
   spec.environments = {{"A=" + with_nul, "MULTI=" + newlines, "EMPTY="}, {"BYTES=" + all_bytes}};
+  spec.show_on_console = {false, true};
+  spec.remove_after_job = {"/tmp/cache-" + with_nul, "/x/" + bad_utf8};
   spec.supervisor.grace_period = std::chrono::milliseconds(1234);
   spec.supervisor.drain_timeout = std::chrono::milliseconds(567);
   spec.supervisor.job_timeout = std::chrono::milliseconds(86'400'000);
@@ -254,6 +256,8 @@ TEST_CASE("job spec: every field round-trips, strings with NULs, invalid UTF-8 a
     CHECK(got.ranks[i].device_ip == want.ranks[i].device_ip);
   }
   CHECK((got.environments == want.environments));
+  CHECK((got.show_on_console == want.show_on_console));
+  CHECK((got.remove_after_job == want.remove_after_job));
   CHECK(got.supervisor.grace_period == want.supervisor.grace_period);
   CHECK(got.supervisor.drain_timeout == want.supervisor.drain_timeout);
   CHECK(got.supervisor.job_timeout == want.supervisor.job_timeout);
@@ -268,6 +272,7 @@ TEST_CASE("job spec: a rank without an environment gets an empty one", "[job_pro
   REQUIRE(got.environments.size() == 2);
   CHECK(got.environments[0] == spec.environments[0]);
   CHECK(got.environments[1].empty());
+  CHECK((got.show_on_console == std::vector<bool>{false, true}));
 }
 
 TEST_CASE("started event round-trips", "[job_protocol]") {
@@ -275,8 +280,10 @@ TEST_CASE("started event round-trips", "[job_protocol]") {
   want.run_dir = "/logs/run-" + with_nul + bad_utf8 + newlines;
   want.pids = {1, 4242, 4194304};
   want.tracking = ProcessTracking::sigchld;
+  want.tag = "0123456789abcdef0123456789abcdef";
   const StartedJob got = decode_started(encode_started(want));
   CHECK(got.run_dir == want.run_dir);
+  CHECK(got.tag == want.tag);
   CHECK(got.pids == want.pids);
   CHECK(got.tracking == want.tracking);
 
@@ -409,7 +416,8 @@ TEST_CASE("corrupt counts and out-of-range enums are refused", "[job_protocol]")
     }
     return false;
   };
-  const JobSpec spec = sample_spec();
+  JobSpec spec = sample_spec();
+  spec.remove_after_job.clear();  // the payload then ends: tracking, console, an empty list (8 bytes each)
   const std::string payload = encode_spec(spec);
   SECTION("a huge element count does not allocate, it is refused") {
     // The command's count follows five strings (8-byte length + bytes) and world_size.
@@ -427,12 +435,12 @@ TEST_CASE("corrupt counts and out-of-range enums are refused", "[job_protocol]")
   }
   SECTION("a tracking value beyond the enum") {
     std::string corrupt = payload;
-    corrupt[payload.size() - 16] = 3;  // tracking, then console: the last two 8-byte fields
+    corrupt[payload.size() - 24] = 3;
     CHECK(refused([&] { decode_spec(corrupt); }));
   }
   SECTION("a console route beyond the enum") {
     std::string corrupt = payload;
-    corrupt[payload.size() - 8] = 3;
+    corrupt[payload.size() - 16] = 3;
     CHECK(refused([&] { decode_spec(corrupt); }));
   }
   SECTION("a started event's tracking beyond the enum") {

@@ -426,3 +426,25 @@ TEST_CASE("a process holding a rank's output after leaving its group cannot hang
   check_nothing_left(result);
 }
 
+
+TEST_CASE("a rank not shown live writes only to its log file; notices still reach the console", "[supervisor]") {
+  FOR_EACH_SUPERVISION_MODE(mode, Modes::all);
+  TempDir dir;
+  RecordingSink console;
+  std::vector<RankLaunch> ranks;
+  // Rank 1 fails once rank 0 has had time to print and exit.
+  ranks.push_back(launch(dir, 0, {helper("child_exit"), "0", "0", "line of 0"}));
+  ranks.push_back(launch(dir, 1, {helper("child_exit"), "3", "300", "line of 1"}));
+  ranks[1].show_on_console = false;
+  Supervisor sup(ranks, mode.options(), console);
+  const auto [result, elapsed] = run_with_deadline(sup);
+
+  REQUIRE(result.ranks.size() == 2);
+  const std::string text = console.text();
+  INFO("console:\n" << text);
+  CHECK_THAT(text, Contains("[rank 0] line of 0"));
+  CHECK_THAT(text, !Contains("[rank 1]"));
+  CHECK_THAT(text, Contains("rank 1 (pid"));  // the notice about its failure is not hidden
+  CHECK(read_file(result.ranks[1].log_path) == "line of 1\n");
+  check_nothing_left(result);
+}

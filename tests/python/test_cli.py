@@ -285,3 +285,21 @@ def test_console_redirected_to_a_file_gets_every_line_of_a_flood(tmp_path, rank_
             assert rest.startswith(b"rank %d line " % rank)
             counts[rank] += 1
     assert counts == [lines] * 4
+
+
+def test_ranks_to_show(tmp_path, rank_table, job_env):
+    code = "import os; print('hello from', os.environ['RANK_ID'])"
+    proc = run_cli(["--ranks-to-show", "0,2", "-r", rank_table(3), sys.executable, "-c", code], job_env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "[rank 0] hello from 0" in proc.stdout and "[rank 2] hello from 2" in proc.stdout
+    assert "[rank 1]" not in proc.stdout
+    with open(tmp_path / "log" / "latest" / "rank_1.device_1.log") as f:
+        assert f.read() == "hello from 1\n"
+
+
+@pytest.mark.parametrize("value, message", [("0,,1", "expects rank ids"), ("a", "expects rank ids"),
+                                            ("7", "rank 7 does not exist")])
+def test_ranks_to_show_bad_values_exit_2(tmp_path, rank_table, job_env, value, message):
+    proc = run_cli(["--ranks-to-show", value, "-r", rank_table(2), "true"], job_env, tmp_path)
+    assert proc.returncode == 2
+    assert message in proc.stderr

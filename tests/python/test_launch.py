@@ -223,6 +223,29 @@ def test_live_output_is_prefixed_by_rank(tmp_path, rank_table, job_env, capsys):
         assert "[rank %d] bye" % rank in out  # the unterminated last line is shown whole
 
 
+def test_ranks_to_show_limits_live_output_not_the_logs(tmp_path, rank_table, job_env, capsys):
+    code = "import os\nprint('hello from', os.environ['RANK_ID'])\n"
+    assert start_and_wait_distributed_train(
+        python_command(code), log_dir=str(tmp_path / "log"), rank_table=rank_table(3), env=job_env,
+        output_notebook=True, ranks_to_show=[1],
+    ) == 0
+    out = capsys.readouterr().out
+    assert "[rank 1] hello from 1" in out
+    assert "[rank 0]" not in out and "[rank 2]" not in out
+    run_dir = os.path.realpath(str(tmp_path / "log" / "latest"))
+    assert "[davincirun] logs of all 3 rank(s): %s" % run_dir in out  # the pointer after the run
+    for rank in range(3):
+        with open(os.path.join(run_dir, "rank_%d.device_%d.log" % (rank, rank))) as f:
+            assert f.read() == "hello from %d\n" % rank
+
+
+@pytest.mark.parametrize("ranks", [[5], [-1], ["x"]])
+def test_ranks_to_show_outside_the_world_is_refused(tmp_path, rank_table, job_env, ranks):
+    with pytest.raises(LaunchConfigError, match="ranks_to_show"):
+        start_and_wait_distributed_train(["true"], log_dir=str(tmp_path / "log"), rank_table=rank_table(2),
+                                         env=job_env, ranks_to_show=ranks)
+
+
 def test_output_notebook_false_shows_nothing_live(tmp_path, rank_table, job_env, capsys):
     start_and_wait_distributed_train(
         python_command("print('quiet line')"), log_dir=str(tmp_path / "log"), rank_table=rank_table(2),

@@ -17,6 +17,7 @@ that none is left, and job_env checks again.
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -436,3 +437,52 @@ def test_cli_rank_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path, ra
     assert GRACE - 0.1 <= stubborn["ended"] - failed["ended"] < GRACE + 5
     assert summary["first_failure"] == 1 and failed["exit_code"] == 3
     assert_nothing_survives(job_env[MARKER_VARIABLE], also=[r["pid"] for r in summary["ranks"]])
+
+
+@needs_cli
+def test_cli_supervisor_sigkill_still_leaves_no_descendant(tmp_path, rank_table, job_env, tracking):
+    """The supervisor process itself SIGKILLed (e.g. `pkill -9 davincirun`
+    reaching it): its ranks die with it (PR_SET_PDEATHSIG), and the launcher
+    kills what they started by the job's DAVINCIRUN_JOB_TAG, then says so."""
+    job = Job(tmp_path, "sleep", "devnull")
+    proc = subprocess.Popen(cli_argv(job, rank_table(2), job_env), cwd=str(tmp_path), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        job.wait_ready(2, proc)
+        with open("/proc/%d/task/%d/children" % (proc.pid, proc.pid)) as f:
+            supervisor = int(f.read().split()[0])  # the CLI's only child
+        os.kill(supervisor, signal.SIGKILL)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        stop(proc)
+    assert proc.returncode != 0
+    assert "job supervisor process (pid %d) ended with signal 9" % supervisor in err
+    # the 2 daemons, and maybe a rank not yet gone from its parent's death
+    assert re.search(r"; [2-4] more process\(es\) of the job were still running and are killed", err), err
+    assert_nothing_survives(job_env[MARKER_VARIABLE], also=job.grandchild_pids(2))
+
+
+def test_api_caller_sigkill_still_removes_the_cache_dir(tmp_path, rank_table, job_env, tracking, monkeypatch):
+    """random_cache_dir=True: the per-job compiler cache is removed by the
+    supervisor process, so even a SIGKILLed caller (a kernel restart) leaves
+    none behind."""
+    cache_root = tmp_path / "tmp"
+    cache_root.mkdir()
+    monkeypatch.setenv("TMPDIR", str(cache_root))  # make_cache_dir() falls back to the temp dir
+    job = Job(tmp_path, "sleep", "none")
+    kwargs = {"command": job.command, "log_dir": str(job.log_dir), "rank_table": rank_table(2), "env": job_env,
+              "grace_period": GRACE, "random_cache_dir": True}
+    script = tmp_path / "caller.py"
+    script.write_text(CALLER_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), json.dumps(kwargs)], cwd=str(tmp_path),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        job.wait_ready(2, proc)
+        assert len(os.listdir(cache_root)) == 1  # the job's cache dir exists while it runs
+    finally:
+        stop(proc)
+    assert_nothing_survives(job_env[MARKER_VARIABLE])
+    deadline = time.monotonic() + 5
+    while os.listdir(cache_root) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert os.listdir(cache_root) == []

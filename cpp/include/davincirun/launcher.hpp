@@ -52,6 +52,15 @@ struct LaunchOptions {
   std::vector<std::pair<std::string, std::string>> env;
   /// Where /dev/davinciN are looked for. Default "/dev".
   std::string device_dir = "/dev";
+  /// The ranks whose output is shown live (console, notebook); the others
+  /// go to their log files only. nullopt (the default): every rank. Ranks
+  /// not on this server are ignored (so [0] can be given on every server);
+  /// ranks outside 0..world size-1 are a ConfigError.
+  std::optional<std::vector<int>> ranks_to_show;
+  /// Directories the job's supervisor process removes (recursively, never
+  /// following symlinks) once the job is over, even when this process died
+  /// meanwhile: e.g. a per-job compiler cache. Default: none.
+  std::vector<std::string> remove_after_job;
   /// Timing of stops and output draining, and how exits are tracked (the
   /// variable DAVINCIRUN_PROCESS_TRACKING=pidfd|sigchld|automatic of
   /// `environment` overrides `automatic`; 4.19 kernels need sigchld, which
@@ -142,7 +151,9 @@ class Job {
   /// rank its devices, pid, log file, exit status, whether the launcher
   /// stopped it, start and end times (seconds since the epoch) and output
   /// bytes. Call once. Throws SystemError or Error if the supervisor process
-  /// died without a result (its ranks die with it: PR_SET_PDEATHSIG).
+  /// died without a result: its ranks die with it (PR_SET_PDEATHSIG), and
+  /// this call then SIGKILLs every process of this user still carrying the
+  /// job's DAVINCIRUN_JOB_TAG (what the ranks started) before it throws.
   JobResult wait();
   /// Stops the job; see Supervisor::request_stop(). Thread- and signal-safe.
   void request_stop() noexcept;
@@ -170,6 +181,7 @@ class Job {
   int lifeline_fd_ = -1;  // a copy of the connection's, for signal handlers
   std::string run_dir_;
   std::vector<pid_t> pids_;
+  std::string tag_;  // DAVINCIRUN_JOB_TAG of the ranks
   ProcessTracking tracking_ = ProcessTracking::pidfd;
   bool waited_ = false;
 };

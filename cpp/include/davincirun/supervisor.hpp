@@ -73,6 +73,7 @@ struct RankLaunch {
   ProcessSpec process;
   std::string log_path;  ///< created by the supervisor; must not exist yet
   std::string label;     ///< console prefix, e.g. "rank 3"
+  bool show_on_console = true;  ///< false: its output goes to its log file only
 };
 
 /// How one rank ended.
@@ -173,6 +174,7 @@ class Supervisor {
   std::atomic<std::uint32_t> signals_to_forward_{0};  // bit N: signal N
   void forward_pending_signals();
   StreamScratch scratch_;
+  NullLineSink hidden_;  // the console of ranks not shown live
   StopReason stop_reason_ = StopReason::none;
   std::optional<std::size_t> first_failure_;
   std::optional<std::chrono::steady_clock::time_point> kill_deadline_;

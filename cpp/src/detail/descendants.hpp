@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <string>
 #include <vector>
 
 namespace davincirun::detail {
@@ -25,6 +26,12 @@ std::vector<pid_t> live_descendants(pid_t root);
 /// `known_groups` (process groups already SIGKILLed as a whole, whose
 /// members may still be dying).
 std::size_t kill_all_descendants(std::chrono::milliseconds budget, const std::vector<pid_t>& known_groups = {});
+
+/// SIGKILLs every process of this user whose environment holds `entry`
+/// exactly (e.g. "DAVINCIRUN_JOB_TAG=<tag>"), again and again until none is
+/// left or `budget` is spent: the launcher's last resort when the job's
+/// supervisor process died without cleaning up. Returns how many it signalled.
+std::size_t kill_tagged_processes(const std::string& entry, std::chrono::milliseconds budget);
 
 /// Reaps every zombie child of this process without blocking (waitpid(-1));
 /// for a process that owns all its children. Returns how many it reaped.

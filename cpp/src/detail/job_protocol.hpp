@@ -41,9 +41,11 @@ struct JobSpec {
   std::string work_dir;  ///< absolute
   std::string device_lock_dir;  ///< absolute; empty: the devices are not locked
   std::vector<RankAssignment> ranks;
+  std::vector<bool> show_on_console;  ///< per rank
   std::vector<std::vector<std::string>> environments;  ///< per rank, "NAME=value"; RANK_TABLE_FILE is set by the supervisor
   SupervisorOptions supervisor;
   ConsoleRoute console = ConsoleRoute::relay;
+  std::vector<std::string> remove_after_job;  ///< LaunchOptions::remove_after_job
 };
 
 JobSpec make_job_spec(const LaunchPlan& plan, ConsoleRoute console);
@@ -70,6 +72,7 @@ JobSpec decode_spec(std::string_view data);
 
 struct StartedJob {
   std::string run_dir;
+  std::string tag;  ///< the value of DAVINCIRUN_JOB_TAG in every rank's environment
   std::vector<pid_t> pids;
   ProcessTracking tracking = ProcessTracking::pidfd;
 };
