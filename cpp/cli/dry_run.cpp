@@ -28,6 +28,12 @@ std::string describe_plan(const LaunchPlan& plan, const Environment& inherited) 
     const Environment& env = plan.environments[i];
     for (const auto& entry : env.entries()) {
       const std::string name = name_of(entry);
+      if (name == "RANK_TABLE_FILE") {
+        // Set by the supervisor process to the copy it writes; say so
+        // rather than show the source path the ranks will not read.
+        out += "  + RANK_TABLE_FILE=<run directory>/rank_table.json\n";
+        continue;
+      }
       auto before = inherited.get(name);
       if (!before) {
         out += "  + " + entry + "\n";

@@ -114,9 +114,6 @@ int run(const davincirun::cli::CliOptions& cli) {
   for (const auto& r : result.ranks) {
     if (r.log_error) say(fmt::format("warning: the log of rank {} is incomplete ({}): {}", r.rank, r.log_path, *r.log_error));
   }
-  if (result.leftover_processes_killed > 0) {
-    inform(fmt::format("killed {} process(es) the ranks left running", result.leftover_processes_killed));
-  }
   if (result.success()) {
     inform(fmt::format("all {} rank(s) exited 0; logs in {}", result.ranks.size(), job.run_dir()));
     return 0;

@@ -56,7 +56,7 @@ A job locks its devices in $DAVINCIRUN_LOCK_DIR (default /tmp/davincirun-locks;
 Exit status: 0 when every rank exited 0; else the first failed rank's exit
 code, or 128+N when it was killed by signal N; 128+N when davincirun itself
 was stopped by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP, 131 SIGQUIT);
-2 for a usage, configuration or rank-table error or a device in use; 126/127
+124 when --job-timeout stopped the job; 2 for a usage, configuration or rank-table error or a device in use; 126/127
 when the command cannot be executed / is not found. A rank's own exit code
 can take these values too: the messages on standard error say which it was.
 )",

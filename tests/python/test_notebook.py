@@ -72,7 +72,8 @@ def test_rank_output_lands_in_the_calling_cell_only(kernel_name, tmp_path, rank_
         mine = [line for line in lines if line.startswith("[rank %d] line " % rank)]
         assert mine == ["[rank %d] line %d of rank %d" % (rank, i, rank) for i in range(3)]
     assert lines[-1] == "returned 0"
-    assert len(lines) == 2 * 4 + 1
+    assert lines[-2].startswith("[davincirun] logs of all 2 rank(s): ")  # the pointer after the run
+    assert len(lines) == 2 * 4 + 2
     assert cell_text(nb.cells[2]) == "a later cell\n"
     assert "[rank" not in cell_text(nb.cells[0])
 
