@@ -33,7 +33,7 @@ Options (they end at the first non-option or at --):
       --grace-period SEC   seconds between SIGTERM and SIGKILL when stopping
                            ranks (default: {:g})
       --job-timeout SEC    stop every rank once the job has run this long
-                           (default: no limit; exit status 124)
+                           (default and 0: no limit; exit status 124)
       --env NAME=VALUE     set a variable for every rank (repeatable); it wins
                            over inherited values, not over the rank identity
       --ranks-to-show LIST show only these ranks' output live, e.g. 0 or 0,4
@@ -148,8 +148,10 @@ CliOptions parse_command_line(int argc, char** argv) {
     } else if (name == "--dry-run") {
       out.dry_run = true;
     } else if (name == "-q" || name == "--quiet") {
+      if (out.verbosity == 2) throw UsageError("-q (quiet) and -v (verbose) contradict each other; give one");
       out.verbosity = 0;
     } else if (name == "-v" || name == "--verbose") {
+      if (out.verbosity == 0) throw UsageError("-q (quiet) and -v (verbose) contradict each other; give one");
       out.verbosity = 2;
     } else if (name == "--env") {
       std::string kv = value_of(name, arg);

@@ -326,9 +326,17 @@ ChildProcess ChildProcess::spawn(const ProcessSpec& spec, int rank) {
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     const char* step = failure.step == 0 ? "cannot enter work directory" : failure.step == 1 ? "cannot execute" : "cannot set up stdio for";
+    std::string reason = ::strerror(failure.error);
+    if (failure.step == 1 && failure.error == EACCES) {
+      // execve says EACCES for a directory too: say what it really is.
+      const std::string path = (*executable)[0] == '/' || spec.work_dir.empty() ? *executable
+                                                                               : spec.work_dir + "/" + *executable;
+      struct stat st {};
+      if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) reason = "it is a directory";
+    }
     std::string target = failure.step == 0 ? spec.work_dir : *executable;
     throw SpawnError(rank, command, failure.error,
-                     fmt::format("rank {}: {} '{}': {}", rank, step, target, ::strerror(failure.error)));
+                     fmt::format("rank {}: {} '{}': {}", rank, step, target, reason));
   }
 
   return ChildProcess(pid, pidfd_owner.release(), out_read.release());

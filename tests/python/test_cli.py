@@ -303,3 +303,16 @@ def test_ranks_to_show_bad_values_exit_2(tmp_path, rank_table, job_env, value, m
     proc = run_cli(["--ranks-to-show", value, "-r", rank_table(2), "true"], job_env, tmp_path)
     assert proc.returncode == 2
     assert message in proc.stderr
+
+
+def test_quiet_and_verbose_together_exit_2(tmp_path, rank_table, job_env):
+    proc = run_cli(["-q", "-v", "-r", rank_table(1), "true"], job_env, tmp_path)
+    assert proc.returncode == 2
+    assert "contradict" in proc.stderr
+
+
+def test_a_directory_as_the_command_says_so(tmp_path, rank_table, job_env):
+    (tmp_path / "adir").mkdir()
+    proc = run_cli(["-r", rank_table(1), "./adir"], job_env, tmp_path)
+    assert proc.returncode == 126
+    assert "'./adir': it is a directory" in proc.stderr
