@@ -47,23 +47,30 @@ bool read_stat(pid_t pid, ProcInfo& info) {
   return true;
 }
 
-}  // namespace
-
-std::vector<pid_t> live_descendants(pid_t root) {
-  std::unordered_multimap<pid_t, pid_t> children;  // ppid -> pid
-  std::unordered_map<pid_t, bool> zombie;
+// Calls visit(pid, info) for every process /proc lists and can describe.
+template <typename Visit>
+void for_each_process(Visit visit) {
   DIR* proc = ::opendir("/proc");
-  if (!proc) return {};
+  if (!proc) return;
   while (dirent* entry = ::readdir(proc)) {
     char* end = nullptr;
     const long pid = std::strtol(entry->d_name, &end, 10);
     if (*end != '\0' || pid <= 0) continue;
     ProcInfo info{};
-    if (!read_stat(static_cast<pid_t>(pid), info)) continue;
-    children.emplace(info.ppid, static_cast<pid_t>(pid));
-    zombie[static_cast<pid_t>(pid)] = info.zombie;
+    if (read_stat(static_cast<pid_t>(pid), info)) visit(static_cast<pid_t>(pid), info);
   }
   ::closedir(proc);
+}
+
+}  // namespace
+
+std::vector<pid_t> live_descendants(pid_t root) {
+  std::unordered_multimap<pid_t, pid_t> children;  // ppid -> pid
+  std::unordered_map<pid_t, bool> zombie;
+  for_each_process([&](pid_t pid, const ProcInfo& info) {
+    children.emplace(info.ppid, pid);
+    zombie[pid] = info.zombie;
+  });
 
   std::vector<pid_t> out;
   std::vector<pid_t> todo{root};
@@ -148,17 +155,9 @@ std::size_t kill_tagged_processes(const std::string& entry, std::chrono::millise
   std::set<pid_t> signalled;
   for (;;) {
     std::vector<pid_t> found;
-    if (DIR* proc = ::opendir("/proc")) {
-      while (dirent* e = ::readdir(proc)) {
-        char* end = nullptr;
-        const long pid = std::strtol(e->d_name, &end, 10);
-        if (*end != '\0' || pid <= 0 || pid == ::getpid()) continue;
-        ProcInfo info{};
-        if (!read_stat(static_cast<pid_t>(pid), info) || info.zombie) continue;
-        if (environment_holds(static_cast<pid_t>(pid), entry)) found.push_back(static_cast<pid_t>(pid));
-      }
-      ::closedir(proc);
-    }
+    for_each_process([&](pid_t pid, const ProcInfo& info) {
+      if (pid != ::getpid() && !info.zombie && environment_holds(pid, entry)) found.push_back(pid);
+    });
     if (found.empty() || std::chrono::steady_clock::now() >= deadline) break;
     for (pid_t pid : found) {
       if (::kill(pid, SIGKILL) == 0) signalled.insert(pid);

@@ -28,6 +28,7 @@
 #include "detail/descendants.hpp"
 #include "detail/job_protocol.hpp"
 #include "detail/job_summary.hpp"
+#include "detail/private_file.hpp"
 #include "detail/unique_fd.hpp"
 
 namespace davincirun::detail {
@@ -78,20 +79,6 @@ void point_latest(const std::string& log_dir, const std::string& run_dir) {
   const std::string target = run_dir.substr(run_dir.rfind('/') + 1);
   if (::symlink(target.c_str(), tmp.c_str()) == 0 && ::rename(tmp.c_str(), latest.c_str()) != 0) {
     ::unlink(tmp.c_str());
-  }
-}
-
-void write_new_file(const std::string& path, const std::string& text) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!fd) throw SystemError("create " + path, errno);
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd.get(), text.data() + done, text.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw SystemError("write " + path, errno);
-    }
-    done += static_cast<std::size_t>(n);
   }
 }
 
@@ -316,7 +303,7 @@ int run_job_host(int lifeline_fd) {
     // The ranks read a copy the job owns: strictly formatted for HCCL, and
     // immune to a platform rewriting its own file in place mid-job.
     table_copy = run_dir + "/rank_table.json";
-    write_new_file(table_copy, spec.rank_table_json + "\n");
+    write_private_file(table_copy, spec.rank_table_json + "\n", "create rank table " + table_copy);
 
     std::vector<RankLaunch> launches;
     for (std::size_t i = 0; i < spec.ranks.size(); ++i) {

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "davincirun/errors.hpp"
-#include "detail/unique_fd.hpp"
+#include "detail/private_file.hpp"
 
 namespace davincirun::detail {
 
@@ -74,17 +74,7 @@ void write_job_summary(const std::string& path, const JobSpec& plan, const std::
   // Rank output can be any bytes: replace invalid UTF-8 rather than fail.
   const std::string text = j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!fd) throw SystemError("create " + path, errno);
-  std::size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd.get(), text.data() + done, text.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw SystemError("write " + path, errno);
-    }
-    done += static_cast<std::size_t>(n);
-  }
+  write_private_file(path, text, "create " + path);
 }
 
 }  // namespace davincirun::detail

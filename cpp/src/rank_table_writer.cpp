@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "detail/private_file.hpp"
 #include "detail/rank_table_checker.hpp"
 #include "detail/unique_fd.hpp"
 
@@ -92,30 +93,7 @@ void write_normalized_rank_table(const RankTable& table, const std::string& path
         "write_normalized_rank_table: the table has no normalized_json (it was not made by "
         "parse_rank_table)");
   }
-  const std::string what = "create rank table " + path;
-  // O_EXCL|O_NOFOLLOW: never overwrite, nor write through a link planted at `path`.
-  detail::UniqueFd file(
-      ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!file) throw SystemError(what, errno);
-  const auto fail = [&](int error) {
-    file.reset();
-    ::unlink(path.c_str());  // ours: created above
-    throw SystemError(what, error);
-  };
-  if (::fchmod(file.get(), 0600) != 0) fail(errno);  // the umask may have removed bits
-  const std::string text = table.normalized_json + "\n";
-  for (std::size_t done = 0; done < text.size();) {
-    const ssize_t n = ::write(file.get(), text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(errno);
-    done += static_cast<std::size_t>(n);
-  }
-  // close() reports delayed write errors (NFS, quota).
-  if (::close(file.release()) != 0) {
-    const int error = errno;
-    ::unlink(path.c_str());
-    throw SystemError(what, error);
-  }
+  detail::write_private_file(path, table.normalized_json + "\n", "create rank table " + path);
 }
 
 }  // namespace davincirun
