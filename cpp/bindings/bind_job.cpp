@@ -98,19 +98,36 @@ class PyJob {
     }
   }
 
-  /// Waits up to `seconds` for output or the end; returns True once the job is over.
-  bool wait_for(double seconds) {
+  /// Waits up to `seconds` for the end or, when `on_output`, for output;
+  /// returns True once the job is over.
+  bool wait_for(double seconds, bool on_output) {
     if (done_.load()) return true;
-    queue_.wait(to_millis(seconds, "timeout"));
+    queue_.wait(to_millis(seconds, "timeout"), on_output);
     return done_.load();
   }
 
-  /// (bytes of complete console lines, lines skipped because Python fell behind)
-  std::pair<py::bytes, std::uint64_t> take_output() {
-    std::uint64_t skipped = 0;
-    std::string text = queue_.take(skipped);
-    return {py::bytes(text), skipped};
+  /// What arrived since the last call: (bytes of complete console lines,
+  /// lines skipped over the budget, [(label, progress text)], [(rank index,
+  /// exit code or None, signal or None, stopped by the launcher)]).
+  py::tuple take_output() {
+    QueueSink::Batch batch;
+    {
+      py::gil_scoped_release release;
+      batch = queue_.take();
+    }
+    py::list progress;
+    for (const auto& [label, text] : batch.progress) progress.append(py::make_tuple(lenient_text(label), lenient_text(text)));
+    py::list exits;
+    for (const auto& e : batch.exits) {
+      py::object code = py::none(), signal = py::none();
+      if (e.status.kind == ExitStatus::Kind::exited) code = py::int_(e.status.value);
+      if (e.status.kind == ExitStatus::Kind::signaled) signal = py::int_(e.status.value);
+      exits.append(py::make_tuple(e.index, code, signal, e.stopped_by_launcher));
+    }
+    return py::make_tuple(py::bytes(batch.lines), batch.skipped_lines, progress, exits);
   }
+
+  void set_display_budget(std::size_t bytes) { queue_.set_budget(bytes); }
 
   void request_stop() { job_->request_stop(); }
   void request_kill() { job_->request_kill(); }
@@ -267,8 +284,10 @@ void bind_job(py::module_& m) {
   py::class_<PyJob>(m, "Job")
       .def(py::init<const LaunchPlan&, ConsoleMode>(), py::arg("plan"), py::arg("console"),
            py::call_guard<py::gil_scoped_release>())
-      .def("wait_for", &PyJob::wait_for, py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
+      .def("wait_for", &PyJob::wait_for, py::arg("timeout"), py::arg("on_output") = true,
+           py::call_guard<py::gil_scoped_release>())
       .def("take_output", &PyJob::take_output)
+      .def("set_display_budget", &PyJob::set_display_budget, py::arg("bytes"))
       .def("request_stop", &PyJob::request_stop)
       .def("request_kill", &PyJob::request_kill)
       .def_property_readonly("done", &PyJob::done)

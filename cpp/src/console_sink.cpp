@@ -48,8 +48,28 @@ NonBlockingSink::~NonBlockingSink() {
   writer_.join();
 }
 
-void NonBlockingSink::write(std::string_view lines) { push(lines, false); }
-void NonBlockingSink::notice(std::string_view lines) { push(lines, true); }
+void NonBlockingSink::write(std::string_view lines) { push(lines, Kind::lines); }
+void NonBlockingSink::notice(std::string_view lines) { push(lines, Kind::notice); }
+
+void NonBlockingSink::progress(std::string_view label, std::string_view text) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Only the latest state of a progress line matters: when the console is
+    // behind, this one is simply not shown.
+    if (queued_bytes_ + text.size() > capacity_) return;
+    queued_bytes_ += text.size();
+    queue_.push_back(Block{Kind::progress, std::string(text), std::string(label)});
+  }
+  wake_.notify_one();
+}
+
+void NonBlockingSink::rank_exited(std::size_t index, ExitStatus status, bool stopped_by_launcher) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(Block{Kind::exit, {}, {}, index, status, stopped_by_launcher});
+  }
+  wake_.notify_one();
+}
 
 std::uint64_t NonBlockingSink::skipped_lines() const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -61,9 +81,10 @@ std::size_t NonBlockingSink::queued_bytes() const {
   return queued_bytes_;
 }
 
-void NonBlockingSink::push(std::string_view text, bool is_notice) {
+void NonBlockingSink::push(std::string_view text, Kind kind) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    const bool is_notice = kind == Kind::notice;
     if (!is_notice && queued_bytes_ + text.size() > capacity_) {
       const auto lines = static_cast<std::uint64_t>(std::count(text.begin(), text.end(), '\n'));
       skipped_since_notice_ += lines;
@@ -76,11 +97,11 @@ void NonBlockingSink::push(std::string_view text, bool is_notice) {
                                      "the log files have them\n",
                                      skipped_since_notice_);
       queued_bytes_ += note.size();
-      queue_.push_back(Block{std::move(note), true});
+      queue_.push_back(Block{Kind::notice, std::move(note), {}});
       skipped_since_notice_ = 0;
     }
     queued_bytes_ += text.size();
-    queue_.push_back(Block{std::string(text), is_notice});
+    queue_.push_back(Block{kind, std::string(text), {}});
   }
   wake_.notify_one();
 }
@@ -93,10 +114,11 @@ void NonBlockingSink::run() {
     Block block = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
-    if (block.is_notice) {
-      target_.notice(block.text);
-    } else {
-      target_.write(block.text);
+    switch (block.kind) {
+      case Kind::lines: target_.write(block.text); break;
+      case Kind::notice: target_.notice(block.text); break;
+      case Kind::progress: target_.progress(block.label, block.text); break;
+      case Kind::exit: target_.rank_exited(block.index, block.status, block.stopped); break;
     }
     lock.lock();
     queued_bytes_ -= block.text.size();

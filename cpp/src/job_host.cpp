@@ -109,6 +109,12 @@ class RelaySink final : public LineSink {
   explicit RelaySink(Lifeline& lifeline) : lifeline_(lifeline) {}
   void write(std::string_view lines) override { lifeline_.send(Frame::lines, lines); }
   void notice(std::string_view lines) override { lifeline_.send(Frame::notice, lines); }
+  void progress(std::string_view label, std::string_view text) override {
+    lifeline_.send(Frame::progress, detail::encode_progress(label, text));
+  }
+  void rank_exited(std::size_t index, ExitStatus status, bool stopped_by_launcher) override {
+    lifeline_.send(Frame::rank_exited, detail::encode_rank_exited({index, status, stopped_by_launcher}));
+  }
 
  private:
   Lifeline& lifeline_;

@@ -239,6 +239,58 @@ StartedJob decode_started(std::string_view data) {
   return started;
 }
 
+std::string encode_progress(std::string_view label, std::string_view text) {
+  Writer w;
+  w.str(label);
+  w.str(text);
+  return w.take();
+}
+
+ProgressUpdate decode_progress(std::string_view data) {
+  Reader r(data);
+  ProgressUpdate update;
+  update.label = r.str();
+  update.text = r.str();
+  r.finish();
+  return update;
+}
+
+std::string encode_rank_exited(const RankExited& exited) {
+  Writer w;
+  w.u64(exited.index);
+  put_status(w, exited.status);
+  w.flag(exited.stopped_by_launcher);
+  return w.take();
+}
+
+RankExited decode_rank_exited(std::string_view data) {
+  Reader r(data);
+  RankExited exited;
+  exited.index = static_cast<std::size_t>(r.u64());
+  exited.status = get_status(r);
+  exited.stopped_by_launcher = r.flag();
+  r.finish();
+  return exited;
+}
+
+bool deliver_console_frame(Frame type, std::string_view payload, LineSink& sink) {
+  switch (type) {
+    case Frame::lines: sink.write(payload); return true;
+    case Frame::notice: sink.notice(payload); return true;
+    case Frame::progress: {
+      ProgressUpdate update = decode_progress(payload);
+      sink.progress(update.label, update.text);
+      return true;
+    }
+    case Frame::rank_exited: {
+      RankExited exited = decode_rank_exited(payload);
+      sink.rank_exited(exited.index, exited.status, exited.stopped_by_launcher);
+      return true;
+    }
+    default: return false;
+  }
+}
+
 std::string encode_result(const JobResult& result) {
   Writer w;
   w.u64(result.ranks.size());

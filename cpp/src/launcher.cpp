@@ -328,8 +328,7 @@ void Job::start(const LaunchPlan& plan, int route) {
       if (!connection_->reader.next(type, payload)) {
         throw Error("the job supervisor process exited before starting the job");
       }
-      if (type == detail::Frame::lines && console_) console_->write(payload);
-      if (type == detail::Frame::notice && console_) console_->notice(payload);
+      if (console_) detail::deliver_console_frame(type, payload, *console_);
       if (type == detail::Frame::error) detail::rethrow_error(payload);
       if (type == detail::Frame::started) break;
     }
@@ -389,10 +388,10 @@ JobResult Job::wait() {
     while (connection_->reader.next(type, payload)) {
       switch (type) {
         case detail::Frame::lines:
-          if (console_) console_->write(payload);
-          break;
         case detail::Frame::notice:
-          if (console_) console_->notice(payload);
+        case detail::Frame::progress:
+        case detail::Frame::rank_exited:
+          if (console_) detail::deliver_console_frame(type, payload, *console_);
           break;
         case detail::Frame::result:
           result = detail::decode_result(payload);

@@ -43,6 +43,8 @@ RankLog::RankLog(RankLog&& o) noexcept
       console_(o.console_),
       partial_(std::move(o.partial_)),
       partial_is_continuation_(o.partial_is_continuation_),
+      redrawing_(o.redrawing_),
+      progress_shown_(std::move(o.progress_shown_)),
       bytes_(o.bytes_),
       file_error_(std::move(o.file_error_)) {}
 
@@ -90,30 +92,70 @@ void RankLog::emit_lines(const char* data, std::size_t size, std::string& out) {
   // Build one block of whole, prefixed lines per read so that a sink writes
   // it at once and lines of different ranks never interleave mid-line.
   out.clear();  // keeps its capacity
+  // Most output has no '\r' at all: one scan of the read decides.
+  const bool read_has_cr = std::memchr(data, '\r', size) != nullptr;
   const char* end = data + size;
   while (data < end) {
     const char* nl = static_cast<const char*>(std::memchr(data, '\n', static_cast<std::size_t>(end - data)));
     if (!nl) {
       partial_.append(data, static_cast<std::size_t>(end - data));
+      if (read_has_cr || redrawing_) collapse_redrawn();
       emit_full_chunks(out);
       break;
     }
     const auto length = static_cast<std::size_t>(nl - data);  // without the '\n'
-    if (partial_.empty() && length <= max_line_bytes) {
+    if (partial_.empty() && length <= max_line_bytes && !(read_has_cr && std::memchr(data, '\r', length))) {
       out += prefix_;  // the common case: a whole line inside one read
       out.append(data, length + 1);
     } else {
       partial_.append(data, length);
+      if (read_has_cr || redrawing_) {
+        collapse_redrawn();
+        while (!partial_.empty() && partial_.back() == '\r') partial_.pop_back();  // "\r\n"
+      }
       emit_full_chunks(out);
       out += partial_is_continuation_ ? cont_prefix_ : prefix_;
       out += partial_;
       out += '\n';
       partial_.clear();
       partial_is_continuation_ = false;
+      redrawing_ = false;
     }
     data = nl + 1;
   }
   if (!out.empty()) console_->write(out);
+  if (redrawing_ || !progress_shown_.empty()) report_progress();
+}
+
+void RankLog::collapse_redrawn() {
+  // Keep what a terminal shows of the line: the text after its last '\r'.
+  // Trailing '\r's are kept as one: it may be the first half of "\r\n", or
+  // the end of a redraw (`print(x, end="\r")`) whose text stays current.
+  std::size_t trailing = 0;
+  while (trailing < partial_.size() && partial_[partial_.size() - 1 - trailing] == '\r') ++trailing;
+  const std::size_t text_end = partial_.size() - trailing;
+  const std::size_t last_cr = text_end == 0 ? std::string::npos : partial_.rfind('\r', text_end - 1);
+  if (last_cr == std::string::npos && trailing == 0) return;  // an ordinary partial line
+  redrawing_ = true;
+  partial_.resize(text_end + (trailing > 0 ? 1 : 0));
+  if (last_cr != std::string::npos) partial_.erase(0, last_cr + 1);
+}
+
+void RankLog::report_progress() {
+  std::string_view text;
+  if (redrawing_) {
+    text = partial_;
+    while (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+    if (text.empty()) return;  // a bare '\r' erases nothing: the last state stays
+    if (text.size() > max_progress_bytes) {
+      std::size_t cut = max_progress_bytes;
+      while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+      text = text.substr(0, cut);
+    }
+  }
+  if (text == progress_shown_) return;
+  progress_shown_.assign(text);
+  console_->progress(label_, progress_shown_);
 }
 
 void RankLog::emit_full_chunks(std::string& out) {
@@ -130,11 +172,16 @@ void RankLog::emit_full_chunks(std::string& out) {
 }
 
 void RankLog::finish() {
+  if (redrawing_) {
+    while (!partial_.empty() && partial_.back() == '\r') partial_.pop_back();
+  }
   if (!partial_.empty()) {
     std::string out = (partial_is_continuation_ ? cont_prefix_ : prefix_) + partial_ + "\n";
     partial_.clear();
     console_->write(out);
   }
+  redrawing_ = false;
+  if (!progress_shown_.empty()) report_progress();
   if (pipe_fd_ >= 0) ::close(std::exchange(pipe_fd_, -1));
   if (file_fd_ >= 0) ::close(std::exchange(file_fd_, -1));
 }

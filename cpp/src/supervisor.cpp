@@ -336,6 +336,7 @@ void Supervisor::handle_exit(std::size_t index) {
   }
   r.result.ended = std::chrono::system_clock::now();
   if (r.log.open()) r.drain_deadline = Clock::now() + options_.drain_timeout;
+  console_->rank_exited(index, *status, r.result.terminated_by_launcher);
 
   if (!status->success() && !r.result.terminated_by_launcher && stop_reason_ == StopReason::none) {
     first_failure_ = index;

@@ -293,6 +293,26 @@ TEST_CASE("started event round-trips", "[job_protocol]") {
   CHECK(empty.tracking == ProcessTracking::pidfd);
 }
 
+TEST_CASE("progress and rank exits round-trip and reach a sink through deliver_console_frame", "[job_protocol]") {
+  const ProgressUpdate update = decode_progress(encode_progress("rank 7", "45%|" + bad_utf8 + with_nul));
+  CHECK(update.label == "rank 7");
+  CHECK(update.text == "45%|" + bad_utf8 + with_nul);
+  const RankExited exited = decode_rank_exited(encode_rank_exited({5, ExitStatus{ExitStatus::Kind::signaled, 9}, true}));
+  CHECK(exited.index == 5);
+  CHECK(exited.status.kind == ExitStatus::Kind::signaled);
+  CHECK(exited.status.value == 9);
+  CHECK(exited.stopped_by_launcher);
+
+  RecordingSink sink;
+  CHECK(deliver_console_frame(Frame::lines, "[rank 0] a\n", sink));
+  CHECK(deliver_console_frame(Frame::progress, encode_progress("rank 0", "10%"), sink));
+  CHECK(deliver_console_frame(Frame::rank_exited, encode_rank_exited({0, ExitStatus{}, false}), sink));
+  CHECK_FALSE(deliver_console_frame(Frame::result, "", sink));
+  CHECK(sink.events() == std::vector<std::string>{"lines [rank 0] a\n", "progress rank 0: 10%", "exit 0: exit code 0"});
+  CHECK_THROWS_AS(deliver_console_frame(Frame::progress, "\x01", sink), SystemError);
+  CHECK_THROWS_AS(deliver_console_frame(Frame::rank_exited, encode_progress("a", "b"), sink), SystemError);
+}
+
 TEST_CASE("job result: every field round-trips", "[job_protocol]") {
   SECTION("a failed job with every kind of status") {
     const JobResult want = sample_result();

@@ -92,7 +92,7 @@ TEST_CASE("raw bytes reach the log file unchanged; the console gets prefixed who
   CHECK(log.bytes() == first.size() + second.size());
   CHECK_FALSE(log.file_error());
   const std::string expected = std::string("[rank 0] plain\n") + std::string("[rank 0] nul\0byte\n", 18) +
-                               "[rank 0] bad utf-8 \xff\xfe\xc3\n" + "[rank 0] crlf\r\n" +
+                               "[rank 0] bad utf-8 \xff\xfe\xc3\n" + "[rank 0] crlf\n" +
                                "[rank 0] \x1b[31mred\x1b[0m\n" + "[rank 0] partial-end\n" +
                                "[rank 0] unterminated\n";  // '\n' added at finish()
   CHECK(console.text() == expected);

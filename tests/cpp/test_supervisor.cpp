@@ -5,6 +5,8 @@
 // test_supervisor_support.hpp.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -62,6 +64,15 @@ TEST_CASE("ranks that all exit 0 make a successful job", "[supervisor]") {
     CHECK_THAT(console.text(), Contains("[rank " + std::to_string(i) + "] " + said));
   }
   for (const auto& call : console.calls()) CHECK((!call.empty() && call.back() == '\n'));
+  // Each rank's exit is announced once, after its output.
+  const std::vector<std::string> events = console.events();
+  for (int i = 0; i < 4; ++i) {
+    const std::string exit = "exit " + std::to_string(i) + ": exit code 0";
+    CHECK(std::count(events.begin(), events.end(), exit) == 1);
+    const auto said = std::find(events.begin(), events.end(), "lines [rank " + std::to_string(i) + "] hello from " +
+                                                                  std::to_string(i) + "\n");
+    CHECK(said < std::find(events.begin(), events.end(), exit));
+  }
   check_nothing_left(result);
 }
 
@@ -100,6 +111,16 @@ TEST_CASE("a failing rank stops the others with SIGTERM at once", "[supervisor]"
   REQUIRE(words != std::string::npos);
   REQUIRE(verdict != std::string::npos);
   CHECK(words < verdict);
+  // Exits as they happened: the failure first, then the ranks it stopped.
+  std::vector<std::string> exits;
+  for (const auto& e : console.events()) {
+    if (e.rfind("exit ", 0) == 0) exits.push_back(e);
+  }
+  REQUIRE(exits.size() == 4);
+  CHECK(exits[0] == "exit 2: exit code 3");
+  for (std::size_t i : {0u, 1u, 3u}) {
+    CHECK(std::count(exits.begin(), exits.end(), "exit " + std::to_string(i) + ": signal 15 (SIGTERM) (stopped)") == 1);
+  }
   check_nothing_left(result);
 }
 

@@ -71,6 +71,7 @@ class RecordingSink final : public davincirun::LineSink {
   void write(std::string_view lines) override {
     std::lock_guard<std::mutex> lock(mutex_);
     calls_.emplace_back(lines);
+    events_.push_back("lines " + std::string(lines));
     text_.append(lines);
     changed_.notify_all();
   }
@@ -78,9 +79,28 @@ class RecordingSink final : public davincirun::LineSink {
     std::lock_guard<std::mutex> lock(mutex_);
     return text_;
   }
+  void progress(std::string_view label, std::string_view text) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    progress_.emplace_back(std::string(label), std::string(text));
+    events_.push_back("progress " + std::string(label) + ": " + std::string(text));
+  }
+  void rank_exited(std::size_t index, davincirun::ExitStatus status, bool stopped) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    events_.push_back("exit " + std::to_string(index) + ": " + status.describe() + (stopped ? " (stopped)" : ""));
+  }
   std::vector<std::string> calls() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return calls_;
+  }
+  /// Every progress() call: (label, text).
+  std::vector<std::pair<std::string, std::string>> progress_calls() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return progress_;
+  }
+  /// progress() and rank_exited() calls in order, and "lines <text>" for each write().
+  std::vector<std::string> events() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return events_;
   }
   /// Waits until `needle` has appeared `count` times; false on timeout.
   bool wait_for(const std::string& needle, std::size_t count, std::chrono::milliseconds timeout) {
@@ -97,6 +117,8 @@ class RecordingSink final : public davincirun::LineSink {
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<std::string> calls_;
+  std::vector<std::pair<std::string, std::string>> progress_;
+  std::vector<std::string> events_;
   std::string text_;
 };
 

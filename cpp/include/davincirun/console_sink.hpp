@@ -10,10 +10,13 @@
 #include <string_view>
 #include <thread>
 
+#include "davincirun/process.hpp"
+
 namespace davincirun {
 
-/// Where console output goes. Both calls receive one or more complete lines
-/// (each ending in '\n') and are made from the thread running the event loop.
+/// Where console output goes. Every call is made from the thread running the
+/// event loop; write() and notice() receive one or more complete lines (each
+/// ending in '\n').
 class LineSink {
  public:
   virtual ~LineSink() = default;
@@ -25,6 +28,17 @@ class LineSink {
   /// false when write() discards everything: the streamer then skips
   /// splitting the output into prefixed lines at all.
   virtual bool wants_lines() const noexcept { return true; }
+  /// The line a rank keeps redrawing with '\r' (a progress bar such as
+  /// tqdm's), as it looks now: `label` is the rank's label (e.g. "rank 3"),
+  /// `text` at most RankLog::max_progress_bytes, without '\r' or '\n'. An
+  /// empty `text` means the line was finished (its final state came through
+  /// write()) or the rank's output ended. Called at most once per read of
+  /// the rank's output. Default: ignored (a terminal shows the final line only).
+  virtual void progress(std::string_view /*label*/, std::string_view /*text*/) {}
+  /// Rank number `index` (its position in the job, 0-based) has exited with
+  /// `status`; `stopped_by_launcher`: it had been sent SIGTERM by the launcher
+  /// first. Called after the rank's last lines. Default: ignored.
+  virtual void rank_exited(std::size_t /*index*/, ExitStatus /*status*/, bool /*stopped_by_launcher*/) {}
 };
 
 /// Writes the ranks' lines to `fd` (e.g. 1, the terminal; -1 = nowhere) and
@@ -73,6 +87,10 @@ class NonBlockingSink final : public LineSink {
 
   void write(std::string_view lines) override;
   void notice(std::string_view lines) override;
+  /// Queued in order with the lines; a progress update is dropped (not
+  /// counted) when the queue is full, an exit never.
+  void progress(std::string_view label, std::string_view text) override;
+  void rank_exited(std::size_t index, ExitStatus status, bool stopped_by_launcher) override;
   bool wants_lines() const noexcept override { return target_.wants_lines(); }
   /// Lines skipped so far because the target fell behind.
   std::uint64_t skipped_lines() const;
@@ -80,11 +98,17 @@ class NonBlockingSink final : public LineSink {
   std::size_t queued_bytes() const;
 
  private:
+  enum class Kind { lines, notice, progress, exit };
   struct Block {
+    Kind kind;
     std::string text;
-    bool is_notice;
+    std::string label;       // progress
+    std::size_t index = 0;   // exit
+    ExitStatus status{};     // exit
+    bool stopped = false;    // exit
   };
-  void push(std::string_view text, bool is_notice);
+  void push(std::string_view text, Kind kind);
+  void enqueue(Block block);
   void run();
 
   LineSink& target_;

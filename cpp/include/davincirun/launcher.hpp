@@ -131,9 +131,10 @@ class Job {
   /// 1.0/1.2, scalars as decimal strings; RANK_TABLE_FILE names it, so a
   /// platform rewriting its file cannot disturb the job), creates one log
   /// file per rank, `rank_<rank>.device_<physical id>.log` (mode 0600), and
-  /// starts every rank. Console lines are relayed to `console` (called from
-  /// the threads that construct the Job and call wait()), which must
-  /// outlive the Job. Throws DeviceBusyError, ConfigError (log dir or lock
+  /// starts every rank. Console lines, notices, progress lines and rank
+  /// exits are relayed to `console` (every LineSink call; made from the
+  /// threads that construct the Job and call wait()), which must outlive
+  /// the Job. Throws DeviceBusyError, ConfigError (log dir or lock
   /// dir unusable, no supervisor executable), SpawnError, SystemError;
   /// nothing is left running when it throws.
   Job(const LaunchPlan& plan, LineSink& console);

@@ -1,6 +1,11 @@
 // Log streamer: moves each rank's output from its pipe to its log file, raw
 // and whole, and to a console sink as complete lines prefixed by the rank.
 //
+// A line redrawn with '\r' (a progress bar) reaches the console as a
+// terminal would show it: the text after the last '\r', once the line ends
+// ("\r\n" is an ordinary line end); meanwhile its current state goes to
+// LineSink::progress(), so a bar updated thousands of times is one line.
+//
 // Memory is bounded: per rank, one partial line of at most `max_line_bytes`;
 // per event loop, one StreamScratch (a 256 KiB read and its prefixed lines);
 // longer lines reach the console in chunks, each continuation marked with
@@ -33,6 +38,9 @@ class RankLog {
  public:
   /// Longest line passed whole to the console, in bytes (64 KiB).
   static constexpr std::size_t max_line_bytes = 64 * 1024;
+  /// Longest progress text passed to LineSink::progress(), in bytes (1 KiB;
+  /// cut at a UTF-8 character boundary).
+  static constexpr std::size_t max_progress_bytes = 1024;
 
   /// Takes ownership of `pipe_fd` (made non-blocking here) and creates the
   /// log file at `log_path` (O_EXCL, never following a symlink, mode 0600).
@@ -70,6 +78,8 @@ class RankLog {
   void write_file(const char* data, std::size_t size);
   void emit_lines(const char* data, std::size_t size, std::string& out);
   void emit_full_chunks(std::string& out);
+  void collapse_redrawn();
+  void report_progress();
 
   std::string label_;
   std::string prefix_;       // "[label] "
@@ -80,6 +90,8 @@ class RankLog {
   LineSink* console_;
   std::string partial_;      // bytes of the current line not yet sent to the console
   bool partial_is_continuation_ = false;
+  bool redrawing_ = false;       // the current line contained a '\r' (before its end)
+  std::string progress_shown_;   // the last text given to LineSink::progress()
   std::uint64_t bytes_ = 0;
   std::optional<std::string> file_error_;
 };

@@ -56,6 +56,8 @@ enum class Frame : char {
   error = 'E',    ///< the job could not start; see encode_error()
   lines = 'L',    ///< console lines of the ranks
   notice = 'N',   ///< the launcher's own messages
+  progress = 'P', ///< ProgressUpdate: a rank's line being redrawn with '\r'
+  rank_exited = 'X',  ///< RankExited
   result = 'R',   ///< the JobResult; the last frame
 };
 
@@ -78,6 +80,27 @@ struct StartedJob {
 };
 std::string encode_started(const StartedJob& started);
 StartedJob decode_started(std::string_view data);
+
+/// LineSink::progress() carried over the lifeline.
+struct ProgressUpdate {
+  std::string label;
+  std::string text;
+};
+std::string encode_progress(std::string_view label, std::string_view text);
+ProgressUpdate decode_progress(std::string_view data);
+
+/// LineSink::rank_exited() carried over the lifeline.
+struct RankExited {
+  std::size_t index = 0;
+  ExitStatus status;
+  bool stopped_by_launcher = false;
+};
+std::string encode_rank_exited(const RankExited& exited);
+RankExited decode_rank_exited(std::string_view data);
+
+/// Hands an event frame (lines, notice, progress, rank_exited) to `sink`.
+/// Returns false for any other frame type. Throws SystemError on a malformed payload.
+bool deliver_console_frame(Frame type, std::string_view payload, LineSink& sink);
 
 std::string encode_result(const JobResult& result);
 JobResult decode_result(std::string_view data);

@@ -1,0 +1,156 @@
+// Lines redrawn with '\r' (progress bars): the console gets the final state
+// of each line once, LineSink::progress() its current state, the log file
+// every byte.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "davincirun/log_streamer.hpp"
+#include "test_support.hpp"
+
+using namespace davincirun;
+using namespace davincirun_test;
+
+namespace {
+
+using Progress = std::vector<std::pair<std::string, std::string>>;
+
+// One rank's stream: every write() below is one read of the RankLog.
+class Stream {
+ public:
+  Stream() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2");
+    write_fd_ = fds[1];
+    log_.emplace("rank 0", fds[0], dir_ / "rank_0.log", console);
+  }
+  ~Stream() {
+    if (write_fd_ >= 0) ::close(write_fd_);
+  }
+  void write(const std::string& data) {
+    REQUIRE(::write(write_fd_, data.data(), data.size()) == static_cast<ssize_t>(data.size()));
+    written_ += data;
+    REQUIRE(log_->read_available(scratch_, data.size() + 1) == RankLog::ReadResult::would_block);
+  }
+  void end() {
+    ::close(write_fd_);
+    write_fd_ = -1;
+    REQUIRE(log_->read_available(scratch_, 1 << 20) == RankLog::ReadResult::eof);
+    log_->finish();
+    CHECK(read_file(dir_ / "rank_0.log") == written_);  // the file keeps every byte
+  }
+  RecordingSink console;
+
+ private:
+  TempDir dir_;
+  StreamScratch scratch_{4096};
+  std::optional<RankLog> log_;
+  int write_fd_ = -1;
+  std::string written_;
+};
+
+Progress progress_of(std::initializer_list<const char*> texts) {
+  Progress out;
+  for (const char* t : texts) out.emplace_back("rank 0", t);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a tqdm-style bar ('\\r' before each state) is one line on the console", "[progress]") {
+  Stream s;
+  s.write("epoch 1\n");
+  for (int i = 1; i <= 100; ++i) s.write("\r" + std::to_string(i) + "%|bar|");
+  s.write("\n");
+  s.write("done\n");
+  s.end();
+  CHECK(s.console.text() == "[rank 0] epoch 1\n[rank 0] 100%|bar|\n[rank 0] done\n");
+  Progress expected;
+  for (int i = 1; i <= 100; ++i) expected.emplace_back("rank 0", std::to_string(i) + "%|bar|");
+  expected.emplace_back("rank 0", "");  // the line is finished
+  CHECK(s.console.progress_calls() == expected);
+}
+
+TEST_CASE("a counter printed with end='\\r' shows its latest value; bare '\\r's erase nothing", "[progress]") {
+  Stream s;
+  s.write("1\r");
+  s.write("2\r");
+  s.write("\r");  // nothing new to show
+  s.write("3\r");
+  s.write("finished\n");
+  s.end();
+  CHECK(s.console.text() == "[rank 0] finished\n");
+  CHECK(s.console.progress_calls() == progress_of({"1", "2", "3", ""}));
+}
+
+TEST_CASE("several redraws in one read give one progress call with the last state", "[progress]") {
+  Stream s;
+  s.write("a\rb\rc\rd");
+  s.end();  // the stream ends inside the redrawn line: its state is the last line
+  CHECK(s.console.text() == "[rank 0] d\n");
+  CHECK(s.console.progress_calls() == progress_of({"d", ""}));
+  // The line comes first, then the progress is cleared.
+  CHECK(s.console.events().back() == "progress rank 0: ");
+}
+
+TEST_CASE("\"\\r\\n\" is a line end, also split across two reads", "[progress]") {
+  Stream s;
+  s.write("windows line\r\n");
+  s.write("split\r");
+  s.write("\nnext\r\n");
+  s.end();
+  CHECK(s.console.text() == "[rank 0] windows line\n[rank 0] split\n[rank 0] next\n");
+  // The split one looked like a redraw for a moment; it was cleared with its line.
+  CHECK(s.console.progress_calls() == progress_of({"split", ""}));
+}
+
+TEST_CASE("text before a '\\r' inside a line is what a terminal overwrites", "[progress]") {
+  Stream s;
+  s.write("old text\rnew\n");
+  s.write("keep\rthis\r\r\n");
+  s.end();
+  CHECK(s.console.text() == "[rank 0] new\n[rank 0] this\n");
+  CHECK(s.console.progress_calls().empty());  // each line ended within its read
+}
+
+TEST_CASE("progress text is cut at max_progress_bytes on a UTF-8 boundary", "[progress]") {
+  Stream s;
+  // 1023 ASCII bytes then a 3-byte character straddling the limit.
+  const std::string text = std::string(RankLog::max_progress_bytes - 1, 'x') + "\xe2\x96\x88" + "tail";
+  s.write("\r" + text);
+  s.write("\n");
+  s.end();
+  const Progress calls = s.console.progress_calls();
+  REQUIRE(calls.size() == 2);
+  CHECK(calls[0].second == std::string(RankLog::max_progress_bytes - 1, 'x'));
+  CHECK(calls[1].second.empty());
+  CHECK(s.console.text() == "[rank 0] " + text + "\n");  // the line itself is whole
+}
+
+TEST_CASE("output without '\\r' never calls progress()", "[progress]") {
+  Stream s;
+  s.write("partial ");
+  s.write("line\nwhole line\n");
+  s.end();
+  CHECK(s.console.text() == "[rank 0] partial line\n[rank 0] whole line\n");
+  CHECK(s.console.progress_calls().empty());
+}
+
+TEST_CASE("NonBlockingSink passes progress and exits on in order with the lines", "[progress]") {
+  RecordingSink target;
+  {
+    NonBlockingSink sink(target);
+    sink.write("[rank 0] a\n");
+    sink.progress("rank 0", "50%");
+    sink.write("[rank 0] b\n");
+    sink.rank_exited(0, ExitStatus{ExitStatus::Kind::exited, 3}, false);
+    sink.rank_exited(1, ExitStatus{ExitStatus::Kind::signaled, 15}, true);
+  }
+  CHECK(target.events() == std::vector<std::string>{"lines [rank 0] a\n", "progress rank 0: 50%", "lines [rank 0] b\n",
+                                                    "exit 0: exit code 3", "exit 1: signal 15 (SIGTERM) (stopped)"});
+}
