@@ -1,9 +1,12 @@
-"""Where the ranks' live output goes when a Python caller waits on a job."""
+"""Where the ranks' live output goes when a Python caller waits on a job,
+and how it is written there (text, rank colours, skipped-line notices)."""
 
-import codecs
+import os
+import re
 import sys
 
 from . import _core
+from ._job_view import rank_colour
 
 
 def in_ipython_kernel():
@@ -22,9 +25,9 @@ def console_mode(output_notebook):
     """The C++ console mode for ``output_notebook`` (see start_distributed_train).
 
     ``False`` shows nothing live (log files only). Otherwise lines are shown:
-    written by the C++ event loop straight to file descriptor 1 when that is
-    where ``sys.stdout`` writes outside a kernel (fastest), else handed to the
-    waiting Python thread, which writes them to ``sys.stdout`` (a notebook
+    written by the job's supervisor process straight to file descriptor 1
+    when that is where ``sys.stdout`` writes outside a kernel (fastest),
+    else handed to Python, which writes them to ``sys.stdout`` (a notebook
     cell, a captured or redirected stream).
     """
     if output_notebook is False:
@@ -39,39 +42,53 @@ def console_mode(output_notebook):
     return _core.ConsoleMode.python
 
 
+def wants_colour(in_kernel):
+    """Colour rank prefixes in a notebook (front ends render ANSI colours in
+    streams) or on a terminal, unless NO_COLOR is set (https://no-color.org)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if in_kernel:
+        return True
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+_PREFIX = re.compile(r"^(\[rank (\d+)\]\+?)", re.M)
+_NOTICE = re.compile(r"^(\[davincirun\])", re.M)
+
+
+def colourize(text):
+    """`text` (whole lines) with each "[rank N]" prefix in the rank's colour
+    and each "[davincirun]" prefix in bold."""
+    text = _PREFIX.sub(lambda m: "\x1b[%sm%s\x1b[0m" % (rank_colour(int(m.group(2))), m.group(1)), text)
+    return _NOTICE.sub("\x1b[1m\\1\x1b[0m", text)
+
+
 class ConsoleWriter:
-    """Writes queued console bytes to ``sys.stdout`` as text.
+    """Writes text to ``sys.stdout``. A display that fails (a closed pipe, no
+    sys.stdout) is given up for the rest of the job: the ranks and their log
+    files must never suffer for it."""
 
-    Decoding is incremental, so a UTF-8 character split between two chunks
-    is shown whole; invalid bytes are shown as U+FFFD, never fatal. The log
-    files keep the raw bytes.
-    """
-
-    def __init__(self):
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    def __init__(self, colour=False):
+        self.colour = colour
         self._broken = False
 
-    def note(self, text):
-        """Shows one line of the launcher's own (str), e.g. where the logs are."""
-        self.write(text.encode("utf-8"))
+    def lines(self, text):
+        """Shows whole lines of the ranks (and the launcher's notices)."""
+        if text:
+            self._write(colourize(text) if self.colour else text)
 
-    def write(self, data, skipped_lines=0):
-        """Shows `data`; a display that fails (a closed pipe, no sys.stdout)
-        is given up for the rest of the job: the ranks and their log files
-        must never suffer for it."""
+    def note(self, text):
+        """Shows one line of the launcher's own, e.g. where the logs are."""
+        self.lines("[davincirun] " + text.rstrip("\n") + "\n")
+
+    def _write(self, text):
         if self._broken:
             return
-        parts = []
-        if skipped_lines:
-            parts.append(
-                "[davincirun] %d line(s) not shown here (the display fell behind); "
-                "the log files have them\n" % skipped_lines
-            )
-        if data:
-            parts.append(self._decoder.decode(data))
-        if parts:
-            try:
-                sys.stdout.write("".join(parts))
-                sys.stdout.flush()
-            except Exception:  # OSError (EPIPE), AttributeError (no stdout), ValueError (closed)
-                self._broken = True
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except Exception:  # OSError (EPIPE), AttributeError (no stdout), ValueError (closed)
+            self._broken = True

@@ -11,11 +11,9 @@ import warnings
 
 from . import _core
 from ._cache_dir import make_cache_dir, remove_cache_dir
-from ._console import ConsoleWriter, console_mode
+from ._console import console_mode, in_ipython_kernel
+from ._live import WAKE_SECONDS, LiveOutput
 from .errors import DistributedRuntimeError, LaunchConfigError
-
-# How long the waiting thread sleeps between checks for Ctrl-C, in seconds.
-_WAKE_INTERVAL = 0.1
 
 # The per-job supervisor process, installed inside the package. When it is
 # not there (a build tree), the library looks for it by itself.
@@ -94,18 +92,17 @@ class DistributedJob:
     running unwatched.
     """
 
-    def __init__(self, plan, console, cache_dir=None):
+    def __init__(self, plan, console, cache_dir=None, ranks_to_show=None, background=True):
         self.plan = plan
-        self._shows_live = console == _core.ConsoleMode.python
         self.job_id = plan.job_id
         self._cache_dir = cache_dir
-        self._console = ConsoleWriter()
         self._core = _core.Job(plan, console)
         self.run_dir = self._core.run_dir
         self.pids = list(self._core.pids)
         self.supervisor_pid = self._core.supervisor_pid
         self._result = None
         self._terminated = False
+        self._live = LiveOutput(self._core, plan, console, ranks_to_show, in_ipython_kernel(), background)
 
     def __del__(self):
         core = getattr(self, "_core", None)
@@ -114,21 +111,12 @@ class DistributedJob:
         if not core.done:
             core.request_kill()
         if getattr(self, "_cache_dir", None):
-            while not core.wait_for(_WAKE_INTERVAL):
+            while not core.wait_for(WAKE_SECONDS):
                 pass
             remove_cache_dir(self._cache_dir)
             self._cache_dir = None
 
-    def _pump(self):
-        data, skipped = self._core.take_output()
-        self._console.write(data, skipped)
-
-    def _wait_until_done(self):
-        while not self._core.wait_for(_WAKE_INTERVAL):
-            self._pump()
-        self._pump()
-
-    def _finish(self):
+    def _finish(self, waited=False):
         if self._result is None:
             self._result = self._core.result()
             if self._cache_dir:
@@ -141,6 +129,7 @@ class DistributedJob:
                         RuntimeWarning,
                         stacklevel=3,
                     )
+        self._live.finish(self._result, waited)
         return self._result
 
     def terminate(self):
@@ -203,13 +192,11 @@ class DistributedJob:
                 stacklevel=2,
             )
         try:
-            self._wait_until_done()
+            self._live.wait()
         except BaseException:  # Ctrl-C, or anything else that ends the wait early
             self._stop_after_interrupt()
             raise
-        result = self._finish()
-        if self._shows_live:
-            self._console.note("[davincirun] logs of all %d rank(s): %s\n" % (len(result.ranks), self.run_dir))
+        result = self._finish(waited=True)
         if result.success:
             return 0
         if raise_exception and (result.first_failure is not None or not self._terminated):
@@ -220,11 +207,11 @@ class DistributedJob:
         self._core.request_stop()
         while True:
             try:
-                self._wait_until_done()
+                self._live.wait()
                 break
             except KeyboardInterrupt:
                 self._core.request_stop()  # a second Ctrl-C: kill now
-        self._finish()
+        self._finish(waited=True)
 
 
 def _runtime_error(result):
@@ -301,6 +288,16 @@ def start_distributed_train(
     Raises:
         RankTableError, LaunchConfigError, SpawnError, LauncherSystemError.
     """
+    return _start(
+        True, command, work_dir, log_dir, output_notebook, rank_table, server_id, env, grace_period,
+        random_cache_dir, job_timeout, wait_timeout, ranks_to_show,
+    )
+
+
+def _start(background, command, work_dir, log_dir, output_notebook, rank_table, server_id, env, grace_period,
+           random_cache_dir, job_timeout, wait_timeout, ranks_to_show):
+    """start_distributed_train(); `background`: keep a notebook's status
+    view current while nobody waits (False when the caller waits at once)."""
     argv = _normalize_command(command)
     extra = _normalize_env(env)
     if grace_period is None:
@@ -310,6 +307,7 @@ def start_distributed_train(
     if random_cache_dir and "MS_COMPILER_CACHE_PATH" not in names and not os.environ.get("MS_COMPILER_CACHE_PATH"):
         cache_dir = make_cache_dir()
         extra.append(("MS_COMPILER_CACHE_PATH", cache_dir))
+    shown = _normalize_ranks(ranks_to_show)
     try:
         plan = _core.plan_launch(
             argv,
@@ -323,13 +321,13 @@ def start_distributed_train(
             float(job_timeout or 0.0),
             float(wait_timeout),
             supervisor_program=_supervisor_program(),
-            ranks_to_show=_normalize_ranks(ranks_to_show),
+            ranks_to_show=shown,
             # The supervisor process removes it even if this process dies.
             remove_after_job=[cache_dir] if cache_dir else [],
         )
         for warning in plan.warnings:
-            warnings.warn(warning, UserWarning, stacklevel=2)
-        return DistributedJob(plan, console_mode(output_notebook), cache_dir)
+            warnings.warn(warning, UserWarning, stacklevel=3)
+        return DistributedJob(plan, console_mode(output_notebook), cache_dir, shown, background)
     except BaseException:
         if cache_dir:
             remove_cache_dir(cache_dir)
@@ -388,18 +386,8 @@ def start_and_wait_distributed_train(
         KeyboardInterrupt: Ctrl-C, after every rank was stopped.
         RankTableError, LaunchConfigError, SpawnError: nothing was started.
     """
-    job = start_distributed_train(
-        command,
-        work_dir,
-        log_dir,
-        output_notebook=output_notebook,
-        rank_table=rank_table,
-        server_id=server_id,
-        env=env,
-        grace_period=grace_period,
-        random_cache_dir=random_cache_dir,
-        job_timeout=job_timeout,
-        wait_timeout=wait_timeout,
-        ranks_to_show=ranks_to_show,
+    job = _start(
+        False, command, work_dir, log_dir, output_notebook, rank_table, server_id, env, grace_period,
+        random_cache_dir, job_timeout, wait_timeout, ranks_to_show,
     )
     return job.wait(destroy_when_finished=destroy_when_finished, raise_exception=raise_exception)

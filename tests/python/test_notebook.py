@@ -7,6 +7,7 @@ import time
 
 from conftest import MARKER_VARIABLE, processes_with_marker
 from notebook_support import (  # noqa: F401  (kernel_name is a fixture)
+    cell_displays,
     cell_errors,
     cell_text,
     execute_notebook,
@@ -64,7 +65,11 @@ def test_rank_output_lands_in_the_calling_cell_only(kernel_name, tmp_path, rank_
         kernel_name, cwd=tmp_path, iopub=messages,
     )
     assert [cell_errors(cell) for cell in nb.cells] == [[], [], []]
-    lines = cell_text(nb.cells[1]).splitlines()
+    raw = cell_text(nb.cells[1], displays=False)
+    lines = cell_text(nb.cells[1], displays=False, ansi=False).splitlines()
+    # Each rank's prefix in its colour (front ends render ANSI colours in streams).
+    assert "\x1b[34m[rank 0]\x1b[0m line 0 of rank 0\n" in raw
+    assert "\x1b[35m[rank 1]\x1b[0m line 0 of rank 1\n" in raw
     python = kernel_python(kernel_name)
     for rank in range(2):
         # The ranks run the kernel's interpreter (its venv), as sys.executable says.
@@ -81,7 +86,7 @@ def test_rank_output_lands_in_the_calling_cell_only(kernel_name, tmp_path, rank_
     # every one of them shown in that cell.
     streams = [m for m in messages if m.msg_type == "stream" and m.cell_index == 1]
     assert streams and all(m.delivered for m in streams)
-    assert "".join(m.text for m in streams) == cell_text(nb.cells[1], streams=("stdout",))
+    assert "".join(m.text for m in streams) == cell_text(nb.cells[1], streams=("stdout",), displays=False)
     stats = iopub_stats(messages, cell_index=1)
     assert stats["count"] == len(streams) and stats["wire_bytes"] > stats["text_bytes"] > 0
     assert processes_with_marker(job_env[MARKER_VARIABLE]) == []
@@ -98,8 +103,12 @@ def test_failing_rank_raises_in_its_cell_and_the_next_cell_runs(kernel_name, tmp
     assert "rank_1.device_1.log" in evalue
     assert all("last words %d" % i in evalue for i in range(3))  # the end of its log
     assert "DistributedRuntimeError" in traceback and "last words 2" in traceback
-    # Its live output came first, in the same cell.
-    assert "[rank 1] last words 2" in cell_text(nb.cells[1]).splitlines()
+    # Its live output came first, in the same cell, and the status view says what happened.
+    assert "[rank 1] last words 2" in cell_text(nb.cells[1], displays=False, ansi=False).splitlines()
+    [view] = cell_displays(nb.cells[1])
+    headline = view["text/plain"].splitlines()[0]
+    assert "failed" in headline and "first failure: rank 1 (exit code 3)" in headline
+    assert "first failure: rank 1 (exit code 3)" in view["text/html"]
     assert cell_errors(nb.cells[2]) == [] and cell_text(nb.cells[2]) == "still alive\n"
     assert processes_with_marker(job_env[MARKER_VARIABLE]) == []
 
@@ -114,7 +123,10 @@ def test_shutting_the_kernel_down_stops_a_job_nobody_waited_for(kernel_name, tmp
         kernel_name, cwd=tmp_path,
     )
     assert cell_text(nb.cells[2]) == "None True\n"  # the ranks ran while the kernel did
-    assert "[rank" not in "".join(cell_text(cell) for cell in nb.cells)  # shown only by a wait
+    # Nothing streamed anywhere: the starting cell shows the job in its status view.
+    assert "[rank" not in "".join(cell_text(cell, displays=False) for cell in nb.cells)
+    [view] = cell_displays(nb.cells[1])
+    assert "2 running" in view["text/plain"].splitlines()[0]
     assert_no_process_left(job_env[MARKER_VARIABLE])
 
 

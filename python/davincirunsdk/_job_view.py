@@ -1,0 +1,224 @@
+"""What a job looks like while it runs and when it is over: one row per rank
+of this machine (rank, device, pid, state, time, last line), rendered as an
+HTML table for notebooks and as aligned text elsewhere.
+
+The model is fed by the live output (lines, progress lines, exits) and
+finished from the JobResult; it never reads a process or a file itself.
+"""
+
+import html
+import re
+import time
+
+# Rank colours, cycling by rank id: ANSI SGR codes for streams, the matching
+# CSS colours for HTML. Chosen to read on light and dark backgrounds; red is
+# left for failures.
+ANSI_COLOURS = ("34", "35", "36", "32", "94", "95", "96", "33")
+CSS_COLOURS = ("#1f6feb", "#a23cbf", "#0f8b8d", "#2e8b2e", "#4169e1", "#c04fc0", "#1b9fb5", "#a8780b")
+
+# The last line kept per rank for the status table, in characters.
+LAST_LINE_CHARS = 120
+
+_RANK_LINE = re.compile(r"^\[rank (\d+)\]\+? (.*)$", re.M)
+_RANK_LABEL = re.compile(r"^rank (\d+)$")
+
+
+def rank_colour(rank, css=False):
+    palette = CSS_COLOURS if css else ANSI_COLOURS
+    return palette[rank % len(palette)]
+
+
+def _clip(text, limit=LAST_LINE_CHARS):
+    text = text.replace("\t", " ").rstrip()
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def _duration(seconds):
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return "%.1f s" % seconds
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return "%d:%02d:%02d" % (hours, minutes, secs)
+
+
+_SIGNAL_NAMES = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
+
+
+def describe_exit(exit_code, signal, stopped_by_launcher):
+    """("done" | "failed" | "stopped", text): how a rank ended, in words."""
+    if exit_code == 0:
+        return "done", "exited 0"
+    if exit_code is not None:
+        return ("stopped" if stopped_by_launcher else "failed"), "exit code %d" % exit_code
+    if signal is not None:
+        name = _SIGNAL_NAMES.get(signal)
+        text = "signal %d (%s)" % (signal, name) if name else "signal %d" % signal
+        return ("stopped" if stopped_by_launcher else "failed"), text
+    return "failed", "unknown exit status"
+
+
+class RankRow:
+    """One rank of this machine in the view."""
+
+    __slots__ = ("rank", "device", "pid", "state", "status", "ended", "last_line", "progress")
+
+    def __init__(self, rank, device, pid):
+        self.rank = rank
+        self.device = device
+        self.pid = pid
+        self.state = "running"  # running | done | failed | stopped
+        self.status = "running"
+        self.ended = None  # time.monotonic() of its exit
+        self.last_line = ""
+        self.progress = ""  # the line it is redrawing now ('\r'), if any
+
+
+class JobStatus:
+    """The state of every rank of this machine, for the status view.
+
+    `plan`: the LaunchPlan; `pids`: the ranks' pids in plan order;
+    `shown`: the rank ids whose output comes live (None: all).
+    """
+
+    def __init__(self, plan, pids, run_dir, shown=None):
+        self.job_id = plan.job_id
+        self.server_id = plan.server_id
+        self.world_size = plan.world_size
+        self.run_dir = run_dir
+        self.started = time.monotonic()
+        self.rows = [RankRow(r.rank, r.physical_device_id, pid) for r, pid in zip(plan.ranks, pids)]
+        self._by_rank = {row.rank: row for row in self.rows}
+        self.shown = None if shown is None else set(shown)
+        self.outcome = None  # set by finish(): "succeeded" | "failed" | "stopped" | "timed out"
+        self.first_failure = None  # RankRow
+        self.duration = None
+
+    # ---------------------------------------------------------- feeding
+
+    def feed_lines(self, text):
+        """Notes the last line of each rank in `text` (decoded, whole lines)."""
+        last = {}
+        for match in _RANK_LINE.finditer(text):
+            last[match.group(1)] = match.group(2)
+        for rank, line in last.items():
+            row = self._by_rank.get(int(rank))
+            if row is not None:
+                row.last_line = _clip(line)
+
+    def feed_progress(self, label, text):
+        match = _RANK_LABEL.match(label)
+        row = self._by_rank.get(int(match.group(1))) if match else None
+        if row is not None:
+            row.progress = _clip(text)
+
+    def feed_exit(self, index, exit_code, signal, stopped_by_launcher):
+        if not 0 <= index < len(self.rows):
+            return
+        row = self.rows[index]
+        row.state, row.status = describe_exit(exit_code, signal, stopped_by_launcher)
+        row.ended = time.monotonic()
+        row.progress = ""
+
+    def finish(self, result):
+        """Takes the final word from the JobResult (exit statuses, times)."""
+        for row, rank in zip(self.rows, result.ranks):
+            row.state, row.status = describe_exit(rank.exit_code, rank.signal, rank.terminated_by_launcher)
+            row.progress = ""
+            row.ended = self.started + max(0.0, rank.ended - rank.started)
+        if result.first_failure is not None:
+            self.first_failure = self.rows[result.first_failure]
+        self.outcome = {
+            "none": "succeeded" if result.success else "failed",
+            "rank_failed": "failed",
+            "requested": "stopped",
+            "timed_out": "timed out",
+        }.get(result.stop_reason, "failed")
+        if self.first_failure is not None and self.outcome != "failed":
+            self.outcome += " after a failure"
+        self.duration = max([row.ended - self.started for row in self.rows] or [0.0])
+
+    # ---------------------------------------------------------- rendering
+
+    def _elapsed(self, row, now):
+        return _duration((row.ended if row.ended is not None else now) - self.started)
+
+    def _last(self, row):
+        if self.shown is not None and row.rank not in self.shown:
+            return "(log file only)"
+        return row.progress or row.last_line
+
+    def headline(self):
+        n = len(self.rows)
+        where = "%d rank(s) of %d on server %s" % (n, self.world_size, self.server_id)
+        if self.outcome is None:
+            running = sum(1 for row in self.rows if row.state == "running")
+            return "davincirun job %s: %s, %d running" % (self.job_id, where, running)
+        text = "davincirun job %s: %s, %s in %s" % (self.job_id, where, self.outcome, _duration(self.duration))
+        if self.first_failure is not None:
+            text += "; first failure: rank %d (%s)" % (self.first_failure.rank, self.first_failure.status)
+        return text
+
+    def table_rows(self, now=None):
+        """[(rank, device, pid, status, time, last line)] as strings."""
+        now = time.monotonic() if now is None else now
+        return [
+            (str(row.rank), str(row.device), str(row.pid), row.status, self._elapsed(row, now), self._last(row))
+            for row in self.rows
+        ]
+
+    def text(self, now=None, tail=None):
+        """The view as plain text: a headline, an aligned table, the log
+        directory, and `tail` (recent lines, str) if given."""
+        header = ("rank", "device", "pid", "status", "time", "last output")
+        rows = [header] + self.table_rows(now)
+        widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
+        lines = [self.headline()]
+        for r in rows:
+            lines.append("  ".join(cell.ljust(w) for cell, w in zip(r, widths)) + "  " + r[-1])
+        lines.append("logs: %s" % self.run_dir)
+        text = "\n".join(line.rstrip() for line in lines) + "\n"
+        if tail:
+            text += "recent output:\n" + tail
+        return text
+
+    def html(self, now=None, tail=None):
+        """The view as an HTML fragment (inline styles only: front ends strip <style>)."""
+        state_colour = {"running": "inherit", "done": "#2e8b2e", "failed": "#d1242f", "stopped": "#8a6d00"}
+        cell = "padding:1px 8px;text-align:left;"
+        out = ['<div class="davincirun-job" style="font-family:monospace;font-size:12px">']
+        out.append("<div><b>%s</b></div>" % html.escape(self.headline()))
+        out.append('<table style="border-collapse:collapse;margin:2px 0">')
+        out.append(
+            "<tr>%s</tr>"
+            % "".join('<th style="%s">%s</th>' % (cell, h) for h in ("rank", "device", "pid", "status", "time", "last output"))
+        )
+        for row, values in zip(self.rows, self.table_rows(now)):
+            rank, device, pid, status, elapsed, last = (html.escape(v) for v in values)
+            out.append(
+                '<tr><td style="%scolor:%s"><b>%s</b></td><td style="%s">%s</td><td style="%s">%s</td>'
+                '<td style="%scolor:%s">%s</td><td style="%s">%s</td><td style="%swhite-space:pre">%s</td></tr>'
+                % (cell, rank_colour(row.rank, css=True), rank, cell, device, cell, pid,
+                   cell, state_colour.get(row.state, "inherit"), status, cell, elapsed, cell, last)
+            )
+        out.append("</table>")
+        out.append("<div>logs: %s</div>" % html.escape(self.run_dir))
+        if tail:
+            out.append('<div>recent output:</div><pre style="margin:0">%s</pre>' % _html_lines(tail))
+        out.append("</div>")
+        return "".join(out)
+
+
+def _html_lines(text):
+    """Recent output lines as HTML, each rank prefix in its colour."""
+    parts = []
+    for line in text.splitlines():
+        match = re.match(r"^(\[rank (\d+)\]\+?)( .*)?$", line)
+        if match:
+            parts.append(
+                '<span style="color:%s">%s</span>%s'
+                % (rank_colour(int(match.group(2)), css=True), html.escape(match.group(1)), html.escape(match.group(3) or ""))
+            )
+        else:
+            parts.append(html.escape(line))
+    return "\n".join(parts)

@@ -1,0 +1,173 @@
+"""A job's live output in Python: waiting on the job while showing what its
+ranks write.
+
+Outside a kernel, lines go to ``sys.stdout`` as they come. In a Jupyter
+kernel, a status view (_notebook_view) is displayed in the cell that started
+the job, and output is paced to stay well inside the notebook server's IOPub
+limits (jupyter_server's defaults: ``iopub_data_rate_limit`` 1,000,000
+bytes/s and ``iopub_msg_rate_limit`` 1,000 messages/s, averaged over
+``rate_limit_window`` 3 s): the display takes output every FRAME_SECONDS,
+at most NOTEBOOK_BUDGET_BYTES of lines each time (the rest is skipped and
+counted; the log files keep every byte), and writes it as one stream message.
+"""
+
+import codecs
+import collections
+import threading
+import time
+
+from . import _core
+from ._console import ConsoleWriter, wants_colour
+from ._job_view import JobStatus
+
+# How long a waiting thread sleeps between checks for Ctrl-C, in seconds.
+WAKE_SECONDS = 0.1
+# In a kernel: how often the display takes output, in seconds (10 stream
+# messages per second at most) ...
+FRAME_SECONDS = 0.1
+# ... and how many bytes of rank lines it shows each time: 24 KiB, so at most
+# 240 KiB/s of text (about 0.3 MB/s on the wire with JSON and headers).
+NOTEBOOK_BUDGET_BYTES = 24 * 1024
+# Seconds between two "lines not shown" notices during a flood.
+SKIP_NOTICE_SECONDS = 1.0
+# Recent lines kept for the status view of a job whose output cannot stream
+# into its starting cell any more.
+TAIL_LINES = 20
+
+
+class LiveOutput:
+    """Shows the live output of `core` (a _core.Job started with console
+    mode `mode`) and waits for its end. `in_kernel`: running inside an
+    IPython kernel (shows a status view); `background`: the job was started
+    without waiting (a thread keeps the view current after the starting cell)."""
+
+    def __init__(self, core, plan, mode, ranks_to_show, in_kernel, background):
+        self._core = core
+        self.shows_output = mode == _core.ConsoleMode.python
+        self._in_kernel = in_kernel and self.shows_output
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._writer = ConsoleWriter(colour=wants_colour(self._in_kernel))
+        self.status = JobStatus(plan, core.pids, core.run_dir, ranks_to_show)
+        self._tail = collections.deque(maxlen=TAIL_LINES)
+        self._skipped = 0
+        self._skip_noted = time.monotonic()
+        self._view = None
+        self._finished = False
+        if self._in_kernel:
+            core.set_display_budget(NOTEBOOK_BUDGET_BYTES)
+            try:
+                from ._notebook_view import NotebookView
+
+                self._view = NotebookView(self.status)
+            except Exception:  # no display machinery: lines still stream
+                self._view = None
+        self._stop_background = threading.Event()
+        self._background = None
+        if background and self._view is not None:
+            self._background = threading.Thread(
+                target=self._run_in_background, name="davincirun-view-%s" % plan.job_id, daemon=True
+            )
+            self._background.start()
+
+    # ------------------------------------------------------------ waiting
+
+    def wait(self):
+        """Shows output until the job is over (this thread; GIL released
+        while it sleeps). KeyboardInterrupt and other exceptions propagate;
+        the caller stops the job."""
+        self._take_over()
+        # In the starting cell, lines stream into it; after it, they go into
+        # the view of the starting cell, never into the cell running now.
+        streaming = self._view is None or not self._view.starting_cell_done.is_set()
+        while True:
+            if self._in_kernel:
+                done = self._core.wait_for(FRAME_SECONDS, on_output=False)
+            else:
+                done = self._core.wait_for(WAKE_SECONDS, on_output=True)
+            self._pump(streaming)
+            if done:
+                return
+
+    def _take_over(self):
+        if self._background is not None:
+            self._stop_background.set()
+            self._background.join()
+            self._background = None
+
+    def _run_in_background(self):
+        try:
+            # Until the starting cell ends, output waits in the queue: a
+            # wait() in that cell streams it there.
+            while not self._view.starting_cell_done.wait(FRAME_SECONDS):
+                if self._stop_background.is_set():
+                    return
+            while not self._stop_background.is_set():
+                done = self._core.wait_for(FRAME_SECONDS, on_output=False)
+                if self._stop_background.is_set():
+                    return
+                self._pump(streaming=False)
+                if done:
+                    self._view.refresh(force=True)
+                    return
+        except Exception:  # the display must never harm the job
+            return
+
+    # ------------------------------------------------------------ showing
+
+    def _pump(self, streaming):
+        data, skipped, progress, exits = self._core.take_output()
+        text = self._decoder.decode(data) if data else ""
+        if self._view is not None:
+            for label, line in progress:
+                self.status.feed_progress(label, line)
+            for index, exit_code, signal, stopped in exits:
+                self.status.feed_exit(index, exit_code, signal, stopped)
+            if text:
+                self.status.feed_lines(text)
+        if streaming:
+            self._writer.lines(text)
+            self._note_skipped(skipped)
+        elif text and self._view is not None:
+            self._tail.extend(text.splitlines())
+            self._view.tail = "\n".join(self._tail) + "\n"
+        if self._view is not None:
+            try:
+                self._view.refresh()
+            except Exception:
+                self._view = None
+
+    def _note_skipped(self, skipped, final=False):
+        self._skipped += skipped
+        now = time.monotonic()
+        if self._skipped and (final or now - self._skip_noted >= SKIP_NOTICE_SECONDS):
+            self._writer.note(
+                "%d line(s) not shown here: more output than the display can take "
+                "(at most %d KiB every %.1f s); the log files have every line"
+                % (self._skipped, NOTEBOOK_BUDGET_BYTES // 1024, FRAME_SECONDS)
+            )
+            self._skipped = 0
+            self._skip_noted = now
+
+    def finish(self, result, waited):
+        """Shows how the job ended: the final status view (a notebook) and,
+        when `waited` (the end of a wait(), in the cell that waits), a
+        summary there if the starting cell is another one, and a pointer to
+        the logs. Call from the thread that waits or polls. Idempotent."""
+        if self._finished:
+            return
+        self._finished = True
+        self._take_over()
+        if not self.shows_output:
+            return
+        if self._view is not None:
+            self.status.finish(result)
+            try:
+                self._view.refresh(force=True)
+                if waited and self._view.starting_cell_done.is_set():
+                    self._view.show_summary()  # the starting cell may be far away
+                self._view.close()
+            except Exception:
+                pass
+        if waited:
+            self._note_skipped(0, final=True)
+            self._writer.note("logs of all %d rank(s): %s" % (len(result.ranks), self._core.run_dir))

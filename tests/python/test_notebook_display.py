@@ -1,0 +1,198 @@
+"""What a notebook shows of a job, in real kernels (ipykernel 6 and 7) run by
+nbclient: progress bars collapsed, floods paced inside the IOPub limits with
+an exact count of what was not shown, the status view updated in place, and
+the output of a job started without waiting kept in its starting cell."""
+
+import re
+
+from conftest import MARKER_VARIABLE, processes_with_marker
+from notebook_support import (  # noqa: F401  (kernel_name is a fixture)
+    cell_displays,
+    cell_errors,
+    cell_text,
+    execute_notebook,
+    kernel_name,
+    strip_ansi,
+)
+from test_notebook import IMPORTS, launch_call
+
+# Each rank draws a 2000-step progress bar on stderr the way tqdm does
+# ('\r' before each state), then says it is done.
+PROGRESS_BAR = (
+    "import os, sys, time\n"
+    "for i in range(1, 2001):\n"
+    "    sys.stderr.write('\\rsteps: %4d/2000 |' % i + '#' * (i // 100))\n"
+    "    sys.stderr.flush()\n"
+    "    time.sleep(0.0005)\n"
+    "sys.stderr.write('\\n')\n"
+    "print('done', os.environ['RANK_ID'])\n"
+)
+
+FLOOD_LINES = 150000
+# Each rank writes FLOOD_LINES numbered lines as fast as it can (about 6 MB).
+FLOOD = (
+    "import os, sys\n"
+    "rank = os.environ['RANK_ID']\n"
+    "out = sys.stdout\n"
+    "for i in range(%d):\n"
+    "    out.write('rank %%s flood line %%06d of a long run\\n' %% (rank, i))\n" % FLOOD_LINES
+)
+
+# Ranks say they are ready, then keep running for a while.
+READY_THEN_SLEEP = "import time\nprint('ready', flush=True)\ntime.sleep(1.5)\nprint('finished')\n"
+
+# Ranks print a numbered line every 0.2 s for about 1.6 s.
+TICKING = (
+    "import os, time\n"
+    "for i in range(8):\n"
+    "    print('tick %d of rank %s' % (i, os.environ['RANK_ID']), flush=True)\n"
+    "    time.sleep(0.2)\n"
+)
+
+
+def stream_lines(cell):
+    return cell_text(cell, displays=False, ansi=False).splitlines()
+
+
+def view_updates(messages, cell_index):
+    """text/plain of every display and update of the status view sent while `cell_index` ran."""
+    return [
+        m.content["data"]["text/plain"]
+        for m in messages
+        if m.msg_type in ("display_data", "update_display_data") and m.cell_index == cell_index
+    ]
+
+
+def test_a_progress_bar_is_one_line_per_rank_and_updates_in_the_view(kernel_name, tmp_path, rank_table, job_env):
+    call = launch_call("start_and_wait_distributed_train", PROGRESS_BAR, rank_table(2), str(tmp_path / "log"),
+                       job_env, output_notebook=True)
+    messages = []
+    nb = execute_notebook([IMPORTS, call], kernel_name, cwd=tmp_path, iopub=messages)
+    assert cell_errors(nb.cells[1]) == []
+    lines = stream_lines(nb.cells[1])
+    for rank in range(2):
+        mine = [line for line in lines if line.startswith("[rank %d] " % rank)]
+        # The bar's final state once, not 2000 redraws.
+        assert mine == ["[rank %d] steps: 2000/2000 |%s" % (rank, "#" * 20), "[rank %d] done %d" % (rank, rank)]
+    # Meanwhile the status view showed the bar moving.
+    states = set()
+    for text in view_updates(messages, 1):
+        states.update(re.findall(r"steps: +(\d+)/2000", text))
+    assert any(0 < int(n) < 2000 for n in states), states
+    # The log files keep every byte: 2000 redraws each.
+    for rank in range(2):
+        log = (tmp_path / "log" / "latest" / ("rank_%d.device_%d.log" % (rank, rank))).read_bytes()
+        assert log.count(b"\r") == 2000 and log.endswith(b"\ndone %d\n" % rank)
+
+
+def test_a_flood_is_paced_within_iopub_limits_and_every_skipped_line_is_counted(
+    kernel_name, tmp_path, rank_table, job_env
+):
+    call = launch_call("start_and_wait_distributed_train", FLOOD, rank_table(2), str(tmp_path / "log"),
+                       job_env, output_notebook=True)
+    messages = []
+    nb = execute_notebook([IMPORTS, call], kernel_name, cwd=tmp_path, iopub=messages, timeout=120)
+    assert cell_errors(nb.cells[1]) == []
+    lines = stream_lines(nb.cells[1])
+    shown = [line for line in lines if re.match(r"\[rank \d\] rank \d flood line \d{6} of a long run$", line)]
+    notices = [line for line in lines if "not shown here" in line]
+    skipped = sum(int(re.search(r"(\d+) line\(s\) not shown here", line).group(1)) for line in notices)
+    assert notices and skipped > 0  # it was a flood, and the display says so
+    # Exactly every line: shown, or counted as not shown.
+    assert len(shown) + skipped == 2 * FLOOD_LINES
+    # Shown lines are whole and in each rank's order.
+    for rank in range(2):
+        numbers = [int(re.search(r"line (\d{6})", line).group(1)) for line in shown if line.startswith("[rank %d]" % rank)]
+        assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)
+    # The log files have every line.
+    for rank in range(2):
+        log = (tmp_path / "log" / "latest" / ("rank_%d.device_%d.log" % (rank, rank))).read_bytes()
+        assert log.count(b"\n") == FLOOD_LINES
+    # Within the notebook server's limits (1 MB/s and 1000 messages/s, over
+    # 3 s windows), with room to spare, even over any 1 s window.
+    sent = sorted((m.sent.timestamp(), m.wire_bytes) for m in messages if m.cell_index == 1 and m.sent is not None)
+    assert len(sent) > 5
+    worst_bytes = worst_count = 0
+    for i, (start, _) in enumerate(sent):
+        window = [size for when, size in sent[i:] if when < start + 1.0]
+        worst_bytes = max(worst_bytes, sum(window))
+        worst_count = max(worst_count, len(window))
+    assert worst_bytes < 500_000, worst_bytes
+    assert worst_count < 100, worst_count
+    assert "IOPub data rate exceeded" not in cell_text(nb.cells[1])
+
+
+def test_the_status_view_shows_every_rank_live_then_the_summary(kernel_name, tmp_path, rank_table, job_env):
+    call = launch_call("start_and_wait_distributed_train", READY_THEN_SLEEP, rank_table(3), str(tmp_path / "log"),
+                       job_env, output_notebook=True)
+    messages = []
+    nb = execute_notebook([IMPORTS, call], kernel_name, cwd=tmp_path, iopub=messages)
+    assert cell_errors(nb.cells[1]) == []
+    updates = view_updates(messages, 1)
+    assert len(updates) >= 3  # shown at the start, updated while running, final
+    live = [text for text in updates if "3 running" in text.splitlines()[0] and "ready" in text]
+    assert live, updates
+    rows = [line.split() for line in live[-1].splitlines()[2:5]]
+    assert [row[0] for row in rows] == ["0", "1", "2"]  # rank
+    assert [row[1] for row in rows] == ["0", "1", "2"]  # device
+    assert all(row[3] == "running" and row[-1] == "ready" for row in rows)
+    # At most two updates a second.
+    times = [m.sent.timestamp() for m in messages if m.msg_type == "update_display_data" and m.cell_index == 1]
+    assert all(b - a > 0.3 for a, b in zip(times, times[1:-1]))
+    # The view in the saved notebook is the final summary.
+    [view] = cell_displays(nb.cells[1])
+    text = view["text/plain"].splitlines()
+    assert "succeeded in" in text[0] and "3 rank(s) of 3" in text[0]
+    assert text[1].split() == ["rank", "device", "pid", "status", "time", "last", "output"]
+    for rank, line in enumerate(text[2:5]):
+        fields = line.split()
+        assert fields[0] == str(rank) and fields[3:5] == ["exited", "0"] and fields[-1] == "finished"
+    assert text[5].startswith("logs: " + str(tmp_path / "log"))
+    assert "<table" in view["text/html"] and "exited 0" in view["text/html"]
+
+
+def test_a_job_started_without_waiting_keeps_its_output_in_its_starting_cell(
+    kernel_name, tmp_path, rank_table, job_env
+):
+    call = launch_call("start_distributed_train", TICKING, rank_table(2), str(tmp_path / "log"), job_env,
+                       output_notebook=True)
+    nb = execute_notebook(
+        [IMPORTS, "job = " + call, "time.sleep(2.5)\nprint('other work')", "print('waited:', job.wait())"],
+        kernel_name, cwd=tmp_path,
+    )
+    assert [cell_errors(cell) for cell in nb.cells] == [[], [], [], []]
+    # Nothing of the ranks in the cells that ran later...
+    assert cell_text(nb.cells[2]) == "other work\n"
+    assert not any(line.startswith("[rank") for line in stream_lines(nb.cells[3]))
+    # ...their lines are in the starting cell's view, updated by display id.
+    [view] = cell_displays(nb.cells[1])
+    text = strip_ansi(view["text/plain"])
+    assert "recent output:" in text
+    for rank in range(2):
+        assert "[rank %d] tick 7 of rank %d" % (rank, rank) in text
+    assert "tick 7 of rank 1" in view["text/html"]
+    # The waiting cell gets the outcome: a summary and where the logs are.
+    [summary] = cell_displays(nb.cells[3])
+    assert "succeeded in" in summary["text/plain"].splitlines()[0]
+    assert stream_lines(nb.cells[3])[-2].startswith("[davincirun] logs of all 2 rank(s): ")
+    assert stream_lines(nb.cells[3])[-1] == "waited: 0"
+    assert processes_with_marker(job_env[MARKER_VARIABLE]) == []
+
+
+def test_split_and_invalid_utf8_and_html_in_rank_output(kernel_name, tmp_path, rank_table, job_env):
+    code = (
+        "import os, sys, time\n"
+        "out = sys.stdout.buffer\n"
+        "out.write(b'price: 5 \\xe2\\x82'); out.flush(); time.sleep(0.3)\n"  # a euro sign, split
+        "out.write(b'\\xac\\nbad byte: \\xff\\n<script>alert(1)</script>\\n'); out.flush()\n"
+    )
+    call = launch_call("start_and_wait_distributed_train", code, rank_table(1), str(tmp_path / "log"), job_env,
+                       output_notebook=True)
+    nb = execute_notebook([IMPORTS, call], kernel_name, cwd=tmp_path)
+    assert cell_errors(nb.cells[1]) == []
+    lines = stream_lines(nb.cells[1])
+    assert "[rank 0] price: 5 \u20ac" in lines
+    assert "[rank 0] bad byte: \ufffd" in lines
+    [view] = cell_displays(nb.cells[1])
+    # Rank output is text in the view's HTML, never markup.
+    assert "<script>" not in view["text/html"] and "&lt;script&gt;alert(1)&lt;/script&gt;" in view["text/html"]
