@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Sets up what tests/python/test_notebook.py needs to run real notebooks in
-# real Jupyter kernels, against ipykernel 6 and ipykernel 7 (their rules for
-# output printed from background threads differ):
+# Sets up what tests/python/test_notebook.py and test_example_notebook.py need
+# to run real notebooks in real Jupyter kernels, against ipykernel 6 and
+# ipykernel 7 (their rules for output printed from background threads differ):
 #
 #   build/notebook-env/wheel/          one davincirunsdk wheel, built from this tree
 #   build/notebook-env/cmake-build/    its own incremental CMake build directory
 #   build/notebook-env/ipykernel6/     a venv: ipykernel>=6.29,<7 + that wheel
 #   build/notebook-env/ipykernel7/     a venv: ipykernel>=7,<8   + that wheel
+#                                      (both also see $PYTHON's site-packages,
+#                                      for torch and scikit-learn: see VENV_OPTIONS)
 #   build/notebook-env/kernels/share/jupyter/kernels/davincirun-ipykernel{6,7}/
 #                                      one kernelspec per venv (JUPYTER_PATH=
 #                                      build/notebook-env/kernels/share/jupyter)
@@ -14,10 +16,11 @@
 # and nbclient + nbformat in $PYTHON (python3), which runs the notebooks.
 #
 # Safe to run again: each step checks what is there (a digest of the sources
-# the wheel was built from, the wheel's sha256 and the ipykernel requirement
-# recorded in each venv, the kernelspec's interpreter) and skips what is done,
-# so a second run takes a few seconds. After editing the package (C++ or
-# Python), run it again: the wheel is rebuilt incrementally and reinstalled.
+# the wheel was built from; the wheel's sha256, the ipykernel requirement and
+# how the venv was made, recorded in each venv; the kernelspec's interpreter)
+# and skips what is done, so a second run takes a few seconds. After editing
+# the package (C++ or Python), run it again: the wheel is rebuilt
+# incrementally and reinstalled.
 #
 #   bash scripts/notebook_env.sh            set up / bring up to date
 #   bash scripts/notebook_env.sh --digest   print the digest of the wheel's sources
@@ -37,6 +40,18 @@ declare -A IPYKERNEL_REQUIREMENT=(
   [7]="ipykernel>=7,<8"
 )
 KERNEL_PREFIX=davincirun-ipykernel
+
+# How the venvs are made. --system-site-packages: a kernel also imports what
+# $PYTHON has installed, such as torch and scikit-learn, which
+# examples/notebook.ipynb trains with (far too big to install twice), just as
+# a platform's notebook kernel comes with its frameworks. What a venv installs
+# itself comes first on its sys.path: ipykernel and all its dependencies are
+# installed into it even when $PYTHON has them (--ignore-installed), and its
+# davincirunsdk must be its own (checked below), never $PYTHON's.
+# --without-pip: $PYTHON's pip installs into the venv, which so holds no
+# bundled pip and setuptools older than $PYTHON's to hide them (torch
+# requires a newer setuptools than venv bundles).
+VENV_OPTIONS=(--system-site-packages --without-pip)
 
 # The wheel gets its own build directory: setup.sh's `pip install .` uses
 # build/<wheel tag>, and two builds must not share one.
@@ -120,21 +135,31 @@ wheel_sha=$(sha256sum "$wheel" | cut -c1-64)
 
 # 3. One venv and kernelspec per ipykernel major version.
 # Prints: ipykernel version, davincirunsdk version ("-" when it cannot be
-# imported), IPython version, jupyter_client version.
+# imported), IPython version, jupyter_client version, torch version. The
+# ipykernel and davincirunsdk versions are "-" unless the venv's own copy is
+# the one imported (the venv also sees $PYTHON's packages).
 venv_versions() {
   "$1" -c '
-import importlib.metadata as m, importlib.util as u
+import importlib.metadata as m, importlib.util as u, os, sys
+prefix = os.path.realpath(sys.prefix) + os.sep
 def v(name):
     try:
         return m.version(name) if u.find_spec(name) else "-"
     except Exception:
         return "-"
+def own(name):
+    try:
+        spec = u.find_spec(name)
+        inside = spec is not None and os.path.realpath(spec.origin).startswith(prefix)
+    except Exception:
+        inside = False
+    return v(name) if inside else "-"
 try:
     import davincirunsdk._core
-    core = v("davincirunsdk")
+    core = own("davincirunsdk")
 except Exception:
     core = "-"
-print(v("ipykernel"), core, v("IPython"), v("jupyter_client"))' 2>/dev/null || echo "- - - -"
+print(own("ipykernel"), core, v("IPython"), v("jupyter_client"), v("torch"))' 2>/dev/null || echo "- - - - -"
 }
 
 for major in 6 7; do
@@ -144,18 +169,32 @@ for major in 6 7; do
   name=$KERNEL_PREFIX$major
   did=()
 
-  if ! [[ -x $vpy ]] || ! "$vpy" -c pass 2>/dev/null; then
-    say "$name: creating venv ${venv#"$REPO"/}"
+  # The venv is made again when it was made otherwise or from another
+  # interpreter (whose site-packages it sees).
+  venv_made="$PYTHON_EXE ${VENV_OPTIONS[*]}"
+  if ! [[ -x $vpy ]] || ! "$vpy" -c pass 2>/dev/null || ! [[ -f $venv/.venv-options ]] \
+    || [[ $(<"$venv/.venv-options") != "$venv_made" ]]; then
+    if [[ -d $venv ]]; then
+      say "$name: recreating venv ${venv#"$REPO"/} ($PYTHON_EXE -m venv ${VENV_OPTIONS[*]})"
+    else
+      say "$name: creating venv ${venv#"$REPO"/} ($PYTHON_EXE -m venv ${VENV_OPTIONS[*]})"
+    fi
     rm -rf "$venv"
-    "$PYTHON_EXE" -m venv "$venv"
+    "$PYTHON_EXE" -m venv "${VENV_OPTIONS[@]}" "$venv"
+    echo "$venv_made" >"$venv/.venv-options"
     did+=("venv created")
   fi
-  read -r ipykernel_v dvr_v ipython_v jc_v < <(venv_versions "$vpy")
+  read -r ipykernel_v dvr_v ipython_v jc_v torch_v < <(venv_versions "$vpy")
 
   if [[ $ipykernel_v == - || ${ipykernel_v%%.*} != "$major" || ! -f $venv/.ipykernel-requirement \
     || $(<"$venv/.ipykernel-requirement") != "$requirement" ]]; then
     say "$name: installing $requirement"
-    quiet "$vpy" -m pip install -q "$requirement"
+    # --no-warn-conflicts: pip would list $PYTHON's packages whose
+    # requirements the venv's copies do not meet (e.g. an upper bound on
+    # python-dateutil), though the venv's own set is resolved as a whole;
+    # torch and scikit-learn, imported from $PYTHON, are exercised by
+    # tests/python/test_example_notebook.py.
+    quiet "$vpy" -m pip install -q --ignore-installed --no-warn-conflicts "$requirement"
     echo "$requirement" >"$venv/.ipykernel-requirement"
     did+=("ipykernel installed")
   fi
@@ -176,12 +215,12 @@ for major in 6 7; do
     did+=("kernelspec registered")
   fi
 
-  ((${#did[@]})) && read -r ipykernel_v dvr_v ipython_v jc_v < <(venv_versions "$vpy")
+  ((${#did[@]})) && read -r ipykernel_v dvr_v ipython_v jc_v torch_v < <(venv_versions "$vpy")
   if [[ ${ipykernel_v%%.*} != "$major" || $dvr_v == - ]]; then
     echo "notebook-env: $name: the venv is not usable (ipykernel $ipykernel_v, davincirunsdk $dvr_v)" >&2
     exit 1
   fi
-  summary="ipykernel $ipykernel_v, IPython $ipython_v, jupyter_client $jc_v, davincirunsdk $dvr_v"
+  summary="ipykernel $ipykernel_v, IPython $ipython_v, jupyter_client $jc_v, davincirunsdk $dvr_v, torch $torch_v"
   if ((${#did[@]})); then
     say "$name: $summary ($(IFS=,; echo "${did[*]}" | sed 's/,/, /g'))"
   else

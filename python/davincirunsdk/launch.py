@@ -259,7 +259,17 @@ def start_distributed_train(
         log_dir (str): where this run's log directory is created (relative to
             the caller's working directory). Default ``"./log"``.
         output_notebook (bool | None): show the ranks' output live, each line
-            prefixed by its rank. ``None`` (default): yes; ``False``: log files only.
+            prefixed by its rank (in the rank's colour in a notebook or on a
+            terminal; ``NO_COLOR`` turns colour off). ``None`` (default) or
+            ``True``: yes; ``False``: log files only. Inside a Jupyter kernel
+            the calling cell also gets a status view (rank, device, pid,
+            status, time, last line or progress bar), updated in place and
+            turned into the summary when the job ends; lines redrawn with
+            ``'\r'`` (tqdm) show as one line per rank; the display takes at
+            most 24 KiB of lines every 0.1 s and counts what it skips (the
+            log files keep every byte). For a job not waited for in the same
+            cell, the lines go into the view of the starting cell, never into
+            other cells. See docs/notebooks.md.
         rank_table (str | None): rank table file, or a directory holding
             ``jobstart_hccl.json`` or ``hccl.json``; default ``$RANK_TABLE_FILE``.
         wait_timeout (float): seconds to wait for a rank table the platform is

@@ -437,12 +437,13 @@ class Execution:
 
     Reads IOPub only when asked (read, wait_for_text, wait), keeping the
     messages that answer this request: `outputs` holds the content of each
-    stream, error, execute_result and display_data message, in order. The
-    kernel must run one Execution at a time (IOPub messages of other
-    requests are read and dropped).
+    stream, error, execute_result, display_data and update_display_data
+    message, in order, with its type as "output_type". The kernel must run
+    one Execution at a time (IOPub messages of other requests are read and
+    dropped).
     """
 
-    OUTPUT_TYPES = ("stream", "error", "execute_result", "display_data")
+    OUTPUT_TYPES = ("stream", "error", "execute_result", "display_data", "update_display_data")
 
     def __init__(self, kc, code):
         self.kc = kc
@@ -473,19 +474,27 @@ class Execution:
                 self.idle = True
         return self.idle
 
-    def text(self):
-        """This cell's stream text so far, stdout and stderr as they came."""
-        return "".join(o.get("text", "") for o in self.outputs if o["output_type"] == "stream")
+    def text(self, displays=False):
+        """This cell's stream text so far, stdout and stderr as they came;
+        with `displays`, also the text/plain of its results and displays
+        (every version of an updated one), without colour codes."""
+        parts = []
+        for output in self.outputs:
+            if output["output_type"] == "stream":
+                parts.append(output.get("text", ""))
+            elif displays and output["output_type"] != "error":
+                parts.append(output.get("data", {}).get("text/plain", "") + "\n")
+        return strip_ansi("".join(parts)) if displays else "".join(parts)
 
     def errors(self):
         """[(ename, evalue)] of its error outputs so far."""
         return [(o.get("ename"), o.get("evalue")) for o in self.outputs if o["output_type"] == "error"]
 
     def wait_for_text(self, needle, timeout):
-        """Reads until `needle` is in text(); False when the time ran out or
-        the cell ended without it."""
+        """Reads until `needle` is in text(displays=True); False when the time
+        ran out or the cell ended without it."""
         deadline = time.monotonic() + timeout
-        while needle not in self.text():
+        while needle not in self.text(displays=True):
             left = deadline - time.monotonic()
             if left <= 0 or self.idle:
                 return False

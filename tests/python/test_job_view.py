@@ -1,0 +1,99 @@
+"""The status view's model and rendering, outside a kernel: fed with real
+plans and results of real jobs, checked as text and HTML."""
+
+import re
+
+from davincirunsdk import start_distributed_train
+from davincirunsdk._console import colourize
+from davincirunsdk._job_view import JobStatus, describe_exit
+
+from conftest import python_command
+
+FAIL_RANK_1 = "import os, sys, time\nif os.environ['RANK_ID'] == '1':\n    sys.exit(3)\ntime.sleep(30)\n"
+
+
+def finished_job(rank_table, tmp_path, job_env, code, n=3):
+    job = start_distributed_train(
+        python_command(code), rank_table=rank_table(n), log_dir=str(tmp_path / "log"), env=job_env,
+        output_notebook=False,
+    )
+    job.wait(raise_exception=False)
+    return job
+
+
+def test_rows_follow_the_plan_and_lines_feed_the_last_output(tmp_path, rank_table, job_env):
+    job = finished_job(rank_table, tmp_path, job_env, "pass", n=3)
+    status = JobStatus(job.plan, job.pids, job.run_dir)
+    assert [(row.rank, row.device, row.pid) for row in status.rows] == [
+        (r.rank, r.physical_device_id, pid) for r, pid in zip(job.plan.ranks, job.pids)
+    ]
+    status.feed_lines("[rank 0] first\n[rank 1] one\n[rank 0] second\n[rank 7] not ours\n[rank 2]+ continued\n")
+    assert [row.last_line for row in status.rows] == ["second", "one", "continued"]
+    status.feed_progress("rank 1", "45%|####")
+    status.feed_progress("rank 9", "ignored")
+    table = status.text(now=status.started + 2.0).splitlines()
+    assert table[0] == "davincirun job %s: 3 rank(s) of 3 on server 127.0.0.1, 3 running" % job.job_id
+    assert table[1].split() == ["rank", "device", "pid", "status", "time", "last", "output"]
+    assert table[2].split() == ["0", "0", str(job.pids[0]), "running", "2.0", "s", "second"]
+    assert table[3].split()[-1] == "45%|####"  # a progress line shows over the last line
+    # Columns line up.
+    assert len({line.index("running") for line in table[2:5]}) == 1
+    assert table[5] == "logs: " + job.run_dir
+    status.feed_progress("rank 1", "")  # the bar finished
+    assert status.text().splitlines()[3].split()[-1] == "one"
+
+
+def test_exits_and_the_final_summary_of_a_failed_job(tmp_path, rank_table, job_env):
+    job = finished_job(rank_table, tmp_path, job_env, FAIL_RANK_1)
+    status = JobStatus(job.plan, job.pids, job.run_dir)
+    status.feed_exit(1, 3, None, False)
+    status.feed_exit(0, None, 15, True)
+    status.feed_exit(5, 0, None, False)  # out of range: ignored
+    assert [(row.state, row.status) for row in status.rows] == [
+        ("stopped", "signal 15 (SIGTERM)"), ("failed", "exit code 3"), ("running", "running")]
+    status.finish(job.result)
+    text = status.text().splitlines()
+    assert re.match(r"davincirun job \S+: 3 rank\(s\) of 3 on server 127\.0\.0\.1, failed in [\d.]+ s; "
+                    r"first failure: rank 1 \(exit code 3\)$", text[0]), text[0]
+    assert [line.split()[3:6] for line in text[2:5]] == [
+        ["signal", "15", "(SIGTERM)"], ["exit", "code", "3"], ["signal", "15", "(SIGTERM)"]]
+
+
+def test_ranks_not_shown_live_say_so(tmp_path, rank_table, job_env):
+    job = finished_job(rank_table, tmp_path, job_env, "pass", n=2)
+    status = JobStatus(job.plan, job.pids, job.run_dir, shown=[0])
+    status.feed_lines("[rank 0] visible\n")
+    rows = status.text().splitlines()[2:4]
+    assert rows[0].endswith("visible") and rows[1].endswith("(log file only)")
+
+
+def test_html_escapes_rank_output_and_colours_each_rank(tmp_path, rank_table, job_env):
+    job = finished_job(rank_table, tmp_path, job_env, "pass", n=2)
+    status = JobStatus(job.plan, job.pids, job.run_dir)
+    status.feed_lines("[rank 0] <img src=x onerror=alert(1)> & more\n")
+    page = status.html(tail="[rank 1] <b>not bold</b>\nplain <i>\n")
+    assert "<img" not in page and "&lt;img src=x onerror=alert(1)&gt; &amp; more" in page
+    assert "<b>not bold</b>" not in page and "&lt;b&gt;not bold&lt;/b&gt;" in page
+    assert "plain &lt;i&gt;" in page
+    assert 'color:#1f6feb"><b>0</b>' in page and 'color:#a23cbf"><b>1</b>' in page
+
+
+def test_describe_exit():
+    assert describe_exit(0, None, False) == ("done", "exited 0")
+    assert describe_exit(0, None, True) == ("done", "exited 0")
+    assert describe_exit(2, None, False) == ("failed", "exit code 2")
+    assert describe_exit(143, None, True) == ("stopped", "exit code 143")
+    assert describe_exit(None, 9, True) == ("stopped", "signal 9 (SIGKILL)")
+    assert describe_exit(None, 11, False) == ("failed", "signal 11 (SIGSEGV)")
+    assert describe_exit(None, 40, False) == ("failed", "signal 40")
+    assert describe_exit(None, None, False) == ("failed", "unknown exit status")
+
+
+def test_colourize_marks_rank_prefixes_and_notices_only():
+    text = "[rank 0] a [rank 1] inside\n[rank 9]+ continued\n[davincirun] note\nplain [davincirun]\n"
+    assert colourize(text) == (
+        "\x1b[34m[rank 0]\x1b[0m a [rank 1] inside\n"
+        "\x1b[35m[rank 9]+\x1b[0m continued\n"
+        "\x1b[1m[davincirun]\x1b[0m note\n"
+        "plain [davincirun]\n"
+    )
