@@ -14,6 +14,7 @@
 #include <exception>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -106,17 +107,22 @@ class PyJob {
     return done_.load();
   }
 
-  /// What arrived since the last call: (bytes of complete console lines,
+  /// What arrived since the last call (lines within the display budget, or
+  /// all of them when `everything`): (bytes of complete console lines,
   /// lines skipped over the budget, [(label, progress text)], [(rank index,
-  /// exit code or None, signal or None, stopped by the launcher)]).
-  py::tuple take_output() {
+  /// exit code or None, signal or None, stopped by the launcher)], [(label,
+  /// its last line, shown or not)]). With `lines=False` the lines stay
+  /// queued (b"" and 0 are returned for them).
+  py::tuple take_output(bool everything, bool lines) {
     QueueSink::Batch batch;
     {
       py::gil_scoped_release release;
-      batch = queue_.take();
+      batch = queue_.take(everything, lines);
     }
     py::list progress;
     for (const auto& [label, text] : batch.progress) progress.append(py::make_tuple(lenient_text(label), lenient_text(text)));
+    py::list last_lines;
+    for (const auto& [label, text] : batch.last_lines) last_lines.append(py::make_tuple(lenient_text(label), lenient_text(text)));
     py::list exits;
     for (const auto& e : batch.exits) {
       py::object code = py::none(), signal = py::none();
@@ -124,7 +130,7 @@ class PyJob {
       if (e.status.kind == ExitStatus::Kind::signaled) signal = py::int_(e.status.value);
       exits.append(py::make_tuple(e.index, code, signal, e.stopped_by_launcher));
     }
-    return py::make_tuple(py::bytes(batch.lines), batch.skipped_lines, progress, exits);
+    return py::make_tuple(py::bytes(batch.lines), batch.skipped_lines, progress, exits, last_lines);
   }
 
   void set_display_budget(std::size_t bytes) { queue_.set_budget(bytes); }
@@ -133,9 +139,13 @@ class PyJob {
   void request_kill() { job_->request_kill(); }
   bool done() const { return done_.load(); }
 
+  /// Callable from several threads (the waiting one, a notebook view's).
   JobResult result() {
     if (!done_.load()) throw std::logic_error("the job is still running");
-    if (loop_.joinable()) loop_.join();
+    {
+      std::lock_guard<std::mutex> lock(join_mutex_);
+      if (loop_.joinable()) loop_.join();
+    }
     if (error_) std::rethrow_exception(error_);
     return *result_;
   }
@@ -149,6 +159,7 @@ class PyJob {
   QueueSink queue_;
   std::unique_ptr<Job> job_;
   std::thread loop_;
+  std::mutex join_mutex_;
   std::atomic<bool> done_{false};
   std::optional<JobResult> result_;
   std::exception_ptr error_;
@@ -260,6 +271,7 @@ void bind_job(py::module_& m) {
       .def_readonly("ranks", &JobResult::ranks)
       .def_readonly("first_failure", &JobResult::first_failure)
       .def_readonly("leftover_processes_killed", &JobResult::leftover_processes_killed)
+      .def_readonly("stop_signal", &JobResult::stop_signal)
       .def_property_readonly("tracking", [](const JobResult& r) { return tracking_name(r.tracking); })
       .def_property_readonly("stop_reason", [](const JobResult& r) {
         switch (r.stop_reason) {
@@ -267,6 +279,7 @@ void bind_job(py::module_& m) {
           case StopReason::rank_failed: return "rank_failed";
           case StopReason::requested: return "requested";
           case StopReason::timed_out: return "timed_out";
+          case StopReason::signaled: return "signaled";
         }
         return "none";
       })
@@ -286,7 +299,7 @@ void bind_job(py::module_& m) {
            py::call_guard<py::gil_scoped_release>())
       .def("wait_for", &PyJob::wait_for, py::arg("timeout"), py::arg("on_output") = true,
            py::call_guard<py::gil_scoped_release>())
-      .def("take_output", &PyJob::take_output)
+      .def("take_output", &PyJob::take_output, py::arg("everything") = false, py::arg("lines") = true)
       .def("set_display_budget", &PyJob::set_display_budget, py::arg("bytes"))
       .def("request_stop", &PyJob::request_stop)
       .def("request_kill", &PyJob::request_kill)

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -15,12 +16,13 @@
 #include <vector>
 
 #include "davincirun/console_sink.hpp"
+#include "davincirun/log_streamer.hpp"
 
 namespace davincirun::python {
 
 class QueueSink final : public LineSink {
  public:
-  /// Bytes of lines held for Python at most (8 MiB), whatever the budget.
+  /// Bytes of rank lines held for Python at most (8 MiB), whatever the budget.
   static constexpr std::size_t capacity_bytes = 8 << 20;
 
   struct RankExit {
@@ -31,54 +33,52 @@ class QueueSink final : public LineSink {
   /// What arrived since the last take().
   struct Batch {
     std::string lines;               ///< whole lines, prefixed, in order; notices included
-    std::uint64_t skipped_lines = 0; ///< lines over the budget, not in `lines`
+    std::uint64_t skipped_lines = 0; ///< lines dropped (oldest first) to stay within the hold
     std::vector<std::pair<std::string, std::string>> progress;  ///< (label, latest text); "" = finished
+    /// (label, its latest whole line), shown or dropped: what each rank said last
+    std::vector<std::pair<std::string, std::string>> last_lines;
     std::vector<RankExit> exits;
   };
 
-  /// Bytes of rank lines kept between two take() calls (default and at most
+  /// Bytes of rank lines take() returns at most (default and at most
   /// capacity_bytes): a display that takes every `T` seconds then shows at
-  /// most budget / T bytes per second. Lines over it are skipped and
-  /// counted, whole; notices are never skipped. The log files keep everything.
+  /// most budget / T bytes per second. Lines wait here, in order, for a
+  /// later take(), up to the budget + one longest line; beyond that the
+  /// oldest waiting lines of the rank with the most waiting are dropped
+  /// and counted, whole, so the newest output of every rank (its last
+  /// words, a traceback) is what gets shown. Notices are never dropped. A line longer than the budget is taken alone, so
+  /// every line can be shown. The log files keep everything.
   void set_budget(std::size_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
-    budget_ = std::min(bytes, capacity_bytes);
+    budget_ = std::max<std::size_t>(1, std::min(bytes, capacity_bytes));
+    hold_ = std::min(capacity_bytes, budget_ + RankLog::max_line_bytes + 64);
+    drop_oldest();
   }
 
   void write(std::string_view lines) override {
+    if (lines.empty()) return;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      const std::size_t room = line_bytes_ < budget_ ? budget_ - line_bytes_ : 0;
-      std::size_t keep = lines.size();
-      if (keep > room) {
-        // Keep the lines that fit whole; count the others.
-        const std::size_t nl = room == 0 ? std::string_view::npos : lines.rfind('\n', room - 1);
-        keep = nl == std::string_view::npos ? 0 : nl + 1;
-        skipped_lines_ += static_cast<std::uint64_t>(std::count(lines.begin() + keep, lines.end(), '\n'));
-      }
-      pending_.append(lines.substr(0, keep));
-      line_bytes_ += keep;
+      note_last_line(lines);
+      blocks_.push_back(Block{std::string(lines), 0, false, std::string(label_of(lines))});
+      line_bytes_ += lines.size();
+      drop_oldest();
     }
     ready_.notify_all();
   }
 
   void notice(std::string_view lines) override {
+    if (lines.empty()) return;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      pending_.append(lines);
+      blocks_.push_back(Block{std::string(lines), 0, true, {}});
     }
     ready_.notify_all();
   }
 
   void progress(std::string_view label, std::string_view text) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& entry : progress_) {
-      if (entry.first == label) {
-        entry.second.assign(text);
-        return;
-      }
-    }
-    progress_.emplace_back(std::string(label), std::string(text));
+    set(progress_, label, text);
   }
 
   void rank_exited(std::size_t index, ExitStatus status, bool stopped_by_launcher) override {
@@ -89,15 +89,42 @@ class QueueSink final : public LineSink {
     ready_.notify_all();
   }
 
-  /// Everything queued since the last call.
-  Batch take() {
+  /// What arrived since the last call: rank lines up to the budget (at
+  /// least one whole line) with the notices among them, or every line when
+  /// `everything` (the job is over); no lines (they stay queued) unless `lines`.
+  Batch take(bool everything, bool lines = true) {
     std::lock_guard<std::mutex> lock(mutex_);
     Batch batch;
-    batch.lines.swap(pending_);
-    batch.skipped_lines = std::exchange(skipped_lines_, 0);
     batch.progress.swap(progress_);
+    batch.last_lines.swap(last_lines_);
     batch.exits.swap(exits_);
-    line_bytes_ = 0;
+    if (!lines) return batch;
+    std::size_t taken = 0;  // rank-line bytes
+    while (!blocks_.empty()) {
+      Block& b = blocks_.front();
+      const std::string_view rest = std::string_view(b.text).substr(b.offset);
+      if (b.notice || everything || taken + rest.size() <= budget_) {
+        batch.lines.append(rest);
+        if (!b.notice) {
+          taken += rest.size();
+          line_bytes_ -= rest.size();
+        }
+        blocks_.pop_front();
+        continue;
+      }
+      // Part of this block: whole lines up to the budget, or one line to start with.
+      const std::size_t room = taken < budget_ ? budget_ - taken : 0;
+      std::size_t cut = room == 0 ? std::string_view::npos : rest.rfind('\n', room - 1);
+      if (cut == std::string_view::npos) {
+        if (taken > 0) break;
+        cut = rest.find('\n');
+      }
+      batch.lines.append(rest.substr(0, cut + 1));
+      line_bytes_ -= cut + 1;
+      b.offset += cut + 1;
+      break;
+    }
+    batch.skipped_lines = std::exchange(skipped_lines_, 0);
     return batch;
   }
 
@@ -112,20 +139,96 @@ class QueueSink final : public LineSink {
   bool wait(std::chrono::milliseconds timeout, bool on_output) {
     std::unique_lock<std::mutex> lock(mutex_);
     bool ready = ready_.wait_for(lock, timeout, [&] {
-      return woken_ || (on_output && (!pending_.empty() || skipped_lines_ > 0 || !exits_.empty()));
+      return woken_ || (on_output && (!blocks_.empty() || skipped_lines_ > 0 || !exits_.empty()));
     });
     woken_ = false;
     return ready;
   }
 
  private:
+  struct Block {
+    std::string text;        // whole lines (one write() or notice() call)
+    std::size_t offset = 0;  // bytes already taken or dropped
+    bool notice = false;
+    std::string label;       // the rank whose lines these are ("rank 3")
+  };
+  using Latest = std::vector<std::pair<std::string, std::string>>;
+
+  static void set(Latest& latest, std::string_view label, std::string_view text) {
+    for (auto& entry : latest) {
+      if (entry.first == label) {
+        entry.second.assign(text);
+        return;
+      }
+    }
+    latest.emplace_back(std::string(label), std::string(text));
+  }
+
+  // "rank 3" for lines "[rank 3] ...".
+  static std::string_view label_of(std::string_view lines) {
+    const std::size_t close = lines.find(']');
+    if (lines.empty() || lines.front() != '[' || close == std::string_view::npos) return {};
+    return lines.substr(1, close - 1);
+  }
+
+  // Drops rank lines, whole, until at most hold_ bytes wait: always the
+  // oldest lines of the rank with the most bytes waiting, so a rank that
+  // stopped writing keeps its last lines while others flood.
+  void drop_oldest() {
+    while (line_bytes_ > hold_) {
+      std::vector<std::pair<std::string_view, std::size_t>> waiting;  // label -> bytes
+      for (const Block& b : blocks_) {
+        if (b.notice) continue;
+        auto it = std::find_if(waiting.begin(), waiting.end(), [&](const auto& w) { return w.first == b.label; });
+        if (it == waiting.end()) {
+          waiting.emplace_back(b.label, b.text.size() - b.offset);
+        } else {
+          it->second += b.text.size() - b.offset;
+        }
+      }
+      const auto most = std::max_element(waiting.begin(), waiting.end(),
+                                         [](const auto& a, const auto& b) { return a.second < b.second; });
+      const std::string label(most->first);
+      auto it = std::find_if(blocks_.begin(), blocks_.end(), [&](const Block& b) { return !b.notice && b.label == label; });
+      const std::string_view rest = std::string_view(it->text).substr(it->offset);
+      const std::size_t excess = line_bytes_ - hold_;
+      if (rest.size() <= excess) {
+        skipped_lines_ += static_cast<std::uint64_t>(std::count(rest.begin(), rest.end(), '\n'));
+        line_bytes_ -= rest.size();
+        blocks_.erase(it);
+        continue;
+      }
+      const std::size_t cut = rest.find('\n', excess - 1) + 1;  // the block ends in '\n'
+      skipped_lines_ += static_cast<std::uint64_t>(std::count(rest.begin(), rest.begin() + cut, '\n'));
+      line_bytes_ -= cut;
+      it->offset += cut;
+    }
+  }
+
+  // Each write() holds the lines of one read of one rank ("[<label>] text\n"
+  // or "[<label>]+ text\n"): its last line is what that rank said last.
+  void note_last_line(std::string_view lines) {
+    if (lines.size() < 2 || lines.front() != '[') return;
+    const std::size_t nl = lines.rfind('\n', lines.size() - 2);
+    std::string_view line = lines.substr(nl == std::string_view::npos ? 0 : nl + 1);
+    line.remove_suffix(1);  // its '\n'
+    const std::size_t close = line.find(']');
+    if (line.empty() || line.front() != '[' || close == std::string_view::npos) return;
+    std::string_view text = line.substr(close + 1);
+    if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+    if (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+    set(last_lines_, line.substr(1, close - 1), text.substr(0, RankLog::max_progress_bytes));
+  }
+
   std::mutex mutex_;
   std::condition_variable ready_;
-  std::string pending_;
-  std::size_t line_bytes_ = 0;  // rank lines in pending_ (notices excluded)
+  std::deque<Block> blocks_;
+  std::size_t line_bytes_ = 0;  // rank-line bytes waiting in blocks_ (notices excluded)
   std::size_t budget_ = capacity_bytes;
+  std::size_t hold_ = capacity_bytes;
   std::uint64_t skipped_lines_ = 0;
-  std::vector<std::pair<std::string, std::string>> progress_;
+  Latest progress_;
+  Latest last_lines_;
   std::vector<RankExit> exits_;
   bool woken_ = false;
 };

@@ -170,9 +170,10 @@ class CommandListener {
       if (fds[1].revents) {
         signalfd_siginfo info{};
         while (::read(signals_.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-          console_.notice(fmt::format("[davincirun] the job supervisor got signal {}: stopping the job\n",
-                                      info.ssi_signo));
-          supervisor_.request_stop();
+          const int signo = static_cast<int>(info.ssi_signo);
+          console_.notice(fmt::format("[davincirun] the job supervisor got signal {} (SIG{}): stopping every rank\n",
+                                      signo, ::sigabbrev_np(signo) ? ::sigabbrev_np(signo) : "?"));
+          supervisor_.request_stop_by_signal(signo);
         }
       }
       if (lifeline_open && fds[2].revents) {

@@ -309,6 +309,7 @@ std::string encode_result(const JobResult& result) {
   w.flag(result.first_failure.has_value());
   w.u64(result.first_failure.value_or(0));
   w.i64(static_cast<int>(result.stop_reason));
+  w.i64(result.stop_signal);
   w.u64(result.leftover_processes_killed);
   w.i64(static_cast<int>(result.tracking));
   return w.take();
@@ -342,7 +343,9 @@ JobResult decode_result(std::string_view data) {
   result.stop_reason = reason == 1   ? StopReason::rank_failed
                        : reason == 2 ? StopReason::requested
                        : reason == 3 ? StopReason::timed_out
+                       : reason == 4 ? StopReason::signaled
                                      : StopReason::none;
+  result.stop_signal = r.i32();
   result.leftover_processes_killed = r.u64();
   const int tracking = r.i32();
   r.check(tracking >= 0 && tracking <= 2);

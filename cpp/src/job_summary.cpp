@@ -26,6 +26,7 @@ const char* stop_reason_name(StopReason reason) {
     case StopReason::rank_failed: return "rank_failed";
     case StopReason::requested: return "requested";
     case StopReason::timed_out: return "timed_out";
+    case StopReason::signaled: return "signaled";
   }
   return "none";
 }
@@ -65,6 +66,7 @@ void write_job_summary(const std::string& path, const JobSpec& plan, const std::
   j["success"] = result.success();
   j["exit_code"] = result.exit_code();
   j["stop_reason"] = stop_reason_name(result.stop_reason);
+  if (result.stop_reason == StopReason::signaled) j["stop_signal"] = result.stop_signal;
   j["first_failure"] = result.first_failure ? Json(result.ranks[*result.first_failure].rank) : Json();
   j["leftover_processes_killed"] = result.leftover_processes_killed;
   j["ranks"] = Json::array();

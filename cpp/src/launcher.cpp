@@ -458,6 +458,9 @@ std::string failure_report(const JobResult& result, std::size_t tail_lines) {
     out += "the job was stopped on request\n";
   } else if (result.stop_reason == StopReason::timed_out) {
     out += "the job ran past its timeout and was stopped\n";
+  } else if (result.stop_reason == StopReason::signaled) {
+    out += fmt::format("the job was stopped by {} to its supervisor process\n",
+                       ExitStatus{ExitStatus::Kind::signaled, result.stop_signal}.describe());
   }
   for (std::size_t i = 0; i < result.ranks.size(); ++i) {
     if (result.first_failure && *result.first_failure == i) continue;

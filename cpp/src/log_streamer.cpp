@@ -44,6 +44,7 @@ RankLog::RankLog(RankLog&& o) noexcept
       partial_(std::move(o.partial_)),
       partial_is_continuation_(o.partial_is_continuation_),
       redrawing_(o.redrawing_),
+      positioned_progress_(std::move(o.positioned_progress_)),
       progress_shown_(std::move(o.progress_shown_)),
       bytes_(o.bytes_),
       file_error_(std::move(o.file_error_)) {}
@@ -113,10 +114,17 @@ void RankLog::emit_lines(const char* data, std::size_t size, std::string& out) {
         collapse_redrawn();
         while (!partial_.empty() && partial_.back() == '\r') partial_.pop_back();  // "\r\n"
       }
-      emit_full_chunks(out);
-      out += partial_is_continuation_ ? cont_prefix_ : prefix_;
-      out += partial_;
-      out += '\n';
+      if (redrawing_ && moves_cursor_up(partial_)) {
+        // One bar of a multi-line progress display (tqdm's nested bars move
+        // the cursor up after drawing): a redraw, not a line of its own.
+        positioned_progress_.assign(partial_, 0, std::min(partial_.size(), max_progress_bytes + 8));
+      } else {
+        emit_full_chunks(out);
+        out += partial_is_continuation_ ? cont_prefix_ : prefix_;
+        out += partial_;
+        out += '\n';
+        positioned_progress_.clear();
+      }
       partial_.clear();
       partial_is_continuation_ = false;
       redrawing_ = false;
@@ -124,7 +132,17 @@ void RankLog::emit_lines(const char* data, std::size_t size, std::string& out) {
     data = nl + 1;
   }
   if (!out.empty()) console_->write(out);
-  if (redrawing_ || !progress_shown_.empty()) report_progress();
+  report_progress();
+}
+
+bool RankLog::moves_cursor_up(std::string_view line) {
+  // ESC [ A or ESC [ <n> A (CUU), as terminals read it.
+  for (std::size_t at = line.find("\x1b["); at != std::string_view::npos; at = line.find("\x1b[", at + 2)) {
+    std::size_t i = at + 2;
+    while (i < line.size() && line[i] >= '0' && line[i] <= '9') ++i;
+    if (i < line.size() && line[i] == 'A') return true;
+  }
+  return false;
 }
 
 void RankLog::collapse_redrawn() {
@@ -142,16 +160,19 @@ void RankLog::collapse_redrawn() {
 }
 
 void RankLog::report_progress() {
-  std::string_view text;
-  if (redrawing_) {
-    text = partial_;
-    while (!text.empty() && text.back() == '\r') text.remove_suffix(1);
-    if (text.empty()) return;  // a bare '\r' erases nothing: the last state stays
-    if (text.size() > max_progress_bytes) {
-      std::size_t cut = max_progress_bytes;
-      while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-      text = text.substr(0, cut);
-    }
+  // What the rank's current line shows: the unfinished line (the state of a
+  // bar redrawn with '\r', or text still waiting for its '\n', such as a
+  // row of dots), else the last bar of a multi-line progress display.
+  std::string_view text = partial_;
+  while (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+  if (text.empty()) {
+    if (redrawing_ && !partial_.empty()) return;  // a bare '\r' erases nothing: the last state stays
+    text = positioned_progress_;
+  }
+  if (text.size() > max_progress_bytes) {
+    std::size_t cut = max_progress_bytes;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    text = text.substr(0, cut);
   }
   if (text == progress_shown_) return;
   progress_shown_.assign(text);
@@ -181,10 +202,33 @@ void RankLog::finish() {
     console_->write(out);
   }
   redrawing_ = false;
-  if (!progress_shown_.empty()) report_progress();
+  positioned_progress_.clear();
+  report_progress();
   if (pipe_fd_ >= 0) ::close(std::exchange(pipe_fd_, -1));
   if (file_fd_ >= 0) ::close(std::exchange(file_fd_, -1));
 }
+
+namespace {
+
+// Lines as a terminal shows them: each redrawn line ('\r') in its last state.
+std::string as_shown(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  while (!text.empty()) {
+    const std::size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    while (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const std::size_t cr = line.rfind('\r');
+    if (cr != std::string_view::npos) line.remove_prefix(cr + 1);
+    out.append(line);
+    if (nl == std::string_view::npos) break;
+    out += '\n';
+    text.remove_prefix(nl + 1);
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string read_log_tail(const std::string& path, std::size_t max_lines, std::size_t max_bytes) {
   if (max_lines == 0 || max_bytes == 0) return {};
@@ -205,10 +249,13 @@ std::string read_log_tail(const std::string& path, std::size_t max_lines, std::s
   std::size_t pos = data.size();
   for (std::size_t lines = 0; lines < max_lines; ++lines) {
     std::size_t nl = pos == 0 ? std::string::npos : data.rfind('\n', pos - 1);
-    if (nl == std::string::npos) return data;
+    if (nl == std::string::npos) {
+      pos = std::string::npos;
+      break;
+    }
     pos = nl;
   }
-  return data.substr(pos + 1);
+  return as_shown(pos == std::string::npos ? std::string_view(data) : std::string_view(data).substr(pos + 1));
 }
 
 }  // namespace davincirun

@@ -86,6 +86,7 @@ bool JobResult::success() const noexcept {
 int JobResult::exit_code() const noexcept {
   if (first_failure) return ranks[*first_failure].status.shell_code();
   if (stop_reason == StopReason::requested) return 128 + SIGINT;
+  if (stop_reason == StopReason::signaled) return 128 + stop_signal;
   if (stop_reason == StopReason::timed_out) return 124;
   for (const auto& r : ranks) {
     if (!r.status.success()) return r.status.shell_code();
@@ -192,6 +193,12 @@ void Supervisor::request_stop() noexcept {
   (void)ignored;
 }
 
+void Supervisor::request_stop_by_signal(int signal) noexcept {
+  int none = 0;
+  stop_signal_.compare_exchange_strong(none, signal);  // the first signal names the stop
+  request_stop();
+}
+
 void Supervisor::forward_signal(int signal) noexcept {
   if (signal <= 0 || signal >= 32) return;
   signals_to_forward_.fetch_or(std::uint32_t{1} << signal);
@@ -256,8 +263,12 @@ JobResult Supervisor::run() {
               if (stop_reason_ == StopReason::none) stop_reason_ = StopReason::requested;
               kill_remaining();
             } else if (stop_requests_ == 1 && stop_reason_ == StopReason::none) {
-              log_notice("stop requested: stopping every rank");
-              begin_stop(StopReason::requested, std::nullopt);
+              if (stop_signal_.load() != 0) {
+                begin_stop(StopReason::signaled, std::nullopt);
+              } else {
+                log_notice("stop requested: stopping every rank");
+                begin_stop(StopReason::requested, std::nullopt);
+              }
             } else {
               log_notice("stop requested again: killing every rank now");
               if (stop_reason_ == StopReason::none) stop_reason_ = StopReason::requested;
@@ -283,6 +294,7 @@ JobResult Supervisor::run() {
 
   JobResult result;
   result.stop_reason = stop_reason_;
+  if (stop_reason_ == StopReason::signaled) result.stop_signal = stop_signal_.load();
   result.first_failure = first_failure_;
   result.leftover_processes_killed = leftovers_killed_;
   result.tracking = tracking_;

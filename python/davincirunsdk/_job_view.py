@@ -8,6 +8,7 @@ finished from the JobResult; it never reads a process or a file itself.
 
 import html
 import re
+import signal as signals
 import time
 
 # Rank colours, cycling by rank id: ANSI SGR codes for streams, the matching
@@ -19,8 +20,11 @@ CSS_COLOURS = ("#1f6feb", "#a23cbf", "#0f8b8d", "#2e8b2e", "#4169e1", "#c04fc0",
 # The last line kept per rank for the status table, in characters.
 LAST_LINE_CHARS = 120
 
-_RANK_LINE = re.compile(r"^\[rank (\d+)\]\+? (.*)$", re.M)
 _RANK_LABEL = re.compile(r"^rank (\d+)$")
+# Terminal control sequences (CSI such as colours and cursor moves, OSC such
+# as titles, other two-byte escapes) and control characters: what a rank
+# wrote for a terminal, not for a table cell.
+_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]?|[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def rank_colour(rank, css=False):
@@ -28,8 +32,13 @@ def rank_colour(rank, css=False):
     return palette[rank % len(palette)]
 
 
+def plain(text):
+    """`text` without terminal control sequences and control characters."""
+    return _CONTROL.sub("", text)
+
+
 def _clip(text, limit=LAST_LINE_CHARS):
-    text = text.replace("\t", " ").rstrip()
+    text = plain(text.replace("\t", " ")).rstrip()
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
@@ -42,7 +51,11 @@ def _duration(seconds):
     return "%d:%02d:%02d" % (hours, minutes, secs)
 
 
-_SIGNAL_NAMES = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
+def _signal_name(number):
+    try:
+        return signals.Signals(number).name
+    except ValueError:
+        return None
 
 
 def describe_exit(exit_code, signal, stopped_by_launcher):
@@ -50,12 +63,15 @@ def describe_exit(exit_code, signal, stopped_by_launcher):
     if exit_code == 0:
         return "done", "exited 0"
     if exit_code is not None:
-        return ("stopped" if stopped_by_launcher else "failed"), "exit code %d" % exit_code
-    if signal is not None:
-        name = _SIGNAL_NAMES.get(signal)
+        text = "exit code %d" % exit_code
+    elif signal is not None:
+        name = _signal_name(signal)
         text = "signal %d (%s)" % (signal, name) if name else "signal %d" % signal
-        return ("stopped" if stopped_by_launcher else "failed"), text
-    return "failed", "unknown exit status"
+    else:
+        return "failed", "unknown exit status"
+    if stopped_by_launcher:
+        return "stopped", "stopped: " + text
+    return "failed", text
 
 
 class RankRow:
@@ -90,25 +106,26 @@ class JobStatus:
         self.rows = [RankRow(r.rank, r.physical_device_id, pid) for r, pid in zip(plan.ranks, pids)]
         self._by_rank = {row.rank: row for row in self.rows}
         self.shown = None if shown is None else set(shown)
+        self.not_shown = 0  # lines the display skipped (a flood), for the view's recent output
         self.outcome = None  # set by finish(): "succeeded" | "failed" | "stopped" | "timed out"
         self.first_failure = None  # RankRow
         self.duration = None
 
     # ---------------------------------------------------------- feeding
 
-    def feed_lines(self, text):
-        """Notes the last line of each rank in `text` (decoded, whole lines)."""
-        last = {}
-        for match in _RANK_LINE.finditer(text):
-            last[match.group(1)] = match.group(2)
-        for rank, line in last.items():
-            row = self._by_rank.get(int(rank))
-            if row is not None:
-                row.last_line = _clip(line)
+    def _row(self, label):
+        match = _RANK_LABEL.match(label)
+        return self._by_rank.get(int(match.group(1))) if match else None
+
+    def feed_last_line(self, label, text):
+        """`text` is the latest whole line of the rank labelled `label` ("rank N")."""
+        row = self._row(label)
+        if row is not None:
+            row.last_line = _clip(text)
 
     def feed_progress(self, label, text):
-        match = _RANK_LABEL.match(label)
-        row = self._by_rank.get(int(match.group(1))) if match else None
+        """`text` is what the rank's unfinished line shows now ("" once finished)."""
+        row = self._row(label)
         if row is not None:
             row.progress = _clip(text)
 
@@ -133,9 +150,8 @@ class JobStatus:
             "rank_failed": "failed",
             "requested": "stopped",
             "timed_out": "timed out",
+            "signaled": "stopped by signal %d" % result.stop_signal,
         }.get(result.stop_reason, "failed")
-        if self.first_failure is not None and self.outcome != "failed":
-            self.outcome += " after a failure"
         self.duration = max([row.ended - self.started for row in self.rows] or [0.0])
 
     # ---------------------------------------------------------- rendering
@@ -179,8 +195,13 @@ class JobStatus:
         lines.append("logs: %s" % self.run_dir)
         text = "\n".join(line.rstrip() for line in lines) + "\n"
         if tail:
-            text += "recent output:\n" + tail
+            text += "recent output%s:\n%s" % (self._skip_note(), plain(tail))
         return text
+
+    def _skip_note(self):
+        if not self.not_shown:
+            return ""
+        return " (%d line(s) not shown here; the log files have every line)" % self.not_shown
 
     def html(self, now=None, tail=None):
         """The view as an HTML fragment (inline styles only: front ends strip <style>)."""
@@ -204,7 +225,8 @@ class JobStatus:
         out.append("</table>")
         out.append("<div>logs: %s</div>" % html.escape(self.run_dir))
         if tail:
-            out.append('<div>recent output:</div><pre style="margin:0">%s</pre>' % _html_lines(tail))
+            out.append('<div>recent output%s:</div><pre style="margin:0">%s</pre>'
+                       % (html.escape(self._skip_note()), _html_lines(tail)))
         out.append("</div>")
         return "".join(out)
 
@@ -212,7 +234,7 @@ class JobStatus:
 def _html_lines(text):
     """Recent output lines as HTML, each rank prefix in its colour."""
     parts = []
-    for line in text.splitlines():
+    for line in plain(text).splitlines():
         match = re.match(r"^(\[rank (\d+)\]\+?)( .*)?$", line)
         if match:
             parts.append(

@@ -7,8 +7,10 @@ the job, and output is paced to stay well inside the notebook server's IOPub
 limits (jupyter_server's defaults: ``iopub_data_rate_limit`` 1,000,000
 bytes/s and ``iopub_msg_rate_limit`` 1,000 messages/s, averaged over
 ``rate_limit_window`` 3 s): the display takes output every FRAME_SECONDS,
-at most NOTEBOOK_BUDGET_BYTES of lines each time (the rest is skipped and
-counted; the log files keep every byte), and writes it as one stream message.
+at most NOTEBOOK_BUDGET_BYTES of lines each time (or one longer line), and
+writes it as one stream message. Lines wait for the next frames, in order,
+up to that much again plus one longest line; beyond, the oldest are dropped and counted, so that
+a rank's last words are what is shown (the log files keep every byte).
 """
 
 import codecs
@@ -52,7 +54,6 @@ class LiveOutput:
         self._skipped = 0
         self._skip_noted = time.monotonic()
         self._view = None
-        self._finished = False
         if self._in_kernel:
             core.set_display_budget(NOTEBOOK_BUDGET_BYTES)
             try:
@@ -84,7 +85,7 @@ class LiveOutput:
                 done = self._core.wait_for(FRAME_SECONDS, on_output=False)
             else:
                 done = self._core.wait_for(WAKE_SECONDS, on_output=True)
-            self._pump(streaming)
+            self._pump(streaming, final=done)
             if done:
                 return
 
@@ -95,41 +96,55 @@ class LiveOutput:
             self._background = None
 
     def _run_in_background(self):
+        view = self._view
         try:
-            # Until the starting cell ends, output waits in the queue: a
-            # wait() in that cell streams it there.
-            while not self._view.starting_cell_done.wait(FRAME_SECONDS):
-                if self._stop_background.is_set():
-                    return
             while not self._stop_background.is_set():
-                done = self._core.wait_for(FRAME_SECONDS, on_output=False)
+                if self._core.done:
+                    # Over, but the starting cell still runs: a wait() there
+                    # shows the lines; until then only the view changes.
+                    if not view.starting_cell_done.wait(FRAME_SECONDS):
+                        continue
+                    done = True
+                else:
+                    done = self._core.wait_for(FRAME_SECONDS, on_output=False)
                 if self._stop_background.is_set():
                     return
-                self._pump(streaming=False)
-                if done:
-                    self._view.refresh(force=True)
+                # While the starting cell runs, its lines stay queued for a
+                # wait() in it; after it, they go into the view, never into
+                # whichever cell runs then.
+                cell_done = view.starting_cell_done.is_set()
+                self._pump(streaming=False, final=done and cell_done, lines=cell_done)
+                if done and self.status.outcome is None:
+                    self.status.finish(self._core.result())  # the view becomes the summary
+                    view.refresh(force=True)
+                if done and cell_done:
+                    view.refresh(force=True)
                     return
         except Exception:  # the display must never harm the job
             return
 
     # ------------------------------------------------------------ showing
 
-    def _pump(self, streaming):
-        data, skipped, progress, exits = self._core.take_output()
+    def _pump(self, streaming, final=False, lines=True):
+        # `final`: the job is over; take every line still held for pacing.
+        # `lines`: False leaves the lines queued (only the view is fed).
+        data, skipped, progress, exits, last_lines = self._core.take_output(final, lines)
         text = self._decoder.decode(data) if data else ""
         if self._view is not None:
+            for label, line in last_lines:
+                self.status.feed_last_line(label, line)
             for label, line in progress:
                 self.status.feed_progress(label, line)
             for index, exit_code, signal, stopped in exits:
                 self.status.feed_exit(index, exit_code, signal, stopped)
-            if text:
-                self.status.feed_lines(text)
         if streaming:
+            self._note_skipped(skipped)  # the oldest lines were dropped: say so before the newer ones
             self._writer.lines(text)
-            self._note_skipped(skipped)
-        elif text and self._view is not None:
-            self._tail.extend(text.splitlines())
-            self._view.tail = "\n".join(self._tail) + "\n"
+        elif self._view is not None:
+            self.status.not_shown += skipped
+            if text:
+                self._tail.extend(text.splitlines())
+                self._view.tail = "\n".join(self._tail) + "\n"
         if self._view is not None:
             try:
                 self._view.refresh()
@@ -142,32 +157,30 @@ class LiveOutput:
         if self._skipped and (final or now - self._skip_noted >= SKIP_NOTICE_SECONDS):
             self._writer.note(
                 "%d line(s) not shown here: more output than the display can take "
-                "(at most %d KiB every %.1f s); the log files have every line"
+                "(at most %d KiB every %.1f s; the newest lines are kept); the log files have every line"
                 % (self._skipped, NOTEBOOK_BUDGET_BYTES // 1024, FRAME_SECONDS)
             )
             self._skipped = 0
             self._skip_noted = now
 
     def finish(self, result, waited):
-        """Shows how the job ended: the final status view (a notebook) and,
-        when `waited` (the end of a wait(), in the cell that waits), a
-        summary there if the starting cell is another one, and a pointer to
-        the logs. Call from the thread that waits or polls. Idempotent."""
-        if self._finished:
-            return
-        self._finished = True
-        self._take_over()
+        """Shows how the job ended: the status view becomes the summary (a
+        notebook); when `waited` (the end of a wait(), in the cell that
+        waits), also a summary there if the starting cell is another one,
+        and a pointer to the logs. Call from the thread that waits or polls."""
         if not self.shows_output:
             return
-        if self._view is not None:
+        if self._view is not None and self.status.outcome is None:
             self.status.finish(result)
             try:
                 self._view.refresh(force=True)
-                if waited and self._view.starting_cell_done.is_set():
-                    self._view.show_summary()  # the starting cell may be far away
-                self._view.close()
             except Exception:
                 pass
         if waited:
+            if self._view is not None and self._view.starting_cell_done.is_set():
+                try:
+                    self._view.show_summary()  # the starting cell may be far away
+                except Exception:
+                    pass
             self._note_skipped(0, final=True)
             self._writer.note("logs of all %d rank(s): %s" % (len(result.ranks), self._core.run_dir))

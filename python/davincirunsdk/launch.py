@@ -13,7 +13,7 @@ from . import _core
 from ._cache_dir import make_cache_dir, remove_cache_dir
 from ._console import console_mode, in_ipython_kernel
 from ._live import WAKE_SECONDS, LiveOutput
-from .errors import DistributedRuntimeError, LaunchConfigError
+from .errors import DeviceBusyError, DistributedRuntimeError, LaunchConfigError
 
 # The per-job supervisor process, installed inside the package. When it is
 # not there (a build tree), the library looks for it by itself.
@@ -46,6 +46,8 @@ def _normalize_command(command):
 def _normalize_ranks(ranks_to_show):
     if ranks_to_show is None:
         return None
+    if isinstance(ranks_to_show, int) and not isinstance(ranks_to_show, bool):
+        ranks_to_show = [ranks_to_show]
     try:
         ranks = [int(r) for r in ranks_to_show]
     except (TypeError, ValueError):
@@ -132,6 +134,14 @@ class DistributedJob:
         self._live.finish(self._result, waited)
         return self._result
 
+    def __repr__(self):
+        state = "finished" if self._core.done else "running"
+        return "<DistributedJob %s: %d rank(s), %s, logs in %s>" % (self.job_id, len(self.pids), state, self.run_dir)
+
+    def _repr_html_(self):
+        """The job's status table (rank, device, pid, status, time, last output) in a notebook."""
+        return self._live.status.html()
+
     def terminate(self):
         """Stops every rank: SIGTERM to each rank's process group, SIGKILL after
         the grace period. Calling it twice kills at once. Returns immediately;
@@ -214,6 +224,16 @@ class DistributedJob:
         self._finish(waited=True)
 
 
+def _is_child_of_this_process(pid):
+    """True when `pid` (e.g. a job's supervisor process) is a child of this process."""
+    try:
+        with open("/proc/%d/stat" % int(pid), "rb") as f:
+            stat = f.read()
+        return int(stat[stat.rindex(b")") + 2:].split()[1]) == os.getpid()
+    except (OSError, ValueError, TypeError, IndexError):
+        return False
+
+
 def _runtime_error(result):
     report = result.failure_report()
     error = DistributedRuntimeError("distributed training failed: " + report.rstrip("\n"))
@@ -287,8 +307,8 @@ def start_distributed_train(
             returns 124); default: no limit.
         random_cache_dir (bool): give the ranks a fresh
             ``MS_COMPILER_CACHE_PATH`` (removed after the job) unless one is set.
-        ranks_to_show (list[int] | None): show only these ranks' output live,
-            e.g. ``[0]``; the others go to their log files only. Default
+        ranks_to_show (list[int] | int | None): show only these ranks' output
+            live, e.g. ``[0]`` (or ``0``); the others go to their log files only. Default
             ``None``: every rank. Ranks on other servers are ignored, so the
             same value works on every machine of the job.
 
@@ -338,6 +358,13 @@ def _start(background, command, work_dir, log_dir, output_notebook, rank_table, 
         for warning in plan.warnings:
             warnings.warn(warning, UserWarning, stacklevel=3)
         return DistributedJob(plan, console_mode(output_notebook), cache_dir, shown, background)
+    except DeviceBusyError as e:
+        if cache_dir:
+            remove_cache_dir(cache_dir)
+        if _is_child_of_this_process(e.holder_pid):
+            e.args = (str(e) + "\n(that job was started by this process, e.g. by an earlier cell: call its "
+                      "terminate() or wait() first)",) + e.args[1:]
+        raise
     except BaseException:
         if cache_dir:
             remove_cache_dir(cache_dir)

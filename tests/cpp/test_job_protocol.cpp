@@ -128,6 +128,7 @@ void check_same(const JobResult& got, const JobResult& want) {
   }
   CHECK(got.first_failure == want.first_failure);
   CHECK(got.stop_reason == want.stop_reason);
+  CHECK(got.stop_signal == want.stop_signal);
   CHECK(got.leftover_processes_killed == want.leftover_processes_killed);
   CHECK(got.tracking == want.tracking);
 }
@@ -328,9 +329,11 @@ TEST_CASE("job result: every field round-trips", "[job_protocol]") {
   }
   SECTION("every stop reason") {
     for (StopReason reason :
-         {StopReason::none, StopReason::rank_failed, StopReason::requested, StopReason::timed_out}) {
+         {StopReason::none, StopReason::rank_failed, StopReason::requested, StopReason::timed_out,
+          StopReason::signaled}) {
       JobResult want = sample_result();
       want.stop_reason = reason;
+      want.stop_signal = reason == StopReason::signaled ? 15 : 0;
       want.first_failure = 2;
       INFO("stop reason " << static_cast<int>(reason));
       check_same(decode_result(encode_result(want)), want);

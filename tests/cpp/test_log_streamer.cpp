@@ -248,6 +248,16 @@ TEST_CASE("read_log_tail returns the last lines of a log", "[log_streamer]") {
   CHECK(read_log_tail(dir.path()) == "");  // a directory
 }
 
+TEST_CASE("read_log_tail shows redrawn lines in their last state", "[log_streamer]") {
+  TempDir dir;
+  std::string bar;
+  for (int i = 1; i <= 5000; ++i) bar += "\rstep " + std::to_string(i) + "/5000";
+  write_file(dir / "bar.log", "start\r\n" + bar + "\nTraceback: boom\r\nold\rnew");
+  CHECK(read_log_tail(dir / "bar.log", 3, 1 << 20) == "step 5000/5000\nTraceback: boom\nnew");
+  // Cut by max_bytes in the middle of the redraws: still only the last state.
+  CHECK(read_log_tail(dir / "bar.log", 20, 4096) == "step 5000/5000\nTraceback: boom\nnew");
+}
+
 TEST_CASE("read_log_tail with max_lines 0 returns nothing", "[log_streamer]") {
   TempDir dir;
   write_file(dir / "a.log", "one\ntwo\n");

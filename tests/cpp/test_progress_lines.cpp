@@ -3,6 +3,8 @@
 // every byte.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -132,13 +134,35 @@ TEST_CASE("progress text is cut at max_progress_bytes on a UTF-8 boundary", "[pr
   CHECK(s.console.text() == "[rank 0] " + text + "\n");  // the line itself is whole
 }
 
-TEST_CASE("output without '\\r' never calls progress()", "[progress]") {
+TEST_CASE("text waiting for its newline is progress until the line ends; whole lines are not", "[progress]") {
   Stream s;
-  s.write("partial ");
-  s.write("line\nwhole line\n");
+  s.write("loading");
+  s.write("...");
+  s.write(" done\nwhole line\n");
+  s.write("a\nb\n");
   s.end();
-  CHECK(s.console.text() == "[rank 0] partial line\n[rank 0] whole line\n");
-  CHECK(s.console.progress_calls().empty());
+  CHECK(s.console.text() == "[rank 0] loading... done\n[rank 0] whole line\n[rank 0] a\n[rank 0] b\n");
+  CHECK(s.console.progress_calls() == progress_of({"loading", "loading...", ""}));
+}
+
+TEST_CASE("nested bars (cursor moved up after each redraw) are progress, never lines", "[progress]") {
+  Stream s;
+  // tqdm's outer bar at position 0, its inner bar at position 1: the inner
+  // one goes down a line, redraws, and moves the cursor back up.
+  s.write("\repoch 1/2");
+  s.write("\n\rbatch 1/3\x1b[A");
+  s.write("\n\rbatch 2/3\x1b[A");
+  s.write("\n\rbatch 3/3\x1b[A");
+  s.write("\repoch 2/2");
+  s.write("\n\rbatch 1/3\x1b[2A");
+  s.write("\nepoch summary\n");
+  s.end();
+  // The outer bar's states become lines as the inner bar pushes them out;
+  // the inner bar's never do.
+  CHECK(s.console.text() == "[rank 0] epoch 1/2\n[rank 0] epoch 2/2\n[rank 0] epoch summary\n");
+  const Progress calls = s.console.progress_calls();
+  CHECK(std::find(calls.begin(), calls.end(), Progress::value_type{"rank 0", "batch 2/3\x1b[A"}) != calls.end());
+  CHECK(calls.back().second.empty());
 }
 
 TEST_CASE("NonBlockingSink passes progress and exits on in order with the lines", "[progress]") {

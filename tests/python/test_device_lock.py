@@ -73,7 +73,11 @@ def test_a_second_job_on_a_busy_device_is_refused_at_once(tmp_path, rank_table, 
         assert error.holder_description.startswith("job %s, started " % first.job_id)
         assert str(error).startswith("device 1 is in use by another job: pid %d (job %s, started "
                                      % (first.supervisor_pid, first.job_id))
-        assert str(error).endswith("Z): %s -c 'import time; time.sleep(120)'" % sys.executable)
+        first_line, hint = str(error).split("\n")
+        assert first_line.endswith("Z): %s -c 'import time; time.sleep(120)'" % sys.executable)
+        # The holder is a job of this very process (e.g. an earlier notebook cell's): say what to do.
+        assert hint == ("(that job was started by this process, e.g. by an earlier cell: call its terminate() "
+                        "or wait() first)")
         # It started nothing and created nothing.
         assert not (tmp_path / "second").exists()
         assert sorted(processes_with_marker(job_env[MARKER_VARIABLE])) == sorted(first.pids)

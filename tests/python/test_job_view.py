@@ -27,8 +27,11 @@ def test_rows_follow_the_plan_and_lines_feed_the_last_output(tmp_path, rank_tabl
     assert [(row.rank, row.device, row.pid) for row in status.rows] == [
         (r.rank, r.physical_device_id, pid) for r, pid in zip(job.plan.ranks, job.pids)
     ]
-    status.feed_lines("[rank 0] first\n[rank 1] one\n[rank 0] second\n[rank 7] not ours\n[rank 2]+ continued\n")
-    assert [row.last_line for row in status.rows] == ["second", "one", "continued"]
+    for label, line in [("rank 0", "first"), ("rank 1", "one"), ("rank 0", "second"), ("rank 7", "not ours"),
+                        ("rank 2", "\x1b[31mred\x1b[0m\x00 \x1b]0;title\x07text")]:
+        status.feed_last_line(label, line)
+    # Terminal control sequences and control characters do not reach a table cell.
+    assert [row.last_line for row in status.rows] == ["second", "one", "red text"]
     status.feed_progress("rank 1", "45%|####")
     status.feed_progress("rank 9", "ignored")
     table = status.text(now=status.started + 2.0).splitlines()
@@ -50,19 +53,19 @@ def test_exits_and_the_final_summary_of_a_failed_job(tmp_path, rank_table, job_e
     status.feed_exit(0, None, 15, True)
     status.feed_exit(5, 0, None, False)  # out of range: ignored
     assert [(row.state, row.status) for row in status.rows] == [
-        ("stopped", "signal 15 (SIGTERM)"), ("failed", "exit code 3"), ("running", "running")]
+        ("stopped", "stopped: signal 15 (SIGTERM)"), ("failed", "exit code 3"), ("running", "running")]
     status.finish(job.result)
     text = status.text().splitlines()
     assert re.match(r"davincirun job \S+: 3 rank\(s\) of 3 on server 127\.0\.0\.1, failed in [\d.]+ s; "
                     r"first failure: rank 1 \(exit code 3\)$", text[0]), text[0]
-    assert [line.split()[3:6] for line in text[2:5]] == [
-        ["signal", "15", "(SIGTERM)"], ["exit", "code", "3"], ["signal", "15", "(SIGTERM)"]]
+    assert text[2].split()[3:7] == text[4].split()[3:7] == ["stopped:", "signal", "15", "(SIGTERM)"]
+    assert text[3].split()[3:6] == ["exit", "code", "3"]
 
 
 def test_ranks_not_shown_live_say_so(tmp_path, rank_table, job_env):
     job = finished_job(rank_table, tmp_path, job_env, "pass", n=2)
     status = JobStatus(job.plan, job.pids, job.run_dir, shown=[0])
-    status.feed_lines("[rank 0] visible\n")
+    status.feed_last_line("rank 0", "visible")
     rows = status.text().splitlines()[2:4]
     assert rows[0].endswith("visible") and rows[1].endswith("(log file only)")
 
@@ -70,7 +73,7 @@ def test_ranks_not_shown_live_say_so(tmp_path, rank_table, job_env):
 def test_html_escapes_rank_output_and_colours_each_rank(tmp_path, rank_table, job_env):
     job = finished_job(rank_table, tmp_path, job_env, "pass", n=2)
     status = JobStatus(job.plan, job.pids, job.run_dir)
-    status.feed_lines("[rank 0] <img src=x onerror=alert(1)> & more\n")
+    status.feed_last_line("rank 0", "<img src=x onerror=alert(1)> & more")
     page = status.html(tail="[rank 1] <b>not bold</b>\nplain <i>\n")
     assert "<img" not in page and "&lt;img src=x onerror=alert(1)&gt; &amp; more" in page
     assert "<b>not bold</b>" not in page and "&lt;b&gt;not bold&lt;/b&gt;" in page
@@ -82,9 +85,10 @@ def test_describe_exit():
     assert describe_exit(0, None, False) == ("done", "exited 0")
     assert describe_exit(0, None, True) == ("done", "exited 0")
     assert describe_exit(2, None, False) == ("failed", "exit code 2")
-    assert describe_exit(143, None, True) == ("stopped", "exit code 143")
-    assert describe_exit(None, 9, True) == ("stopped", "signal 9 (SIGKILL)")
+    assert describe_exit(143, None, True) == ("stopped", "stopped: exit code 143")
+    assert describe_exit(None, 9, True) == ("stopped", "stopped: signal 9 (SIGKILL)")
     assert describe_exit(None, 11, False) == ("failed", "signal 11 (SIGSEGV)")
+    assert describe_exit(None, 7, False) == ("failed", "signal 7 (SIGBUS)")
     assert describe_exit(None, 40, False) == ("failed", "signal 40")
     assert describe_exit(None, None, False) == ("failed", "unknown exit status")
 
@@ -97,3 +101,9 @@ def test_colourize_marks_rank_prefixes_and_notices_only():
         "\x1b[1m[davincirun]\x1b[0m note\n"
         "plain [davincirun]\n"
     )
+
+
+def test_a_job_handle_shows_itself(tmp_path, rank_table, job_env):
+    job = finished_job(rank_table, tmp_path, job_env, "pass", n=2)
+    assert repr(job) == "<DistributedJob %s: 2 rank(s), finished, logs in %s>" % (job.job_id, job.run_dir)
+    assert "<table" in job._repr_html_() and str(job.pids[1]) in job._repr_html_()

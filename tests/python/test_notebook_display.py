@@ -108,17 +108,20 @@ def test_a_flood_is_paced_within_iopub_limits_and_every_skipped_line_is_counted(
     for rank in range(2):
         log = (tmp_path / "log" / "latest" / ("rank_%d.device_%d.log" % (rank, rank))).read_bytes()
         assert log.count(b"\n") == FLOOD_LINES
-    # Within the notebook server's limits (1 MB/s and 1000 messages/s, over
-    # 3 s windows), with room to spare, even over any 1 s window.
+    # Within the notebook server's limits (1 MB/s and 1000 messages/s,
+    # averaged over 3 s windows) by half at least, and below them over any 1 s.
     sent = sorted((m.sent.timestamp(), m.wire_bytes) for m in messages if m.cell_index == 1 and m.sent is not None)
     assert len(sent) > 5
-    worst_bytes = worst_count = 0
-    for i, (start, _) in enumerate(sent):
-        window = [size for when, size in sent[i:] if when < start + 1.0]
-        worst_bytes = max(worst_bytes, sum(window))
-        worst_count = max(worst_count, len(window))
-    assert worst_bytes < 500_000, worst_bytes
-    assert worst_count < 100, worst_count
+
+    def worst(seconds):
+        most_bytes = most_messages = 0
+        for i, (start, _) in enumerate(sent):
+            window = [size for when, size in sent[i:] if when < start + seconds]
+            most_bytes, most_messages = max(most_bytes, sum(window)), max(most_messages, len(window))
+        return most_bytes / seconds, most_messages / seconds
+
+    assert worst(3.0)[0] < 500_000 and worst(3.0)[1] < 100, worst(3.0)
+    assert worst(1.0)[0] < 900_000 and worst(1.0)[1] < 200, worst(1.0)
     assert "IOPub data rate exceeded" not in cell_text(nb.cells[1])
 
 
@@ -179,12 +182,26 @@ def test_a_job_started_without_waiting_keeps_its_output_in_its_starting_cell(
     assert processes_with_marker(job_env[MARKER_VARIABLE]) == []
 
 
+def test_the_view_of_a_job_nobody_waits_for_becomes_its_summary(kernel_name, tmp_path, rank_table, job_env):
+    call = launch_call("start_distributed_train", "print('quick')", rank_table(2), str(tmp_path / "log"), job_env,
+                       output_notebook=True)
+    # Nothing touches the job after the starting cell: the view alone shows the outcome.
+    nb = execute_notebook([IMPORTS, "job = " + call, "time.sleep(2)"], kernel_name, cwd=tmp_path)
+    [view] = cell_displays(nb.cells[1])
+    lines = strip_ansi(view["text/plain"]).splitlines()
+    assert "succeeded in" in lines[0]
+    assert [line.split()[3:5] for line in lines[2:4]] == [["exited", "0"], ["exited", "0"]]
+    assert "[rank 0] quick" in lines and "[rank 1] quick" in lines
+
+
 def test_split_and_invalid_utf8_and_html_in_rank_output(kernel_name, tmp_path, rank_table, job_env):
     code = (
         "import os, sys, time\n"
         "out = sys.stdout.buffer\n"
         "out.write(b'price: 5 \\xe2\\x82'); out.flush(); time.sleep(0.3)\n"  # a euro sign, split
-        "out.write(b'\\xac\\nbad byte: \\xff\\n<script>alert(1)</script>\\n'); out.flush()\n"
+        "out.write(b'\\xac\\nbad byte: \\xff\\n'); out.flush()\n"
+        "out.write(b'long:' + b'x' * 40000 + b'\\nafter the long line\\n')\n"  # longer than a display frame
+        "out.write(b'<script>alert(1)</script>\\n')\n"
     )
     call = launch_call("start_and_wait_distributed_train", code, rank_table(1), str(tmp_path / "log"), job_env,
                        output_notebook=True)
@@ -193,6 +210,65 @@ def test_split_and_invalid_utf8_and_html_in_rank_output(kernel_name, tmp_path, r
     lines = stream_lines(nb.cells[1])
     assert "[rank 0] price: 5 \u20ac" in lines
     assert "[rank 0] bad byte: \ufffd" in lines
+    assert "[rank 0] long:" + "x" * 40000 in lines and lines.index("[rank 0] after the long line") > 0
     [view] = cell_displays(nb.cells[1])
     # Rank output is text in the view's HTML, never markup.
     assert "<script>" not in view["text/html"] and "&lt;script&gt;alert(1)&lt;/script&gt;" in view["text/html"]
+
+
+# Each rank floods 3000 lines, then says its last words.
+BURST_THEN_FINAL = (
+    "import os, sys\n"
+    "rank = os.environ['RANK_ID']\n"
+    "for i in range(3000):\n"
+    "    sys.stdout.write('step %d of a burst of training output, rank %s\\n' % (i, rank))\n"
+    "print('FINAL accuracy of rank %s: 0.97' % rank)\n"
+)
+
+
+def test_a_ranks_last_words_are_shown_after_a_burst(kernel_name, tmp_path, rank_table, job_env):
+    call = launch_call("start_and_wait_distributed_train", BURST_THEN_FINAL, rank_table(4), str(tmp_path / "log"),
+                       job_env, output_notebook=True)
+    nb = execute_notebook([IMPORTS, call], kernel_name, cwd=tmp_path)
+    assert cell_errors(nb.cells[1]) == []
+    lines = stream_lines(nb.cells[1])
+    for rank in range(4):
+        # The newest lines win when the display cannot show them all.
+        assert "[rank %d] FINAL accuracy of rank %d: 0.97" % (rank, rank) in lines
+    [view] = cell_displays(nb.cells[1])
+    rows = view["text/plain"].splitlines()[2:6]
+    assert all(row.endswith("FINAL accuracy of rank %d: 0.97" % rank) for rank, row in enumerate(rows)), rows
+
+
+def test_polling_in_the_starting_cell_then_waiting_elsewhere(kernel_name, tmp_path, rank_table, job_env):
+    call = launch_call("start_distributed_train", TICKING, rank_table(2), str(tmp_path / "log"), job_env,
+                       output_notebook=True)
+    messages = []
+    nb = execute_notebook(
+        [IMPORTS, "job = " + call + "\nwhile job.poll() is None:\n    time.sleep(0.2)\nprint('polled')",
+         "time.sleep(1)", "print('waited:', job.wait())"],
+        kernel_name, cwd=tmp_path, iopub=messages,
+    )
+    assert [cell_errors(cell) for cell in nb.cells] == [[], [], [], []]
+    # While the starting cell polled, its view followed the ranks.
+    assert any(re.search(r"tick [0-6] of rank", text) and "2 running" in text for text in view_updates(messages, 1))
+    # The lines went to the starting cell's view after it ended, not to the waiting cell.
+    [view] = cell_displays(nb.cells[1])
+    assert "succeeded in" in view["text/plain"] and "[rank 1] tick 7 of rank 1" in view["text/plain"]
+    assert not any(line.startswith("[rank") for line in stream_lines(nb.cells[3]))
+    [summary] = cell_displays(nb.cells[3])
+    assert "succeeded in" in summary["text/plain"]
+    assert stream_lines(nb.cells[3])[-2:] == [stream_lines(nb.cells[3])[-2], "waited: 0"]
+    assert stream_lines(nb.cells[3])[-2].startswith("[davincirun] logs of all 2 rank(s): ")
+
+
+def test_the_view_follows_a_job_while_its_starting_cell_is_busy(kernel_name, tmp_path, rank_table, job_env):
+    fails = "import os, sys, time\nif os.environ['RANK_ID'] == '1':\n    sys.exit(3)\ntime.sleep(30)\n"
+    call = launch_call("start_distributed_train", fails, rank_table(2), str(tmp_path / "log"), job_env,
+                       output_notebook=True, grace_period=1)
+    messages = []
+    nb = execute_notebook([IMPORTS, "job = " + call + "\ntime.sleep(2.5)"], kernel_name, cwd=tmp_path,
+                          iopub=messages)
+    assert cell_errors(nb.cells[1]) == []
+    updates = view_updates(messages, 1)
+    assert any("first failure: rank 1 (exit code 3)" in text for text in updates), updates[-1]

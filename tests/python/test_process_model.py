@@ -440,6 +440,30 @@ def test_cli_rank_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path, ra
 
 
 @needs_cli
+def test_cli_sigterm_to_the_supervisor_is_named_and_exits_143(tmp_path, rank_table, job_env, tracking):
+    """A platform stopping the job by signalling its supervisor process: every
+    rank is stopped, and the outcome names the signal (exit 128 + 15)."""
+    job = Job(tmp_path, "sleep", "devnull")
+    proc = subprocess.Popen(cli_argv(job, rank_table(2), job_env), cwd=str(tmp_path), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        job.wait_ready(2, proc)
+        with open("/proc/%d/task/%d/children" % (proc.pid, proc.pid)) as f:
+            supervisor = int(f.read().split()[0])  # the CLI's only child
+        os.kill(supervisor, signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        stop(proc)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "the job supervisor got signal 15 (SIGTERM): stopping every rank" in err
+    assert "the job was stopped by signal 15 (SIGTERM) to its supervisor process" in err
+    summary = read_summary(job)
+    assert summary["stop_reason"] == "signaled"
+    assert all(r["signal"] == signal.SIGTERM and r["terminated_by_launcher"] for r in summary["ranks"])
+    assert_nothing_survives(job_env[MARKER_VARIABLE], also=job.grandchild_pids(2))
+
+
+@needs_cli
 def test_cli_supervisor_sigkill_still_leaves_no_descendant(tmp_path, rank_table, job_env, tracking):
     """The supervisor process itself SIGKILLed (e.g. `pkill -9 davincirun`
     reaching it): its ranks die with it (PR_SET_PDEATHSIG), and the launcher

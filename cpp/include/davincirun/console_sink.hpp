@@ -28,12 +28,14 @@ class LineSink {
   /// false when write() discards everything: the streamer then skips
   /// splitting the output into prefixed lines at all.
   virtual bool wants_lines() const noexcept { return true; }
-  /// The line a rank keeps redrawing with '\r' (a progress bar such as
-  /// tqdm's), as it looks now: `label` is the rank's label (e.g. "rank 3"),
-  /// `text` at most RankLog::max_progress_bytes, without '\r' or '\n'. An
-  /// empty `text` means the line was finished (its final state came through
+  /// What a rank's current, unfinished line shows now: a line it keeps
+  /// redrawing with '\r' (a progress bar such as tqdm's), or text still
+  /// waiting for its '\n'. `label` is the rank's label (e.g. "rank 3"),
+  /// `text` at most RankLog::max_progress_bytes, without '\n'. An empty
+  /// `text` means the line was finished (its final state came through
   /// write()) or the rank's output ended. Called at most once per read of
-  /// the rank's output. Default: ignored (a terminal shows the final line only).
+  /// the rank's output, and only when the text changed. Default: ignored (a
+  /// terminal shows finished lines only).
   virtual void progress(std::string_view /*label*/, std::string_view /*text*/) {}
   /// Rank number `index` (its position in the job, 0-based) has exited with
   /// `status`; `stopped_by_launcher`: it had been sent SIGTERM by the launcher

@@ -5,6 +5,9 @@
 // terminal would show it: the text after the last '\r', once the line ends
 // ("\r\n" is an ordinary line end); meanwhile its current state goes to
 // LineSink::progress(), so a bar updated thousands of times is one line.
+// A redrawn line that moves the cursor up (ESC [ A: one bar of tqdm's
+// nested bars) is never a line of its own, only progress. Text waiting for
+// its '\n' is reported as progress too, so a row of dots shows as it grows.
 //
 // Memory is bounded: per rank, one partial line of at most `max_line_bytes`;
 // per event loop, one StreamScratch (a 256 KiB read and its prefixed lines);
@@ -80,6 +83,7 @@ class RankLog {
   void emit_full_chunks(std::string& out);
   void collapse_redrawn();
   void report_progress();
+  static bool moves_cursor_up(std::string_view line);
 
   std::string label_;
   std::string prefix_;       // "[label] "
@@ -92,12 +96,14 @@ class RankLog {
   bool partial_is_continuation_ = false;
   bool redrawing_ = false;       // the current line contained a '\r' (before its end)
   std::string progress_shown_;   // the last text given to LineSink::progress()
+  std::string positioned_progress_;  // the last bar that moved the cursor up
   std::uint64_t bytes_ = 0;
   std::optional<std::string> file_error_;
 };
 
 /// The last `max_lines` lines of the file at `path`, reading at most
-/// `max_bytes` from its end. Empty when the file cannot be read.
+/// `max_bytes` from its end, each as a terminal shows it (a line redrawn
+/// with '\r' in its last state). Empty when the file cannot be read.
 std::string read_log_tail(const std::string& path, std::size_t max_lines = 20,
                           std::size_t max_bytes = 16 * 1024);
 

@@ -95,12 +95,15 @@ enum class StopReason {
   rank_failed,  ///< fail-fast after the first failure
   requested,    ///< request_stop() (Ctrl-C, terminate())
   timed_out,    ///< the job ran longer than SupervisorOptions::job_timeout
+  signaled,     ///< request_stop_by_signal(): a signal to the process running the supervisor
 };
 
 struct JobResult {
   std::vector<RankResult> ranks;             ///< in the order given to the supervisor
   std::optional<std::size_t> first_failure;  ///< index in `ranks` of the earliest failure seen
   StopReason stop_reason = StopReason::none;
+  /// The signal behind StopReason::signaled (e.g. 15), else 0.
+  int stop_signal = 0;
   /// Processes the ranks left running outside their process groups (e.g. a
   /// double-forked, setsid() daemon) that were SIGKILLed when the job ended;
   /// counted only with SupervisorOptions::owns_all_children.
@@ -111,8 +114,9 @@ struct JobResult {
   /// Every rank exited 0 and nobody asked to stop.
   bool success() const noexcept;
   /// 0 on success; the first failure's shell code (N, or 128+signal);
-  /// 130 (128+SIGINT) when stopped on request without a failure; 124 (as
-  /// timeout(1) reports it) when the job timeout stopped it.
+  /// 130 (128+SIGINT) when stopped on request without a failure; 128+N
+  /// when signal N stopped it (StopReason::signaled); 124 (as timeout(1)
+  /// reports it) when the job timeout stopped it.
   int exit_code() const noexcept;
 };
 
@@ -137,6 +141,11 @@ class Supervisor {
 
   /// Asks run() to SIGKILL every rank at once. Same safety as request_stop().
   void request_kill() noexcept;
+
+  /// request_stop() because the process running the supervisor got `signal`
+  /// (e.g. SIGTERM from a platform stopping the job): the result says so
+  /// (StopReason::signaled, exit code 128 + `signal`). Same safety.
+  void request_stop_by_signal(int signal) noexcept;
 
   /// Asks run() to send `signal` (1..31, e.g. SIGUSR1) to every running
   /// rank's process group. Same safety as request_stop().
@@ -172,6 +181,7 @@ class Supervisor {
   bool swept_ = false;
   std::size_t leftovers_killed_ = 0;
   std::atomic<std::uint32_t> signals_to_forward_{0};  // bit N: signal N
+  std::atomic<int> stop_signal_{0};  // set by request_stop_by_signal()
   void forward_pending_signals();
   StreamScratch scratch_;
   NullLineSink hidden_;  // the console of ranks not shown live
