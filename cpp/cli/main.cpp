@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
     say(e.what());
     return 2;
   } catch (const RankTableError& e) {
-    say(fmt::format("invalid rank table: {}", e.what()));
+    say(fmt::format("unusable rank table: {}", e.what()));
     return 2;
   } catch (const SpawnError& e) {
     say(e.what());

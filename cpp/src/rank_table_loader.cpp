@@ -169,8 +169,8 @@ LoadedRankTable wait_for_rank_table(const std::string& path_or_dir,
     const auto now = Clock::now();
     if (now >= deadline) {
       throw RankTableError(seen.kind, seen.file, std::nullopt,
-                           fmt::format("timed out after {} waiting for rank table {}: {}",
-                                       seconds(timeout), seen.file, seen.state));
+                           fmt::format("timed out after {} waiting for the rank table: {}", seconds(timeout),
+                                       seen.state));
     }
     const auto left = std::chrono::duration_cast<milliseconds>(deadline - now);
     if (options.progress && now >= next_progress) {

@@ -99,9 +99,9 @@ class LiveOutput:
         view = self._view
         try:
             while not self._stop_background.is_set():
-                if self._core.done:
-                    # Over, but the starting cell still runs: a wait() there
-                    # shows the lines; until then only the view changes.
+                if self._core.done and self.status.outcome is not None:
+                    # Over and summarized, but the starting cell still runs:
+                    # a wait() there shows the lines; until then, nothing to do.
                     if not view.starting_cell_done.wait(FRAME_SECONDS):
                         continue
                     done = True

@@ -182,7 +182,8 @@ TEST_CASE("waiting: the timeout names the file, the time and the last state", "[
   CHECK(seconds_since(start) < 3);
   CHECK(e.kind() == Kind::io);
   CHECK(e.source() == path);
-  CHECK(e.detail() == "timed out after 0.7 s waiting for rank table " + path + ": it does not exist");
+  CHECK(e.detail() == "timed out after 0.7 s waiting for the rank table: it does not exist");
+  CHECK(std::string(e.what()) == path + ": timed out after 0.7 s waiting for the rank table: it does not exist");
   // Progress at the start, then about every 200 ms, counting down.
   CHECK(wait.messages.size() >= 2);  // 4 unless the machine stalls
   CHECK(wait.messages.size() <= 5);
@@ -201,8 +202,8 @@ TEST_CASE("waiting: the timeout names the file, the time and the last state", "[
   e = error_of([&] { wait_for_rank_table(dir.path(), QuickWait(100ms).options); });
   CHECK(e.kind() == Kind::io);
   CHECK(e.source() == dir.path());
-  CHECK_THAT(e.detail(), StartsWith("timed out after 0.1 s waiting for rank table " + dir.path() +
-                                    ": neither jobstart_hccl.json nor hccl.json"));
+  CHECK_THAT(e.detail(), StartsWith("timed out after 0.1 s waiting for the rank table: neither "
+                                    "jobstart_hccl.json nor hccl.json"));
 }
 
 TEST_CASE("the normalized copy is written once, privately, and reads back alike", "[rank_table]") {

@@ -189,7 +189,10 @@ class Job {
 
 /// A plain-text account of a failed job for people: the first failed rank,
 /// how it ended, its log file and the last `tail_lines` lines of that log,
-/// then one line per other rank. Empty when `result.success()`.
+/// then one line per other rank ("rank 3 (pid 123): stopped by the launcher
+/// (SIGTERM)"), or one line per outcome shared by more than 4 ranks ("31
+/// ranks (0, 2-31): stopped by the launcher (SIGTERM)"). Empty when
+/// `result.success()`.
 std::string failure_report(const JobResult& result, std::size_t tail_lines = 20);
 
 }  // namespace davincirun

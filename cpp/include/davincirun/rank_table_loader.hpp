@@ -51,8 +51,8 @@ struct LoadedRankTable {
 ///
 /// Throws RankTableError: what parse_rank_table throws; kind io when the file
 /// cannot be read (a directory with neither file: naming both). When the wait
-/// times out, the detail starts "timed out after <T> s waiting for rank table
-/// <file>: " and says the last state seen; the kind is io for a missing file,
+/// times out, the detail starts "timed out after <T> s waiting for the rank
+/// table: " and says the last state seen (the source names the file); the kind is io for a missing file,
 /// bad_value for status "initializing", else that of the last error (empty,
 /// syntax). With waiting off, a table whose status is not "completed" is
 /// returned as is, as is (waiting or not) one whose status is neither

@@ -1,0 +1,74 @@
+// failure_report(): what people read when a job fails (the CLI's stderr, the
+// Python exception's message).
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <string>
+
+#include "davincirun/launcher.hpp"
+#include "test_support.hpp"
+
+using namespace davincirun;
+using namespace davincirun_test;
+
+namespace {
+
+// `n` ranks; rank `failed` exited 3 after writing a progress bar and an
+// error to its log; the others were stopped by SIGTERM, except `killed`.
+JobResult failed_job(const TempDir& dir, int n, int failed, int killed = -1) {
+  JobResult result;
+  for (int i = 0; i < n; ++i) {
+    RankResult r;
+    r.rank = i;
+    r.pid = 1000 + i;
+    r.log_path = dir / ("rank_" + std::to_string(i) + ".log");
+    if (i == failed) {
+      write_file(r.log_path, "step 1\r\nloading\r10%\r50%\r90%\nTraceback: boom\n");
+      r.status = ExitStatus{ExitStatus::Kind::exited, 3};
+    } else {
+      r.status = ExitStatus{ExitStatus::Kind::signaled, i == killed ? SIGKILL : SIGTERM};
+      r.terminated_by_launcher = true;
+      r.killed_by_launcher = i == killed;
+    }
+    result.ranks.push_back(r);
+  }
+  result.first_failure = static_cast<std::size_t>(failed);
+  result.stop_reason = StopReason::rank_failed;
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("a failure report names the failed rank, its log's end as shown, then the others", "[failure_report]") {
+  TempDir dir;
+  const std::string report = failure_report(failed_job(dir, 4, 1));
+  CHECK(report == "rank 1 (pid 1001) failed with exit code 3 after 0.0 s\n"
+                  "log: " + dir / "rank_1.log" + "\n"
+                  "last lines of its log:\n"
+                  "step 1\n90%\nTraceback: boom\n"
+                  "rank 0 (pid 1000): stopped by the launcher (SIGTERM)\n"
+                  "rank 2 (pid 1002): stopped by the launcher (SIGTERM)\n"
+                  "rank 3 (pid 1003): stopped by the launcher (SIGTERM)\n");
+}
+
+TEST_CASE("more than four ranks with one outcome share one line", "[failure_report]") {
+  TempDir dir;
+  const std::string report = failure_report(failed_job(dir, 32, 1, 20));
+  CHECK_THAT(report, Catch::Matchers::EndsWith("Traceback: boom\n"
+                                               "30 ranks (0, 2-19, 21-31): stopped by the launcher (SIGTERM)\n"
+                                               "rank 20 (pid 1020): killed by the launcher (SIGKILL)\n"));
+}
+
+TEST_CASE("a job stopped by a signal to its supervisor says so", "[failure_report]") {
+  TempDir dir;
+  JobResult result = failed_job(dir, 2, 0);
+  result.first_failure.reset();
+  result.ranks[0].status = ExitStatus{ExitStatus::Kind::signaled, SIGTERM};
+  result.ranks[0].terminated_by_launcher = true;
+  result.stop_reason = StopReason::signaled;
+  result.stop_signal = SIGTERM;
+  CHECK(result.exit_code() == 128 + SIGTERM);
+  CHECK(failure_report(result) == "the job was stopped by signal 15 (SIGTERM) to its supervisor process\n"
+                                  "rank 0 (pid 1000): stopped by the launcher (SIGTERM)\n"
+                                  "rank 1 (pid 1001): stopped by the launcher (SIGTERM)\n");
+}
