@@ -80,6 +80,10 @@ class ConsoleWriter:
         if text:
             self._write(colourize(text) if self.colour else text)
 
+    def text(self, text):
+        """Shows `text` as it is."""
+        self._write(text)
+
     def note(self, text):
         """Shows one line of the launcher's own, e.g. where the logs are."""
         self.lines("[davincirun] " + text.rstrip("\n") + "\n")

@@ -77,7 +77,7 @@ def describe_exit(exit_code, signal, stopped_by_launcher):
 class RankRow:
     """One rank of this machine in the view."""
 
-    __slots__ = ("rank", "device", "pid", "state", "status", "ended", "last_line", "progress")
+    __slots__ = ("rank", "device", "pid", "state", "status", "ended", "last_line", "progress", "shown_at_end")
 
     def __init__(self, rank, device, pid):
         self.rank = rank
@@ -88,6 +88,7 @@ class RankRow:
         self.ended = None  # time.monotonic() of its exit
         self.last_line = ""
         self.progress = ""  # the line it is redrawing now ('\r'), if any
+        self.shown_at_end = False  # last_line comes from its log file
 
 
 class JobStatus:
@@ -137,12 +138,17 @@ class JobStatus:
         row.ended = time.monotonic()
         row.progress = ""
 
-    def finish(self, result):
-        """Takes the final word from the JobResult (exit statuses, times)."""
+    def finish(self, result, read_last_line=None):
+        """Takes the final word from the JobResult (exit statuses, times).
+        `read_last_line(path)`, if given, reads each rank's last line from its
+        log file: the record of truth, also for ranks not shown live."""
         for row, rank in zip(self.rows, result.ranks):
             row.state, row.status = describe_exit(rank.exit_code, rank.signal, rank.terminated_by_launcher)
             row.progress = ""
             row.ended = self.started + max(0.0, rank.ended - rank.started)
+            if read_last_line is not None:
+                row.last_line = _clip(read_last_line(rank.log_path))
+                row.shown_at_end = True
         if result.first_failure is not None:
             self.first_failure = self.rows[result.first_failure]
         self.outcome = {
@@ -160,7 +166,7 @@ class JobStatus:
         return _duration((row.ended if row.ended is not None else now) - self.started)
 
     def _last(self, row):
-        if self.shown is not None and row.rank not in self.shown:
+        if self.shown is not None and row.rank not in self.shown and not row.shown_at_end:
             return "(log file only)"
         return row.progress or row.last_line
 

@@ -45,8 +45,8 @@ class LiveOutput:
 
     def __init__(self, core, plan, mode, ranks_to_show, in_kernel, background):
         self._core = core
-        self.shows_output = mode == _core.ConsoleMode.python
-        self._in_kernel = in_kernel and self.shows_output
+        self.mode = mode
+        self._in_kernel = in_kernel and mode == _core.ConsoleMode.python
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._writer = ConsoleWriter(colour=wants_colour(self._in_kernel))
         self.status = JobStatus(plan, core.pids, core.run_dir, ranks_to_show)
@@ -115,7 +115,7 @@ class LiveOutput:
                 cell_done = view.starting_cell_done.is_set()
                 self._pump(streaming=False, final=done and cell_done, lines=cell_done)
                 if done and self.status.outcome is None:
-                    self.status.finish(self._core.result())  # the view becomes the summary
+                    self._summarize(self._core.result())  # the view becomes the summary
                     view.refresh(force=True)
                 if done and cell_done:
                     view.refresh(force=True)
@@ -163,20 +163,28 @@ class LiveOutput:
             self._skipped = 0
             self._skip_noted = now
 
+    def _summarize(self, result):
+        if self.status.outcome is None:
+            self.status.finish(result, lambda path: _core.read_log_tail(path, 1, 4096))
+
     def finish(self, result, waited):
-        """Shows how the job ended: the status view becomes the summary (a
-        notebook); when `waited` (the end of a wait(), in the cell that
-        waits), also a summary there if the starting cell is another one,
-        and a pointer to the logs. Call from the thread that waits or polls."""
-        if not self.shows_output:
+        """Shows how the job ended. In a notebook the status view becomes the
+        summary; when `waited` (the end of a wait(), in the cell that
+        waits), that cell also gets a copy of it if the starting cell is
+        another one, and a pointer to the logs. Elsewhere, when `waited`, the
+        summary is printed as text (the view's plain-text form). Call from the
+        thread that waits or polls."""
+        if self.mode == _core.ConsoleMode.none:
             return
-        if self._view is not None and self.status.outcome is None:
-            self.status.finish(result)
+        self._summarize(result)
+        if self._view is not None:
             try:
                 self._view.refresh(force=True)
             except Exception:
                 pass
-        if waited:
+        if not waited:
+            return
+        if self._in_kernel:
             if self._view is not None and self._view.starting_cell_done.is_set():
                 try:
                     self._view.show_summary()  # the starting cell may be far away
@@ -184,3 +192,6 @@ class LiveOutput:
                     pass
             self._note_skipped(0, final=True)
             self._writer.note("logs of all %d rank(s): %s" % (len(result.ranks), self._core.run_dir))
+        else:
+            self._note_skipped(0, final=True)
+            self._writer.text(self.status.text())

@@ -223,6 +223,13 @@ def test_live_output_is_prefixed_by_rank(tmp_path, rank_table, job_env, capsys):
         assert "[rank %d] bye" % rank in out  # the unterminated last line is shown whole
 
 
+def _pids_of(run_dir):
+    import json
+
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        return [rank["pid"] for rank in json.load(f)["ranks"]]
+
+
 def test_ranks_to_show_limits_live_output_not_the_logs(tmp_path, rank_table, job_env, capsys):
     code = "import os\nprint('hello from', os.environ['RANK_ID'])\n"
     assert start_and_wait_distributed_train(
@@ -233,7 +240,13 @@ def test_ranks_to_show_limits_live_output_not_the_logs(tmp_path, rank_table, job
     assert "[rank 1] hello from 1" in out
     assert "[rank 0]" not in out and "[rank 2]" not in out
     run_dir = os.path.realpath(str(tmp_path / "log" / "latest"))
-    assert "[davincirun] logs of all 3 rank(s): %s" % run_dir in out  # the pointer after the run
+    # After the run, the summary as text: every rank, its last line (from its
+    # log file, also for the ranks not shown live), and where the logs are.
+    summary = out[out.index("davincirun job "):].splitlines()
+    assert summary[0].endswith(": 3 rank(s) of 3 on server 127.0.0.1, succeeded in %s" % summary[0].split(" in ")[-1])
+    assert [row.split()[:5] + row.split()[-3:] for row in summary[2:5]] == [
+        [str(r), str(r), str(pid), "exited", "0", "hello", "from", str(r)] for r, pid in enumerate(_pids_of(run_dir))]
+    assert summary[5] == "logs: " + run_dir
     for rank in range(3):
         with open(os.path.join(run_dir, "rank_%d.device_%d.log" % (rank, rank))) as f:
             assert f.read() == "hello from %d\n" % rank
@@ -268,6 +281,34 @@ def test_random_cache_dir_is_fresh_and_removed(tmp_path, rank_table, job_env):
     assert job.wait() == 0
     with open(os.path.join(job.run_dir, "rank_0.device_0.log")) as f:
         cache = f.read().split("CACHE=")[1].strip()
+    assert not os.path.exists(cache)
+
+
+@pytest.mark.parametrize("ending", ["failure", "terminate"])
+def test_random_cache_dir_is_removed_after_a_failure_or_a_stop(tmp_path, rank_table, job_env, ending):
+    code = (
+        "import os, sys, time\n"
+        "path = os.environ['MS_COMPILER_CACHE_PATH']\n"
+        "open(os.path.join(path, 'kernel_meta_' + os.environ['RANK_ID']), 'w').write('compiled')\n"
+        "print('CACHE=' + path, flush=True)\n"
+        "sys.exit(4) if os.environ['RANK_ID'] == '1' and %r == 'failure' else time.sleep(60)\n" % ending
+    )
+    job = start_distributed_train(
+        python_command(code), log_dir=str(tmp_path / "log"), rank_table=rank_table(2), env=job_env,
+        output_notebook=False, random_cache_dir=True,
+    )
+    log = os.path.join(job.run_dir, "rank_0.device_0.log")
+    deadline = time.monotonic() + 20
+    while "CACHE=" not in (open(log).read() if os.path.exists(log) else "") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    cache = open(log).read().split("CACHE=")[1].split()[0]
+    if ending == "terminate":
+        assert os.path.isfile(os.path.join(cache, "kernel_meta_0"))  # the ranks used it
+        job.terminate()
+        assert job.wait() == 130
+    else:
+        with pytest.raises(DistributedRuntimeError):
+            job.wait()
     assert not os.path.exists(cache)
 
 
