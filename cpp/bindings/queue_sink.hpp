@@ -81,6 +81,8 @@ class QueueSink final : public LineSink {
     set(progress_, label, text);
   }
 
+  bool wants_progress() const noexcept override { return true; }
+
   void rank_exited(std::size_t index, ExitStatus status, bool stopped_by_launcher) override {
     {
       std::lock_guard<std::mutex> lock(mutex_);

@@ -115,6 +115,7 @@ class RelaySink final : public LineSink {
   void rank_exited(std::size_t index, ExitStatus status, bool stopped_by_launcher) override {
     lifeline_.send(Frame::rank_exited, detail::encode_rank_exited({index, status, stopped_by_launcher}));
   }
+  bool wants_progress() const noexcept override { return true; }
 
  private:
   Lifeline& lifeline_;

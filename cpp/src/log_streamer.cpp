@@ -132,7 +132,7 @@ void RankLog::emit_lines(const char* data, std::size_t size, std::string& out) {
     data = nl + 1;
   }
   if (!out.empty()) console_->write(out);
-  report_progress();
+  if (console_->wants_progress()) report_progress();
 }
 
 bool RankLog::moves_cursor_up(std::string_view line) {
@@ -203,7 +203,7 @@ void RankLog::finish() {
   }
   redrawing_ = false;
   positioned_progress_.clear();
-  report_progress();
+  if (console_->wants_progress()) report_progress();
   if (pipe_fd_ >= 0) ::close(std::exchange(pipe_fd_, -1));
   if (file_fd_ >= 0) ::close(std::exchange(file_fd_, -1));
 }

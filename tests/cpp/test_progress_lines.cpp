@@ -178,3 +178,28 @@ TEST_CASE("NonBlockingSink passes progress and exits on in order with the lines"
   CHECK(target.events() == std::vector<std::string>{"lines [rank 0] a\n", "progress rank 0: 50%", "lines [rank 0] b\n",
                                                     "exit 0: exit code 3", "exit 1: signal 15 (SIGTERM) (stopped)"});
 }
+
+TEST_CASE("a console that does not want progress (a terminal) gets none, and the same lines", "[progress]") {
+  class LinesOnly final : public LineSink {
+   public:
+    void write(std::string_view lines) override { text += lines; }
+    void progress(std::string_view, std::string_view) override { ++progress_calls; }
+    std::string text;
+    int progress_calls = 0;
+  } console;
+  CHECK_FALSE(FdLineSink(-1).wants_progress());
+  CHECK_FALSE(NonBlockingSink(console).wants_progress());
+  TempDir dir;
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  RankLog log("rank 0", fds[0], dir / "rank_0.log", console);
+  StreamScratch scratch(4096);
+  const std::string data = "\r10%\r20%\rdone\nloading...";
+  REQUIRE(::write(fds[1], data.data(), data.size()) == static_cast<ssize_t>(data.size()));
+  ::close(fds[1]);
+  while (log.read_available(scratch, 1 << 20) != RankLog::ReadResult::eof) {
+  }
+  log.finish();
+  CHECK(console.text == "[rank 0] done\n[rank 0] loading...\n");
+  CHECK(console.progress_calls == 0);
+}

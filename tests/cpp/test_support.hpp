@@ -84,6 +84,7 @@ class RecordingSink final : public davincirun::LineSink {
     progress_.emplace_back(std::string(label), std::string(text));
     events_.push_back("progress " + std::string(label) + ": " + std::string(text));
   }
+  bool wants_progress() const noexcept override { return true; }
   void rank_exited(std::size_t index, davincirun::ExitStatus status, bool stopped) override {
     std::lock_guard<std::mutex> lock(mutex_);
     events_.push_back("exit " + std::to_string(index) + ": " + status.describe() + (stopped ? " (stopped)" : ""));

@@ -37,6 +37,8 @@ class LineSink {
   /// the rank's output, and only when the text changed. Default: ignored (a
   /// terminal shows finished lines only).
   virtual void progress(std::string_view /*label*/, std::string_view /*text*/) {}
+  /// true when progress() is used; false (default) spares the streamer the work.
+  virtual bool wants_progress() const noexcept { return false; }
   /// Rank number `index` (its position in the job, 0-based) has exited with
   /// `status`; `stopped_by_launcher`: it had been sent SIGTERM by the launcher
   /// first. Called after the rank's last lines. Default: ignored.
@@ -94,6 +96,7 @@ class NonBlockingSink final : public LineSink {
   void progress(std::string_view label, std::string_view text) override;
   void rank_exited(std::size_t index, ExitStatus status, bool stopped_by_launcher) override;
   bool wants_lines() const noexcept override { return target_.wants_lines(); }
+  bool wants_progress() const noexcept override { return target_.wants_progress(); }
   /// Lines skipped so far because the target fell behind.
   std::uint64_t skipped_lines() const;
   /// Bytes queued or being written right now.
