@@ -81,38 +81,108 @@ std::size_t NonBlockingSink::queued_bytes() const {
   return queued_bytes_;
 }
 
+namespace {
+
+// "rank 3" for lines "[rank 3] ..." (one block holds one rank's lines).
+std::string_view label_of(std::string_view lines) {
+  const std::size_t close = lines.find(']');
+  if (lines.empty() || lines.front() != '[' || close == std::string_view::npos) return {};
+  return lines.substr(1, close - 1);
+}
+
+void add_bytes(std::vector<std::pair<std::string, std::size_t>>& counts, std::string_view label, std::size_t add,
+               std::size_t remove) {
+  for (auto it = counts.begin(); it != counts.end(); ++it) {
+    if (it->first == label) {
+      it->second = it->second + add - remove;
+      if (it->second == 0) counts.erase(it);
+      return;
+    }
+  }
+  if (add > remove) counts.emplace_back(std::string(label), add - remove);
+}
+
+constexpr auto notice_interval = std::chrono::seconds(1);
+
+}  // namespace
+
 void NonBlockingSink::push(std::string_view text, Kind kind) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    const bool is_notice = kind == Kind::notice;
-    if (!is_notice && queued_bytes_ + text.size() > capacity_) {
-      const auto lines = static_cast<std::uint64_t>(std::count(text.begin(), text.end(), '\n'));
-      skipped_since_notice_ += lines;
-      skipped_total_ += lines;
-      return;
+    const bool is_lines = kind == Kind::lines;
+    if (is_lines) {
+      while (queued_bytes_ + text.size() > capacity_ && drop_oldest_of_busiest()) {
+      }
+      if (queued_bytes_ + text.size() > capacity_) {
+        // Nothing left to drop (what is queued is being written): skip these.
+        const auto lines = static_cast<std::uint64_t>(std::count(text.begin(), text.end(), '\n'));
+        skipped_since_notice_ += lines;
+        skipped_total_ += lines;
+        return;
+      }
     }
-    if (skipped_since_notice_ > 0 && !is_notice) {
-      // Room again: say what the console missed before what comes next.
-      std::string note = fmt::format("[davincirun] {} line(s) not shown here (the console fell behind); "
-                                     "the log files have them\n",
-                                     skipped_since_notice_);
-      queued_bytes_ += note.size();
-      queue_.push_back(Block{Kind::notice, std::move(note), {}});
-      skipped_since_notice_ = 0;
+    if (skipped_since_notice_ > 0 && std::chrono::steady_clock::now() - last_notice_ >= notice_interval) {
+      queue_skip_notice();  // say what was missed before what comes next
     }
-    queued_bytes_ += text.size();
+    if (kind != Kind::notice) queued_bytes_ += text.size();  // notices are small and never dropped
     queue_.push_back(Block{kind, std::string(text), {}});
+    if (is_lines) {
+      queue_.back().label.assign(label_of(text));
+      add_bytes(label_bytes_, queue_.back().label, text.size(), 0);
+    }
   }
   wake_.notify_one();
+}
+
+bool NonBlockingSink::drop_oldest_of_busiest() {
+  if (label_bytes_.empty()) return false;
+  const auto busiest = std::max_element(label_bytes_.begin(), label_bytes_.end(),
+                                        [](const auto& a, const auto& b) { return a.second < b.second; });
+  const std::string label = busiest->first;
+  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    if (it->kind != Kind::lines || it->label != label) continue;
+    const auto lines = static_cast<std::uint64_t>(std::count(it->text.begin(), it->text.end(), '\n'));
+    skipped_since_notice_ += lines;
+    skipped_total_ += lines;
+    queued_bytes_ -= it->text.size();
+    add_bytes(label_bytes_, label, 0, it->text.size());
+    queue_.erase(it);
+    return true;
+  }
+  return false;
+}
+
+void NonBlockingSink::queue_skip_notice() {
+  std::string note = fmt::format("[davincirun] {} line(s) not shown here (the console fell behind); "
+                                 "the log files have them\n",
+                                 skipped_since_notice_);
+  skipped_since_notice_ = 0;
+  last_notice_ = std::chrono::steady_clock::now();
+  queue_.push_back(Block{Kind::notice, std::move(note), {}});
 }
 
 void NonBlockingSink::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    wake_.wait(lock, [this] { return closing_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // closing, and everything is written
+    const auto ready = [this] { return closing_ || !queue_.empty(); };
+    if (skipped_since_notice_ > 0) {
+      wake_.wait_until(lock, last_notice_ + notice_interval, ready);
+    } else {
+      wake_.wait(lock, ready);
+    }
+    if (queue_.empty()) {
+      // Caught up (or closing) with lines missed: say so now, at most once a second.
+      if (skipped_since_notice_ > 0 &&
+          (closing_ || std::chrono::steady_clock::now() - last_notice_ >= notice_interval)) {
+        queue_skip_notice();
+        continue;
+      }
+      if (closing_) return;  // everything is written
+      continue;
+    }
     Block block = std::move(queue_.front());
     queue_.pop_front();
+    if (block.kind == Kind::lines) add_bytes(label_bytes_, block.label, 0, block.text.size());
     lock.unlock();
     switch (block.kind) {
       case Kind::lines: target_.write(block.text); break;
@@ -121,7 +191,7 @@ void NonBlockingSink::run() {
       case Kind::exit: target_.rank_exited(block.index, block.status, block.stopped); break;
     }
     lock.lock();
-    queued_bytes_ -= block.text.size();
+    if (block.kind != Kind::notice) queued_bytes_ -= block.text.size();
   }
 }
 

@@ -44,8 +44,8 @@ RankLog::RankLog(RankLog&& o) noexcept
       partial_(std::move(o.partial_)),
       partial_is_continuation_(o.partial_is_continuation_),
       redrawing_(o.redrawing_),
-      positioned_progress_(std::move(o.positioned_progress_)),
       progress_shown_(std::move(o.progress_shown_)),
+      positioned_progress_(std::move(o.positioned_progress_)),
       bytes_(o.bytes_),
       file_error_(std::move(o.file_error_)) {}
 

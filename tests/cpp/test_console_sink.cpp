@@ -1,12 +1,15 @@
 // NonBlockingSink: a console that stops reading never blocks the caller.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+
 #include <condition_variable>
 #include <mutex>
 #include <string>
 #include <thread>
 
 #include "davincirun/console_sink.hpp"
+#include "test_support.hpp"
 
 using namespace davincirun;
 
@@ -41,37 +44,46 @@ class GatedSink final : public LineSink {
 
 }  // namespace
 
-TEST_CASE("a console that stops reading makes lines skipped, never the caller blocked", "[console_sink]") {
+TEST_CASE("a console that stops reading makes lines dropped, never the caller blocked", "[console_sink]") {
   GatedSink console;
+  std::uint64_t skipped = 0;
   {
     NonBlockingSink sink(console, 100);
     // Every call returns at once although the console takes nothing yet.
-    for (int i = 0; i < 50; ++i) sink.write("[rank 0] a line of twenty\n");
-    sink.notice("[davincirun] a notice is never skipped\n");
+    for (int i = 0; i < 50; ++i) sink.write("[rank 0] line " + std::to_string(100 + i) + " of fifty\n");
+    sink.notice("[davincirun] a notice is never dropped\n");
     CHECK(sink.skipped_lines() > 40);
-    const auto skipped = sink.skipped_lines();
     console.release();
-    sink.write("[rank 0] after the stall\n");  // may be queued behind the backlog or skipped, never blocks
-    CHECK(sink.skipped_lines() >= skipped);
+    sink.write("[rank 0] after the stall\n");
+    skipped = sink.skipped_lines();
   }  // the destructor writes out what is queued
   const std::string text = console.text();
-  CHECK_THAT(text, Catch::Contains("[davincirun] a notice is never skipped\n"));
-  CHECK_THAT(text, Catch::StartsWith("[rank 0] a line of twenty\n"));
+  CHECK_THAT(text, Catch::Contains("[davincirun] a notice is never dropped\n"));
+  // The newest lines won; every line is shown or counted.
+  CHECK_THAT(text, Catch::Contains("[rank 0] line 149 of fifty\n"));
+  CHECK_THAT(text, Catch::Contains("[rank 0] after the stall\n"));
+  const auto shown = static_cast<std::uint64_t>(davincirun_test::RecordingSink::occurrences(text, "[rank 0] "));
+  CHECK(shown + skipped == 51);
+  std::uint64_t counted = 0;
+  for (std::size_t at = text.find("line(s) not shown"); at != std::string::npos; at = text.find("line(s) not shown", at + 1)) {
+    const std::size_t start = text.rfind("[davincirun] ", at) + 13;
+    counted += std::strtoull(text.c_str() + start, nullptr, 10);
+  }
+  CHECK(counted == skipped);  // the notices count exactly what was dropped
 }
 
-TEST_CASE("when the console catches up it is told how many lines it missed", "[console_sink]") {
+TEST_CASE("a quiet rank's last words survive another rank's flood", "[console_sink]") {
   GatedSink console;
   {
-    NonBlockingSink sink(console, 30);
-    sink.write("[rank 1] first, fits\n");   // 21 bytes: queued
-    sink.write("[rank 1] second, skipped\n");  // would pass 30 bytes
+    NonBlockingSink sink(console, 200);
+    sink.write("[rank 0] x\n");  // may be taken by the writer at once: something to block on
+    sink.write("[rank 0] last words of rank 0\n");
+    for (int i = 0; i < 100; ++i) sink.write("[rank 1] flood line " + std::to_string(1000 + i) + "\n");
     console.release();
-    // Once the queue has drained, the next write brings the count first.
-    while (sink.queued_bytes() > 0) std::this_thread::yield();
-    sink.write("[rank 1] third\n");
   }
-  CHECK(console.text() ==
-        "[rank 1] first, fits\n"
-        "[davincirun] 1 line(s) not shown here (the console fell behind); the log files have them\n"
-        "[rank 1] third\n");
+  const std::string text = console.text();
+  CHECK_THAT(text, Catch::Contains("[rank 0] last words of rank 0\n"));
+  CHECK_THAT(text, Catch::Contains("[rank 1] flood line 1099\n"));
+  CHECK_THAT(text, !Catch::Contains("[rank 1] flood line 1000\n"));
+  CHECK_THAT(text, Catch::Contains("line(s) not shown here (the console fell behind); the log files have them\n"));
 }

@@ -1,6 +1,7 @@
 // Console sinks: where the ranks' live lines and the launcher's notices go.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -9,6 +10,8 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "davincirun/process.hpp"
 
@@ -74,9 +77,11 @@ class NullLineSink final : public LineSink {
 
 /// Keeps a slow console from ever slowing the ranks: blocks of lines are
 /// queued (at most `capacity_bytes`) and written to `target` by a thread of
-/// its own. When the queue is full, new lines are skipped and counted, and a
-/// notice saying how many is written once there is room again. Notices are
-/// never skipped. The destructor writes out what is queued, then joins the
+/// its own. When the queue is full, the oldest queued lines of the rank with
+/// the most queued are dropped to make room, so every rank's newest lines
+/// (its last words) get through; the dropped lines are counted, and a notice
+/// saying how many is written when the console has caught up or, during a
+/// long flood, once a second. Notices are never dropped. The destructor writes out what is queued, then joins the
 /// thread (it waits for a console that is not being read, as any program
 /// writing to it would).
 class NonBlockingSink final : public LineSink {
@@ -99,7 +104,7 @@ class NonBlockingSink final : public LineSink {
   bool wants_progress() const noexcept override { return target_.wants_progress(); }
   /// Lines skipped so far because the target fell behind.
   std::uint64_t skipped_lines() const;
-  /// Bytes queued or being written right now.
+  /// Bytes of lines and progress queued or being written right now (notices not counted).
   std::size_t queued_bytes() const;
 
  private:
@@ -113,7 +118,8 @@ class NonBlockingSink final : public LineSink {
     bool stopped = false;    // exit
   };
   void push(std::string_view text, Kind kind);
-  void enqueue(Block block);
+  bool drop_oldest_of_busiest();
+  void queue_skip_notice();
   void run();
 
   LineSink& target_;
@@ -123,6 +129,8 @@ class NonBlockingSink final : public LineSink {
   std::deque<Block> queue_;
   std::size_t queued_bytes_ = 0;
   std::uint64_t skipped_since_notice_ = 0;
+  std::chrono::steady_clock::time_point last_notice_{};
+  std::vector<std::pair<std::string, std::size_t>> label_bytes_;  // queued line bytes per rank label
   std::uint64_t skipped_total_ = 0;
   bool closing_ = false;
   std::thread writer_;
