@@ -276,8 +276,14 @@ int run_job_host(int lifeline_fd) {
 
   Lifeline lifeline(lifeline_fd);
   const StdoutKind stdout_kind = classify_stdout();
-  // Lines to stdout unless it is /dev/null; notices to stderr.
-  FdLineSink stdio(stdout_kind == StdoutKind::null ? -1 : STDOUT_FILENO, STDERR_FILENO);
+  // Lines to stdout unless it is /dev/null; notices to stderr. Prefixes in
+  // colour on a terminal, unless NO_COLOR is set (https://no-color.org).
+  const char* no_colour = std::getenv("NO_COLOR");
+  const bool colour = no_colour == nullptr || *no_colour == '\0';
+  // A terminal also gets the ranks' progress bars in a status line.
+  const bool terminal = ::isatty(STDOUT_FILENO) == 1;
+  FdLineSink stdio(stdout_kind == StdoutKind::null ? -1 : STDOUT_FILENO, STDERR_FILENO, colour && terminal,
+                   colour && ::isatty(STDERR_FILENO) == 1, terminal);
   RelaySink relay(lifeline);
   NullLineSink null_sink;
   // A console that falls behind (a terminal or pipe nobody reads) must never

@@ -11,11 +11,12 @@ import re
 import signal as signals
 import time
 
-# Rank colours, cycling by rank id: ANSI SGR codes for streams, the matching
-# CSS colours for HTML. Chosen to read on light and dark backgrounds; red is
-# left for failures.
-ANSI_COLOURS = ("34", "35", "36", "32", "94", "95", "96", "33")
-CSS_COLOURS = ("#1f6feb", "#a23cbf", "#0f8b8d", "#2e8b2e", "#4169e1", "#c04fc0", "#1b9fb5", "#a8780b")
+# Rank colours, cycling by rank id: ANSI SGR codes for streams (the same as
+# the C++ console's, console_sink.hpp rank_colour()), the matching CSS colours
+# for HTML. Blues, magentas and cyans that read on light and dark
+# backgrounds: red, green and amber are left for failed, done and stopped.
+ANSI_COLOURS = ("34", "35", "36", "94", "95", "96")
+CSS_COLOURS = ("#1f6feb", "#a23cbf", "#0f8b8d", "#4169e1", "#c04fc0", "#1b9fb5")
 
 # The last line kept per rank for the status table, in characters.
 LAST_LINE_CHARS = 120
@@ -107,7 +108,7 @@ class JobStatus:
         self.rows = [RankRow(r.rank, r.physical_device_id, pid) for r, pid in zip(plan.ranks, pids)]
         self._by_rank = {row.rank: row for row in self.rows}
         self.shown = None if shown is None else set(shown)
-        self.not_shown = 0  # lines the display skipped (a flood), for the view's recent output
+        self.lines_seen = 0  # lines that reached the view's recent output, shown or skipped
         self.outcome = None  # set by finish(): "succeeded" | "failed" | "stopped" | "timed out"
         self.first_failure = None  # RankRow
         self.duration = None
@@ -201,13 +202,14 @@ class JobStatus:
         lines.append("logs: %s" % self.run_dir)
         text = "\n".join(line.rstrip() for line in lines) + "\n"
         if tail:
-            text += "recent output%s:\n%s" % (self._skip_note(), plain(tail))
+            text += "recent output%s:\n%s" % (self._skip_note(tail), plain(tail))
         return text
 
-    def _skip_note(self):
-        if not self.not_shown:
+    def _skip_note(self, tail):
+        shown = tail.count("\n")
+        if self.lines_seen <= shown:
             return ""
-        return " (%d line(s) not shown here; the log files have every line)" % self.not_shown
+        return " (the last %d of %d lines; the log files have every line)" % (shown, self.lines_seen)
 
     def html(self, now=None, tail=None):
         """The view as an HTML fragment (inline styles only: front ends strip <style>)."""
@@ -232,7 +234,7 @@ class JobStatus:
         out.append("<div>logs: %s</div>" % html.escape(self.run_dir))
         if tail:
             out.append('<div>recent output%s:</div><pre style="margin:0">%s</pre>'
-                       % (html.escape(self._skip_note()), _html_lines(tail)))
+                       % (html.escape(self._skip_note(tail)), _html_lines(tail)))
         out.append("</div>")
         return "".join(out)
 

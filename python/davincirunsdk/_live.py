@@ -141,9 +141,11 @@ class LiveOutput:
             self._note_skipped(skipped)  # the oldest lines were dropped: say so before the newer ones
             self._writer.lines(text)
         elif self._view is not None:
-            self.status.not_shown += skipped
+            self.status.lines_seen += skipped
             if text:
-                self._tail.extend(text.splitlines())
+                lines = text.splitlines()
+                self.status.lines_seen += len(lines)
+                self._tail.extend(lines)
                 self._view.tail = "\n".join(self._tail) + "\n"
         if self._view is not None:
             try:

@@ -142,6 +142,10 @@ class DistributedJob:
         """The job's status table (rank, device, pid, status, time, last output) in a notebook."""
         return self._live.status.html()
 
+    def _repr_pretty_(self, printer, cycle):
+        """The same table as text, for IPython's text/plain form."""
+        printer.text(self._live.status.text())
+
     def terminate(self):
         """Stops every rank: SIGTERM to each rank's process group, SIGKILL after
         the grace period. Calling it twice kills at once. Returns immediately;
@@ -214,6 +218,7 @@ class DistributedJob:
         return result.exit_code
 
     def _stop_after_interrupt(self):
+        self._terminated = True  # the caller's own stop, as with terminate()
         self._core.request_stop()
         while True:
             try:

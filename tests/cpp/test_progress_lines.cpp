@@ -203,3 +203,62 @@ TEST_CASE("a console that does not want progress (a terminal) gets none, and the
   CHECK(console.text == "[rank 0] done\n[rank 0] loading...\n");
   CHECK(console.progress_calls == 0);
 }
+
+TEST_CASE("colourize_prefixes colours rank prefixes by rank and notices in bold, nothing else", "[console_sink]") {
+  CHECK(colourize_prefixes("[rank 0] a [rank 1] b\n[rank 7]+ c\n[davincirun] note\nplain [rank 2]\n") ==
+        "\x1b[34m[rank 0]\x1b[0m a [rank 1] b\n"
+        "\x1b[35m[rank 7]+\x1b[0m c\n"
+        "\x1b[1m[davincirun]\x1b[0m note\n"
+        "plain [rank 2]\n");
+  CHECK(std::string(rank_colour(6)) == rank_colour(0));
+  for (int rank = 0; rank < 6; ++rank) {
+    const std::string c = rank_colour(rank);
+    CHECK((c != "31" && c != "32" && c != "33"));  // red, green and yellow mean something else
+  }
+}
+
+TEST_CASE("a terminal console shows progress in a status line under the finished lines", "[console_sink]") {
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0);
+  {
+    FdLineSink sink(fds[1], -1, false, false, true);
+    CHECK(sink.wants_progress());
+    sink.progress("rank 0", "10%|#");
+    sink.progress("rank 1", "\x1b[31m5%\x1b[0m|");  // the rank's own escape codes are left out
+    sink.write("[rank 0] epoch 1\n");
+    sink.progress("rank 0", "");
+    sink.progress("rank 1", "");
+  }
+  std::string got(4096, '\0');
+  const ssize_t n = ::read(fds[0], got.data(), got.size());
+  ::close(fds[0]);
+  ::close(fds[1]);
+  REQUIRE(n > 0);
+  got.resize(static_cast<std::size_t>(n));
+  CHECK(got ==
+        "\r[rank 0] 10%|#\x1b[K"                                 // drawn
+        "\r\x1b[K\r[rank 0] 10%|# | [rank 1] 5%|\x1b[K"          // redrawn with rank 1
+        "\r\x1b[K[rank 0] epoch 1\n\r[rank 0] 10%|# | [rank 1] 5%|\x1b[K"  // a line above it
+        "\r\x1b[K\r[rank 1] 5%|\x1b[K"                           // rank 0's bar finished
+        "\r\x1b[K");                                             // and rank 1's: the line is gone
+}
+
+TEST_CASE("the status line is cut to the width at a character boundary", "[console_sink]") {
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0);
+  {
+    FdLineSink sink(fds[1], -1, false, false, true);
+    std::string bar;
+    for (int i = 0; i < 100; ++i) bar += "\xe2\x96\x88";  // 100 × U+2588, 3 bytes each
+    sink.progress("rank 0", bar);
+  }
+  std::string got(4096, '\0');
+  const ssize_t n = ::read(fds[0], got.data(), got.size());
+  ::close(fds[0]);
+  ::close(fds[1]);
+  got.resize(static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
+  // A pipe has no width: 79 columns. "[rank 0] " is 9 of them.
+  std::string expected = "\r[rank 0] ";
+  for (int i = 0; i < 70; ++i) expected += "\xe2\x96\x88";
+  CHECK(got == expected + "\x1b[K");
+}

@@ -97,7 +97,7 @@ def test_colourize_marks_rank_prefixes_and_notices_only():
     text = "[rank 0] a [rank 1] inside\n[rank 9]+ continued\n[davincirun] note\nplain [davincirun]\n"
     assert colourize(text) == (
         "\x1b[34m[rank 0]\x1b[0m a [rank 1] inside\n"
-        "\x1b[35m[rank 9]+\x1b[0m continued\n"
+        "\x1b[94m[rank 9]+\x1b[0m continued\n"
         "\x1b[1m[davincirun]\x1b[0m note\n"
         "plain [davincirun]\n"
     )

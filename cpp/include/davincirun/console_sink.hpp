@@ -48,15 +48,36 @@ class LineSink {
   virtual void rank_exited(std::size_t /*index*/, ExitStatus /*status*/, bool /*stopped_by_launcher*/) {}
 };
 
+/// The ANSI colour (SGR parameter) of `rank`'s prefix: a cycle of six that
+/// avoids red, green and yellow, which mean failure, success and warning.
+const char* rank_colour(int rank) noexcept;
+
+/// `lines` with each "[rank N]" (or "[rank N]+") prefix in its rank's colour
+/// and each "[davincirun]" prefix in bold, as ANSI escape sequences.
+std::string colourize_prefixes(std::string_view lines);
+
 /// Writes the ranks' lines to `fd` (e.g. 1, the terminal; -1 = nowhere) and
 /// notices to `notice_fd` (e.g. 2; -1 = `fd` too). A closed reader (EPIPE)
-/// silences that stream; the ranks and their log files carry on.
+/// silences that stream; the ranks and their log files carry on. With
+/// `colour` (lines) and `notice_colour` (notices), prefixes are coloured
+/// (colourize_prefixes). With `status_line`, the ranks' unfinished lines
+/// (progress bars) are shown in one status line at the bottom of `fd`,
+/// redrawn in place ("\r", erase line) and cut to the terminal's width;
+/// finished lines and notices are written above it. All three are for a
+/// terminal.
 class FdLineSink final : public LineSink {
  public:
-  explicit FdLineSink(int fd, int notice_fd = -1) noexcept
-      : fd_(fd), notice_fd_(notice_fd < 0 ? fd : notice_fd) {}
+  explicit FdLineSink(int fd, int notice_fd = -1, bool colour = false, bool notice_colour = false,
+                      bool status_line = false) noexcept
+      : fd_(fd),
+        notice_fd_(notice_fd < 0 ? fd : notice_fd),
+        colour_(colour),
+        notice_colour_(notice_colour),
+        status_line_(status_line && fd >= 0) {}
   void write(std::string_view lines) override;
   void notice(std::string_view lines) override;
+  void progress(std::string_view label, std::string_view text) override;
+  bool wants_progress() const noexcept override { return status_line_; }
   bool wants_lines() const noexcept override { return fd_ >= 0; }
   bool broken() const noexcept { return broken_; }
 
@@ -64,6 +85,13 @@ class FdLineSink final : public LineSink {
   static void write_all(int fd, std::string_view data, bool& broken);
   int fd_;
   int notice_fd_;
+  void clear_status();
+  void draw_status();
+  bool colour_;
+  bool notice_colour_;
+  bool status_line_;
+  bool status_shown_ = false;
+  std::vector<std::pair<std::string, std::string>> progress_;  // label -> unfinished line
   bool broken_ = false;
   bool notice_broken_ = false;
 };
