@@ -94,7 +94,7 @@ class PyJob {
   // A job dropped while running is killed, never left behind.
   ~PyJob() {
     if (loop_.joinable()) {
-      if (!done_.load()) job_->request_kill();
+      if (!done_.load()) job_->request_kill_dropped();
       loop_.join();
     }
   }
@@ -137,6 +137,7 @@ class PyJob {
 
   void request_stop() { job_->request_stop(); }
   void request_kill() { job_->request_kill(); }
+  void request_kill_dropped() { job_->request_kill_dropped(); }
   bool done() const { return done_.load(); }
 
   /// Callable from several threads (the waiting one, a notebook view's).
@@ -303,6 +304,7 @@ void bind_job(py::module_& m) {
       .def("set_display_budget", &PyJob::set_display_budget, py::arg("bytes"))
       .def("request_stop", &PyJob::request_stop)
       .def("request_kill", &PyJob::request_kill)
+      .def("request_kill_dropped", &PyJob::request_kill_dropped)
       .def_property_readonly("done", &PyJob::done)
       .def("result", &PyJob::result, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("run_dir", &PyJob::run_dir)

@@ -154,6 +154,8 @@ class CommandListener {
       supervisor_.request_stop();
     } else if (c == command_kill) {
       supervisor_.request_kill();
+    } else if (c == command_drop) {
+      supervisor_.request_kill_dropped();
     } else if (c == command_forward) {
       expect_signal_ = true;
     }

@@ -345,7 +345,11 @@ void Job::start(const LaunchPlan& plan, int route) {
 
 Job::~Job() {
   if (!connection_) return;
-  request_kill();
+  if (waited_) {
+    request_kill();
+  } else {
+    request_kill_dropped();
+  }
   // Closing our end is the lifeline cut: the supervisor stops at once and
   // ends; its remaining frames are dropped.
   ::shutdown(connection_->lifeline.get(), SHUT_RDWR);
@@ -370,6 +374,7 @@ void Job::send_command(const char* bytes, std::size_t size) noexcept {
 
 void Job::request_stop() noexcept { send_command(&detail::command_stop, 1); }
 void Job::request_kill() noexcept { send_command(&detail::command_kill, 1); }
+void Job::request_kill_dropped() noexcept { send_command(&detail::command_drop, 1); }
 void Job::forward_signal(int signal) noexcept {
   if (signal <= 0 || signal >= 32) return;
   const char bytes[2] = {detail::command_forward, static_cast<char>(signal)};

@@ -220,6 +220,11 @@ void Supervisor::forward_pending_signals() {
   }
 }
 
+void Supervisor::request_kill_dropped() noexcept {
+  dropped_.store(true);
+  request_kill();
+}
+
 void Supervisor::request_kill() noexcept {
   ssize_t ignored = ::write(stop_fd_, &kill_request, sizeof kill_request);
   (void)ignored;
@@ -259,7 +264,8 @@ JobResult Supervisor::run() {
           if (::read(stop_fd_, &count, sizeof count) == static_cast<ssize_t>(sizeof count)) {
             stop_requests_ += count;
             if (count >= kill_request) {
-              log_notice("kill requested: killing every rank now");
+              log_notice(dropped_.load() ? "the job was dropped (its handle destroyed) before it ended: killing every rank now"
+                                         : "kill requested: killing every rank now");
               if (stop_reason_ == StopReason::none) stop_reason_ = StopReason::requested;
               kill_remaining();
             } else if (stop_requests_ == 1 && stop_reason_ == StopReason::none) {

@@ -111,7 +111,7 @@ class DistributedJob:
         if core is None:
             return
         if not core.done:
-            core.request_kill()
+            core.request_kill_dropped()
         if getattr(self, "_cache_dir", None):
             while not core.wait_for(WAKE_SECONDS):
                 pass

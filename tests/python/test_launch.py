@@ -374,6 +374,24 @@ def test_dropping_an_unfinished_job_kills_it(tmp_path, rank_table, job_env):
     assert not os.path.exists(cache)
 
 
+def test_a_dropped_job_says_so_on_the_terminal(tmp_path, rank_table, job_env):
+    # A script whose stdout is fd 1 (the terminal mode): the supervisor writes notices to its stderr.
+    script = (
+        "import gc, sys, time\n"
+        "from davincirunsdk import start_distributed_train\n"
+        "job = start_distributed_train([sys.executable, '-c', 'import time; time.sleep(60)'],\n"
+        "                              rank_table=%r, log_dir=%r, env=%r)\n"
+        "del job\n"
+        "gc.collect()\n"
+    ) % (rank_table(2), str(tmp_path / "log"), job_env)
+    proc = subprocess.run([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert ("[davincirun] the job was dropped (its handle destroyed) before it ended: killing every rank now"
+            in proc.stderr), proc.stderr
+    assert "kill requested" not in proc.stderr
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [

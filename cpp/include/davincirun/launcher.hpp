@@ -160,6 +160,9 @@ class Job {
   void request_stop() noexcept;
   /// Kills every rank at once; see Supervisor::request_kill(). Same safety.
   void request_kill() noexcept;
+  /// The same, saying that the job was dropped before it ended (what the
+  /// destructor does with a running job). Same safety.
+  void request_kill_dropped() noexcept;
   /// Sends `signal` (1..31) to every running rank's process group; see
   /// Supervisor::forward_signal(). Same safety.
   void forward_signal(int signal) noexcept;

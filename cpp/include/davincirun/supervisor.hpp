@@ -141,6 +141,9 @@ class Supervisor {
 
   /// Asks run() to SIGKILL every rank at once. Same safety as request_stop().
   void request_kill() noexcept;
+  /// request_kill() because whoever started the job dropped it before it
+  /// ended (its handle was destroyed): the notice says so. Same safety.
+  void request_kill_dropped() noexcept;
 
   /// request_stop() because the process running the supervisor got `signal`
   /// (e.g. SIGTERM from a platform stopping the job): the result says so
@@ -182,6 +185,7 @@ class Supervisor {
   std::size_t leftovers_killed_ = 0;
   std::atomic<std::uint32_t> signals_to_forward_{0};  // bit N: signal N
   std::atomic<int> stop_signal_{0};  // set by request_stop_by_signal()
+  std::atomic<bool> dropped_{false};  // set by request_kill_dropped()
   void forward_pending_signals();
   StreamScratch scratch_;
   NullLineSink hidden_;  // the console of ranks not shown live

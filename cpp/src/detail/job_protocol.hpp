@@ -64,6 +64,7 @@ enum class Frame : char {
 /// One-byte commands, launcher → supervisor. `forward` is followed by the signal number byte.
 inline constexpr char command_stop = 'T';
 inline constexpr char command_kill = 'K';
+inline constexpr char command_drop = 'D';  ///< kill: the launcher dropped the job before it ended
 inline constexpr char command_forward = 'F';
 
 /// Payloads above this are refused when read (a corrupt length, not a real frame): 1 GiB.
