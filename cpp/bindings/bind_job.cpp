@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "bindings.hpp"
+#include "davincirun/console_sink.hpp"
 #include "davincirun/launcher.hpp"
 #include "queue_sink.hpp"
 
@@ -238,6 +239,9 @@ void bind_job(py::module_& m) {
         py::arg("drain_timeout"), py::arg("job_timeout") = 0.0, py::arg("wait_timeout") = 300.0,
         py::arg("device_dir") = "/dev", py::arg("supervisor_program") = "",
         py::arg("ranks_to_show") = py::none(), py::arg("remove_after_job") = std::vector<std::string>{});
+
+  m.def("colourize_prefixes", [](std::string_view lines) { return colourize_prefixes(lines); }, py::arg("lines"),
+        "`lines` with each rank prefix in its rank's colour and each [davincirun] prefix in bold (ANSI).");
 
   m.def("read_log_tail",
         [](const std::string& path, std::size_t max_lines, std::size_t max_bytes) {

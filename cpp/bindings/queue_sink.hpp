@@ -60,8 +60,9 @@ class QueueSink final : public LineSink {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       note_last_line(lines);
-      blocks_.push_back(Block{std::string(lines), 0, false, std::string(label_of(lines))});
+      blocks_.push_back(Block{std::string(lines), 0, false, std::string(line_label(lines))});
       line_bytes_ += lines.size();
+      add_waiting(blocks_.back().label, lines.size());
       drop_oldest();
     }
     ready_.notify_all();
@@ -109,7 +110,7 @@ class QueueSink final : public LineSink {
         batch.lines.append(rest);
         if (!b.notice) {
           taken += rest.size();
-          line_bytes_ -= rest.size();
+          release(b, rest.size());
         }
         blocks_.pop_front();
         continue;
@@ -122,7 +123,7 @@ class QueueSink final : public LineSink {
         cut = rest.find('\n');
       }
       batch.lines.append(rest.substr(0, cut + 1));
-      line_bytes_ -= cut + 1;
+      release(b, cut + 1);
       b.offset += cut + 1;
       break;
     }
@@ -166,11 +167,20 @@ class QueueSink final : public LineSink {
     latest.emplace_back(std::string(label), std::string(text));
   }
 
-  // "rank 3" for lines "[rank 3] ...".
-  static std::string_view label_of(std::string_view lines) {
-    const std::size_t close = lines.find(']');
-    if (lines.empty() || lines.front() != '[' || close == std::string_view::npos) return {};
-    return lines.substr(1, close - 1);
+  void add_waiting(const std::string& label, std::size_t bytes) {
+    auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& w) { return w.first == label; });
+    if (it == waiting_.end()) {
+      waiting_.emplace_back(label, bytes);
+    } else {
+      it->second += bytes;
+    }
+  }
+
+  // `bytes` of block `b`'s lines no longer wait (taken or dropped).
+  void release(const Block& b, std::size_t bytes) {
+    line_bytes_ -= bytes;
+    auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& w) { return w.first == b.label; });
+    if (it != waiting_.end() && (it->second -= bytes) == 0) waiting_.erase(it);
   }
 
   // Drops rank lines, whole, until at most hold_ bytes wait: always the
@@ -178,31 +188,21 @@ class QueueSink final : public LineSink {
   // stopped writing keeps its last lines while others flood.
   void drop_oldest() {
     while (line_bytes_ > hold_) {
-      std::vector<std::pair<std::string_view, std::size_t>> waiting;  // label -> bytes
-      for (const Block& b : blocks_) {
-        if (b.notice) continue;
-        auto it = std::find_if(waiting.begin(), waiting.end(), [&](const auto& w) { return w.first == b.label; });
-        if (it == waiting.end()) {
-          waiting.emplace_back(b.label, b.text.size() - b.offset);
-        } else {
-          it->second += b.text.size() - b.offset;
-        }
-      }
-      const auto most = std::max_element(waiting.begin(), waiting.end(),
+      const auto most = std::max_element(waiting_.begin(), waiting_.end(),
                                          [](const auto& a, const auto& b) { return a.second < b.second; });
-      const std::string label(most->first);
+      const std::string label = most->first;
       auto it = std::find_if(blocks_.begin(), blocks_.end(), [&](const Block& b) { return !b.notice && b.label == label; });
       const std::string_view rest = std::string_view(it->text).substr(it->offset);
       const std::size_t excess = line_bytes_ - hold_;
       if (rest.size() <= excess) {
         skipped_lines_ += static_cast<std::uint64_t>(std::count(rest.begin(), rest.end(), '\n'));
-        line_bytes_ -= rest.size();
+        release(*it, rest.size());
         blocks_.erase(it);
         continue;
       }
       const std::size_t cut = rest.find('\n', excess - 1) + 1;  // the block ends in '\n'
       skipped_lines_ += static_cast<std::uint64_t>(std::count(rest.begin(), rest.begin() + cut, '\n'));
-      line_bytes_ -= cut;
+      release(*it, cut);
       it->offset += cut;
     }
   }
@@ -214,18 +214,19 @@ class QueueSink final : public LineSink {
     const std::size_t nl = lines.rfind('\n', lines.size() - 2);
     std::string_view line = lines.substr(nl == std::string_view::npos ? 0 : nl + 1);
     line.remove_suffix(1);  // its '\n'
-    const std::size_t close = line.find(']');
-    if (line.empty() || line.front() != '[' || close == std::string_view::npos) return;
-    std::string_view text = line.substr(close + 1);
+    const std::string_view label = line_label(line);
+    if (label.empty()) return;
+    std::string_view text = line.substr(label.size() + 2);  // after "[<label>]"
     if (!text.empty() && text.front() == '+') text.remove_prefix(1);
     if (!text.empty() && text.front() == ' ') text.remove_prefix(1);
-    set(last_lines_, line.substr(1, close - 1), text.substr(0, RankLog::max_progress_bytes));
+    set(last_lines_, label, text.substr(0, RankLog::max_progress_bytes));
   }
 
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<Block> blocks_;
   std::size_t line_bytes_ = 0;  // rank-line bytes waiting in blocks_ (notices excluded)
+  std::vector<std::pair<std::string, std::size_t>> waiting_;  // the same, per label
   std::size_t budget_ = capacity_bytes;
   std::size_t hold_ = capacity_bytes;
   std::uint64_t skipped_lines_ = 0;

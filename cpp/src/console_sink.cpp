@@ -12,6 +12,12 @@
 
 namespace davincirun {
 
+std::string_view line_label(std::string_view lines) noexcept {
+  const std::size_t close = lines.find(']');
+  if (lines.empty() || lines.front() != '[' || close == std::string_view::npos) return {};
+  return lines.substr(1, close - 1);
+}
+
 const char* rank_colour(int rank) noexcept {
   static const char* const colours[] = {"34", "35", "36", "94", "95", "96"};
   return colours[static_cast<unsigned>(rank) % 6];
@@ -180,13 +186,6 @@ std::size_t NonBlockingSink::queued_bytes() const {
 
 namespace {
 
-// "rank 3" for lines "[rank 3] ..." (one block holds one rank's lines).
-std::string_view label_of(std::string_view lines) {
-  const std::size_t close = lines.find(']');
-  if (lines.empty() || lines.front() != '[' || close == std::string_view::npos) return {};
-  return lines.substr(1, close - 1);
-}
-
 void add_bytes(std::vector<std::pair<std::string, std::size_t>>& counts, std::string_view label, std::size_t add,
                std::size_t remove) {
   for (auto it = counts.begin(); it != counts.end(); ++it) {
@@ -224,7 +223,7 @@ void NonBlockingSink::push(std::string_view text, Kind kind) {
     if (kind != Kind::notice) queued_bytes_ += text.size();  // notices are small and never dropped
     queue_.push_back(Block{kind, std::string(text), {}});
     if (is_lines) {
-      queue_.back().label.assign(label_of(text));
+      queue_.back().label.assign(line_label(text));  // one block holds one rank's lines
       add_bytes(label_bytes_, queue_.back().label, text.size(), 0);
     }
   }

@@ -2,11 +2,9 @@
 and how it is written there (text, rank colours, skipped-line notices)."""
 
 import os
-import re
 import sys
 
 from . import _core
-from ._job_view import rank_colour
 
 
 def in_ipython_kernel():
@@ -55,15 +53,11 @@ def wants_colour(in_kernel):
         return False
 
 
-_PREFIX = re.compile(r"^(\[rank (\d+)\]\+?)", re.M)
-_NOTICE = re.compile(r"^(\[davincirun\])", re.M)
-
-
 def colourize(text):
     """`text` (whole lines) with each "[rank N]" prefix in the rank's colour
-    and each "[davincirun]" prefix in bold."""
-    text = _PREFIX.sub(lambda m: "\x1b[%sm%s\x1b[0m" % (rank_colour(int(m.group(2))), m.group(1)), text)
-    return _NOTICE.sub("\x1b[1m\\1\x1b[0m", text)
+    and each "[davincirun]" prefix in bold: the same colours as the C++
+    console's (console_sink.hpp colourize_prefixes)."""
+    return _core.colourize_prefixes(text)
 
 
 class ConsoleWriter:

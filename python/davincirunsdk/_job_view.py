@@ -11,11 +11,10 @@ import re
 import signal as signals
 import time
 
-# Rank colours, cycling by rank id: ANSI SGR codes for streams (the same as
-# the C++ console's, console_sink.hpp rank_colour()), the matching CSS colours
-# for HTML. Blues, magentas and cyans that read on light and dark
-# backgrounds: red, green and amber are left for failed, done and stopped.
-ANSI_COLOURS = ("34", "35", "36", "94", "95", "96")
+# Rank colours for HTML, cycling by rank id: the CSS match of the ANSI
+# colours of streams (console_sink.hpp rank_colour(): 34, 35, 36, 94, 95,
+# 96). Blues, magentas and cyans that read on light and dark backgrounds:
+# red, green and amber are left for failed, done and stopped.
 CSS_COLOURS = ("#1f6feb", "#a23cbf", "#0f8b8d", "#4169e1", "#c04fc0", "#1b9fb5")
 
 # The last line kept per rank for the status table, in characters.
@@ -28,9 +27,9 @@ _RANK_LABEL = re.compile(r"^rank (\d+)$")
 _CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]?|[\x00-\x08\x0b-\x1f\x7f]")
 
 
-def rank_colour(rank, css=False):
-    palette = CSS_COLOURS if css else ANSI_COLOURS
-    return palette[rank % len(palette)]
+def rank_colour(rank):
+    """The CSS colour of `rank`'s prefix."""
+    return CSS_COLOURS[rank % len(CSS_COLOURS)]
 
 
 def plain(text):
@@ -227,7 +226,7 @@ class JobStatus:
             out.append(
                 '<tr><td style="%scolor:%s"><b>%s</b></td><td style="%s">%s</td><td style="%s">%s</td>'
                 '<td style="%scolor:%s">%s</td><td style="%s">%s</td><td style="%swhite-space:pre">%s</td></tr>'
-                % (cell, rank_colour(row.rank, css=True), rank, cell, device, cell, pid,
+                % (cell, rank_colour(row.rank), rank, cell, device, cell, pid,
                    cell, state_colour.get(row.state, "inherit"), status, cell, elapsed, cell, last)
             )
         out.append("</table>")
@@ -247,7 +246,7 @@ def _html_lines(text):
         if match:
             parts.append(
                 '<span style="color:%s">%s</span>%s'
-                % (rank_colour(int(match.group(2)), css=True), html.escape(match.group(1)), html.escape(match.group(3) or ""))
+                % (rank_colour(int(match.group(2))), html.escape(match.group(1)), html.escape(match.group(3) or ""))
             )
         else:
             parts.append(html.escape(line))

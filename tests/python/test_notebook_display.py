@@ -50,6 +50,18 @@ TICKING = (
 )
 
 
+def run_waiting_cell(kernel_name, tmp_path, code, table, job_env, timeout=60):
+    """Runs a notebook whose cell 1 calls start_and_wait_distributed_train
+    for ranks running `code`; checks it raised nothing. Returns (the executed
+    notebook, the IOPub messages)."""
+    call = launch_call("start_and_wait_distributed_train", code, table, str(tmp_path / "log"), job_env,
+                       output_notebook=True)
+    messages = []
+    nb = execute_notebook([IMPORTS, call], kernel_name, cwd=tmp_path, iopub=messages, timeout=timeout)
+    assert cell_errors(nb.cells[1]) == []
+    return nb, messages
+
+
 def stream_lines(cell):
     return cell_text(cell, displays=False, ansi=False).splitlines()
 
@@ -64,11 +76,7 @@ def view_updates(messages, cell_index):
 
 
 def test_a_progress_bar_is_one_line_per_rank_and_updates_in_the_view(kernel_name, tmp_path, rank_table, job_env):
-    call = launch_call("start_and_wait_distributed_train", PROGRESS_BAR, rank_table(2), str(tmp_path / "log"),
-                       job_env, output_notebook=True)
-    messages = []
-    nb = execute_notebook([IMPORTS, call], kernel_name, cwd=tmp_path, iopub=messages)
-    assert cell_errors(nb.cells[1]) == []
+    nb, messages = run_waiting_cell(kernel_name, tmp_path, PROGRESS_BAR, rank_table(2), job_env)
     lines = stream_lines(nb.cells[1])
     for rank in range(2):
         mine = [line for line in lines if line.startswith("[rank %d] " % rank)]
@@ -88,11 +96,7 @@ def test_a_progress_bar_is_one_line_per_rank_and_updates_in_the_view(kernel_name
 def test_a_flood_is_paced_within_iopub_limits_and_every_skipped_line_is_counted(
     kernel_name, tmp_path, rank_table, job_env
 ):
-    call = launch_call("start_and_wait_distributed_train", FLOOD, rank_table(2), str(tmp_path / "log"),
-                       job_env, output_notebook=True)
-    messages = []
-    nb = execute_notebook([IMPORTS, call], kernel_name, cwd=tmp_path, iopub=messages, timeout=120)
-    assert cell_errors(nb.cells[1]) == []
+    nb, messages = run_waiting_cell(kernel_name, tmp_path, FLOOD, rank_table(2), job_env, timeout=120)
     lines = stream_lines(nb.cells[1])
     shown = [line for line in lines if re.match(r"\[rank \d\] rank \d flood line \d{6} of a long run$", line)]
     notices = [line for line in lines if "not shown here" in line]
@@ -126,11 +130,7 @@ def test_a_flood_is_paced_within_iopub_limits_and_every_skipped_line_is_counted(
 
 
 def test_the_status_view_shows_every_rank_live_then_the_summary(kernel_name, tmp_path, rank_table, job_env):
-    call = launch_call("start_and_wait_distributed_train", READY_THEN_SLEEP, rank_table(3), str(tmp_path / "log"),
-                       job_env, output_notebook=True)
-    messages = []
-    nb = execute_notebook([IMPORTS, call], kernel_name, cwd=tmp_path, iopub=messages)
-    assert cell_errors(nb.cells[1]) == []
+    nb, messages = run_waiting_cell(kernel_name, tmp_path, READY_THEN_SLEEP, rank_table(3), job_env)
     updates = view_updates(messages, 1)
     assert len(updates) >= 3  # shown at the start, updated while running, final
     live = [text for text in updates if "3 running" in text.splitlines()[0] and "ready" in text]
@@ -203,10 +203,7 @@ def test_split_and_invalid_utf8_and_html_in_rank_output(kernel_name, tmp_path, r
         "out.write(b'long:' + b'x' * 40000 + b'\\nafter the long line\\n')\n"  # longer than a display frame
         "out.write(b'<script>alert(1)</script>\\n')\n"
     )
-    call = launch_call("start_and_wait_distributed_train", code, rank_table(1), str(tmp_path / "log"), job_env,
-                       output_notebook=True)
-    nb = execute_notebook([IMPORTS, call], kernel_name, cwd=tmp_path)
-    assert cell_errors(nb.cells[1]) == []
+    nb, _ = run_waiting_cell(kernel_name, tmp_path, code, rank_table(1), job_env)
     lines = stream_lines(nb.cells[1])
     assert "[rank 0] price: 5 \u20ac" in lines
     assert "[rank 0] bad byte: \ufffd" in lines
@@ -227,10 +224,7 @@ BURST_THEN_FINAL = (
 
 
 def test_a_ranks_last_words_are_shown_after_a_burst(kernel_name, tmp_path, rank_table, job_env):
-    call = launch_call("start_and_wait_distributed_train", BURST_THEN_FINAL, rank_table(4), str(tmp_path / "log"),
-                       job_env, output_notebook=True)
-    nb = execute_notebook([IMPORTS, call], kernel_name, cwd=tmp_path)
-    assert cell_errors(nb.cells[1]) == []
+    nb, _ = run_waiting_cell(kernel_name, tmp_path, BURST_THEN_FINAL, rank_table(4), job_env)
     lines = stream_lines(nb.cells[1])
     for rank in range(4):
         # The newest lines win when the display cannot show them all.

@@ -177,6 +177,13 @@ def check_ok(reply, cell):
         reply.get("ename"), reply.get("evalue"), cell.text())
 
 
+def run_ok(kc, code):
+    """Runs `code` to its end and checks it raised nothing; returns its Execution."""
+    reply, cell = run_cell(kc, code)
+    check_ok(reply, cell)
+    return cell
+
+
 # ---------------------------------------------------------------- interrupt
 
 
@@ -188,8 +195,7 @@ def test_interrupting_the_cell_stops_the_job_and_the_same_cell_runs_again(
     table = rank_table(2)
     launch = launch_cell("start_and_wait_distributed_train", table, str(tmp_path / "log"), job_env)
     with running_kernel(kernel_name, cwd=tmp_path) as (km, kc):
-        reply, cell = run_cell(kc, setup_cell(ready_dir))
-        check_ok(reply, cell)
+        run_ok(kc, setup_cell(ready_dir))
 
         cell = Execution(kc, launch)
         procs = wait_until_ready(str(ready_dir), cell)
@@ -209,13 +215,10 @@ def test_interrupting_the_cell_stops_the_job_and_the_same_cell_runs_again(
 
         # The same cell again, at once, in the same kernel: the devices are
         # free (no DeviceBusyError), the job runs and returns 0.
-        reply, cell = run_cell(kc, "code = QUICK")
-        check_ok(reply, cell)
-        reply, cell = run_cell(kc, launch)
-        check_ok(reply, cell)
+        run_ok(kc, "code = QUICK")
+        cell = run_ok(kc, launch)
         assert "quick rank 0" in cell.text(displays=True) and "quick rank 1" in cell.text(displays=True)
-        reply, cell = run_cell(kc, "print('rc', rc)")
-        check_ok(reply, cell)
+        cell = run_ok(kc, "print('rc', rc)")
         assert cell.text() == "rc 0\n"
 
 
@@ -231,8 +234,7 @@ def test_killing_the_kernel_stops_everything_and_frees_the_devices(
     ready_dir.mkdir()
     table = rank_table(2)
     with running_kernel(kernel_name, cwd=tmp_path) as (km, kc):
-        reply, cell = run_cell(kc, setup_cell(ready_dir))
-        check_ok(reply, cell)
+        run_ok(kc, setup_cell(ready_dir))
         cell = Execution(kc, launch_cell(function, table, str(tmp_path / "log"), job_env))
         if function == "start_distributed_train":
             check_ok(cell.wait(timeout=30), cell)  # the cell is over; the job runs on
@@ -259,10 +261,8 @@ def test_restarting_the_kernel_stops_an_unwaited_job(kernel_name, tmp_path, rank
     ready_dir.mkdir()
     table = rank_table(2)
     with running_kernel(kernel_name, cwd=tmp_path) as (km, kc):
-        reply, cell = run_cell(kc, setup_cell(ready_dir))
-        check_ok(reply, cell)
-        reply, cell = run_cell(kc, launch_cell("start_distributed_train", table, str(tmp_path / "log"), job_env))
-        check_ok(reply, cell)
+        run_ok(kc, setup_cell(ready_dir))
+        run_ok(kc, launch_cell("start_distributed_train", table, str(tmp_path / "log"), job_env))
         procs = wait_until_ready(str(ready_dir))
         check_job_running(procs, marker)
         old_kernel = kernel_pid(km)
@@ -273,8 +273,7 @@ def test_restarting_the_kernel_stops_an_unwaited_job(kernel_name, tmp_path, rank
 
         # The new kernel knows nothing of the job and can use the devices.
         kc.wait_for_ready(timeout=60)
-        reply, cell = run_cell(kc, IMPORTS + "\nprint('job' in globals())\nrc = start_and_wait_distributed_train("
-                               "[sys.executable, '-c', 'print(1)'], rank_table=%r, log_dir='log-after', env=%r)\n"
-                               "print('rc', rc)" % (table, job_env))
-        check_ok(reply, cell)
+        cell = run_ok(kc, IMPORTS + "\nprint('job' in globals())\nrc = start_and_wait_distributed_train("
+                      "[sys.executable, '-c', 'print(1)'], rank_table=%r, log_dir='log-after', env=%r)\n"
+                      "print('rc', rc)" % (table, job_env))
         assert cell.text().startswith("False\n") and cell.text().endswith("rc 0\n"), cell.text()

@@ -439,21 +439,29 @@ def test_cli_rank_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path, ra
     assert_nothing_survives(job_env[MARKER_VARIABLE], also=[r["pid"] for r in summary["ranks"]])
 
 
-@needs_cli
-def test_cli_sigterm_to_the_supervisor_is_named_and_exits_143(tmp_path, rank_table, job_env, tracking):
-    """A platform stopping the job by signalling its supervisor process: every
-    rank is stopped, and the outcome names the signal (exit 128 + 15)."""
-    job = Job(tmp_path, "sleep", "devnull")
-    proc = subprocess.Popen(cli_argv(job, rank_table(2), job_env), cwd=str(tmp_path), stdin=subprocess.DEVNULL,
+def signal_the_cli_supervisor(job, table, job_env, tmp_path, signo):
+    """Runs `davincirun` on `job` and sends `signo` to its supervisor process
+    once the ranks are up; returns (the finished Popen, the supervisor's pid,
+    its stderr)."""
+    proc = subprocess.Popen(cli_argv(job, table, job_env), cwd=str(tmp_path), stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         job.wait_ready(2, proc)
         with open("/proc/%d/task/%d/children" % (proc.pid, proc.pid)) as f:
             supervisor = int(f.read().split()[0])  # the CLI's only child
-        os.kill(supervisor, signal.SIGTERM)
+        os.kill(supervisor, signo)
         _, err = proc.communicate(timeout=30)
     finally:
         stop(proc)
+    return proc, supervisor, err
+
+
+@needs_cli
+def test_cli_sigterm_to_the_supervisor_is_named_and_exits_143(tmp_path, rank_table, job_env, tracking):
+    """A platform stopping the job by signalling its supervisor process: every
+    rank is stopped, and the outcome names the signal (exit 128 + 15)."""
+    job = Job(tmp_path, "sleep", "devnull")
+    proc, _, err = signal_the_cli_supervisor(job, rank_table(2), job_env, tmp_path, signal.SIGTERM)
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "the job supervisor got signal 15 (SIGTERM): stopping every rank" in err
     assert "the job was stopped by signal 15 (SIGTERM) to its supervisor process" in err
@@ -469,16 +477,7 @@ def test_cli_supervisor_sigkill_still_leaves_no_descendant(tmp_path, rank_table,
     reaching it): its ranks die with it (PR_SET_PDEATHSIG), and the launcher
     kills what they started by the job's DAVINCIRUN_JOB_TAG, then says so."""
     job = Job(tmp_path, "sleep", "devnull")
-    proc = subprocess.Popen(cli_argv(job, rank_table(2), job_env), cwd=str(tmp_path), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        job.wait_ready(2, proc)
-        with open("/proc/%d/task/%d/children" % (proc.pid, proc.pid)) as f:
-            supervisor = int(f.read().split()[0])  # the CLI's only child
-        os.kill(supervisor, signal.SIGKILL)
-        _, err = proc.communicate(timeout=30)
-    finally:
-        stop(proc)
+    proc, supervisor, err = signal_the_cli_supervisor(job, rank_table(2), job_env, tmp_path, signal.SIGKILL)
     assert proc.returncode != 0
     assert "job supervisor process (pid %d) ended with signal 9" % supervisor in err
     # the 2 daemons, and maybe a rank not yet gone from its parent's death

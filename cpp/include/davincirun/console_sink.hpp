@@ -48,6 +48,11 @@ class LineSink {
   virtual void rank_exited(std::size_t /*index*/, ExitStatus /*status*/, bool /*stopped_by_launcher*/) {}
 };
 
+/// The label of console lines "[<label>] text" or "[<label>]+ text" (e.g.
+/// "rank 3"): what is between the leading '[' and the first ']'. Empty when
+/// `lines` does not start with a label.
+std::string_view line_label(std::string_view lines) noexcept;
+
 /// The ANSI colour (SGR parameter) of `rank`'s prefix: a cycle of six that
 /// avoids red, green and yellow, which mean failure, success and warning.
 const char* rank_colour(int rank) noexcept;
