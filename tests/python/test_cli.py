@@ -1,5 +1,6 @@
 """The `davincirun` command as a user runs it from a shell."""
 
+import json
 import os
 import shutil
 import signal
@@ -116,11 +117,60 @@ def signal_cli(args, job_env, cwd, sig, after, preexec_fn=None):
     return proc.returncode, err
 
 
-def test_sigterm_stops_the_job(tmp_path, rank_table, job_env):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT], ids=lambda s: s.name)
+def test_stop_signals_stop_the_job(tmp_path, rank_table, job_env, sig):
     code, err = signal_cli(["-r", rank_table(3), sys.executable, "-c", "import time; time.sleep(120)"],
-                           job_env, tmp_path, signal.SIGTERM, 1.0)
-    assert code == 128 + signal.SIGTERM
+                           job_env, tmp_path, sig, 1.0)
+    assert code == 128 + sig
     assert "stopped" in err
+
+
+def test_a_second_ctrl_c_kills_at_once(tmp_path, rank_table, job_env):
+    """Ranks ignoring SIGTERM with a 60 s grace period: the first SIGINT asks
+    them to stop, the second kills them without waiting out the grace."""
+    code = ("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "print('ready', flush=True)\ntime.sleep(120)\n")
+    marker = ["--env", "%s=%s" % (MARKER_VARIABLE, job_env[MARKER_VARIABLE])]
+    proc = subprocess.Popen([DAVINCIRUN] + marker + ["--grace-period", "60", "-r", rank_table(2), sys.executable,
+                             "-c", code], cwd=str(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until_every_log_says(tmp_path, 2, "ready")
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        assert proc.poll() is None  # still inside the grace period
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)  # far less than the 60 s grace
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    summary = json.loads((tmp_path / "log" / "latest" / "summary.json").read_text())
+    assert all(r["killed_by_launcher"] for r in summary["ranks"]), summary
+
+
+def test_a_closed_output_pipe_never_stops_the_job(tmp_path, rank_table, job_env):
+    """`davincirun ... | head -1`: once the reader is gone, the launcher's
+    output fails with EPIPE, not SIGPIPE; the ranks run to their end and the
+    log files are complete."""
+    code = ("import os, sys, time\nfor i in range(2000):\n    print('line', i, flush=True)\n"
+            "    if i == 0: time.sleep(0.5)\n")
+    marker = ["--env", "%s=%s" % (MARKER_VARIABLE, job_env[MARKER_VARIABLE])]
+    proc = subprocess.Popen([DAVINCIRUN] + marker + ["-r", rank_table(2), sys.executable, "-c", code],
+                            cwd=str(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        proc.stdout.readline()  # the first line, as `head -1` reads it
+        proc.stdout.close()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    for log in (tmp_path / "log" / "latest").glob("rank_*.log"):
+        assert log.read_text().splitlines() == ["line %d" % i for i in range(2000)]
 
 
 def test_signals_ignored_at_start_stay_ignored(tmp_path, rank_table, job_env):
@@ -202,39 +252,45 @@ def test_this_machine_is_found_in_a_multi_server_table(tmp_path, job_env):
     assert "cannot tell which of the 2 servers" in proc.stderr and "--server-id" in proc.stderr
 
 
-def test_sigusr1_is_forwarded_to_every_rank(tmp_path, rank_table, job_env):
+def wait_until_every_log_says(cwd, ranks, text, timeout=30):
+    """Waits until each of the `ranks` log files of the latest run holds `text`."""
+    deadline = time.monotonic() + timeout
+    latest = cwd / "log" / "latest"
+    while time.monotonic() < deadline:
+        logs = list(latest.glob("rank_*.log")) if latest.exists() else []
+        if len(logs) == ranks and all(text in p.read_text() for p in logs):
+            return
+        time.sleep(0.05)
+    raise AssertionError("the ranks never all wrote %r" % text)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGUSR1, signal.SIGUSR2], ids=lambda s: s.name)
+def test_user_signals_are_forwarded_to_every_rank(tmp_path, rank_table, job_env, sig):
     code = (
         "import signal, sys, time\n"
         "got = []\n"
-        "signal.signal(signal.SIGUSR1, lambda *a: got.append(1))\n"
+        "signal.signal(signal.%s, lambda *a: got.append(1))\n"
         "print('ready', flush=True)\n"
         "deadline = time.time() + 60\n"
         "while not got and time.time() < deadline:\n"
         "    time.sleep(0.02)\n"
-        "print('got SIGUSR1' if got else 'no signal', flush=True)\n"
+        "print('got', signal.%s.name if got else 'no signal', flush=True)\n"
         "sys.exit(0 if got else 1)\n"
-    )
+    ) % (sig.name, sig.name)
     marker = ["--env", "%s=%s" % (MARKER_VARIABLE, job_env[MARKER_VARIABLE])]
     proc = subprocess.Popen([DAVINCIRUN] + marker + ["-r", rank_table(3), sys.executable, "-c", code],
                             cwd=str(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        # Signal only once every rank has installed its handler.
-        deadline = time.monotonic() + 30
-        latest = tmp_path / "log" / "latest"
-        while time.monotonic() < deadline:
-            logs = list(latest.glob("rank_*.log")) if latest.exists() else []
-            if len(logs) == 3 and all("ready" in p.read_text() for p in logs):
-                break
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGUSR1)
+        wait_until_every_log_says(tmp_path, 3, "ready")  # every rank has its handler
+        proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 0, err
-    assert out.count("got SIGUSR1") == 3
+    assert out.count("got %s" % sig.name) == 3
 
 
 def wait_for_marked(marker, count, timeout=30):

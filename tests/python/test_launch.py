@@ -284,14 +284,17 @@ def test_random_cache_dir_is_fresh_and_removed(tmp_path, rank_table, job_env):
     assert not os.path.exists(cache)
 
 
-@pytest.mark.parametrize("ending", ["failure", "terminate"])
+@pytest.mark.parametrize("ending", ["failure", "terminate", "interrupt"])
 def test_random_cache_dir_is_removed_after_a_failure_or_a_stop(tmp_path, rank_table, job_env, ending):
     code = (
         "import os, sys, time\n"
         "path = os.environ['MS_COMPILER_CACHE_PATH']\n"
-        "open(os.path.join(path, 'kernel_meta_' + os.environ['RANK_ID']), 'w').write('compiled')\n"
         "print('CACHE=' + path, flush=True)\n"
-        "sys.exit(4) if os.environ['RANK_ID'] == '1' and %r == 'failure' else time.sleep(60)\n" % ending
+        "open(os.path.join(path, 'kernel_meta_' + os.environ['RANK_ID']), 'w').write('compiled')\n"
+        "if os.environ['RANK_ID'] == '1' and %r == 'failure':\n"
+        "    while not os.path.exists(os.path.join(path, 'kernel_meta_0')): time.sleep(0.01)\n"
+        "    sys.exit(4)  # after rank 0 has printed\n"
+        "time.sleep(60)\n" % ending
     )
     job = start_distributed_train(
         python_command(code), log_dir=str(tmp_path / "log"), rank_table=rank_table(2), env=job_env,
@@ -303,9 +306,17 @@ def test_random_cache_dir_is_removed_after_a_failure_or_a_stop(tmp_path, rank_ta
         time.sleep(0.05)
     cache = open(log).read().split("CACHE=")[1].split()[0]
     if ending == "terminate":
+        while not os.path.isfile(os.path.join(cache, "kernel_meta_0")) and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert os.path.isfile(os.path.join(cache, "kernel_meta_0"))  # the ranks used it
         job.terminate()
         assert job.wait() == 130
+    elif ending == "interrupt":
+        timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            job.wait()
+        timer.join()
     else:
         with pytest.raises(DistributedRuntimeError):
             job.wait()
@@ -652,3 +663,58 @@ def test_ranks_outlive_the_starting_thread_but_not_the_process(tmp_path, rank_ta
     while processes_with_marker(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert processes_with_marker(marker) == []
+
+
+def test_the_callers_own_state_is_left_alone(tmp_path, rank_table, job_env):
+    """The launch functions never change the caller's working directory or
+    os.environ, never make it a child subreaper, never install a SIGCHLD
+    handler, and never reap a child the caller started itself."""
+    import ctypes
+
+    def subreaper():
+        value = ctypes.c_int(-1)
+        libc = ctypes.CDLL(None, use_errno=True)
+        assert libc.prctl(37, ctypes.byref(value), 0, 0, 0) == 0  # PR_GET_CHILD_SUBREAPER
+        return value.value
+
+    own_child = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(7)"])
+    cwd, environ = os.getcwd(), dict(os.environ)
+    handler = signal.getsignal(signal.SIGCHLD)
+    start_and_wait_distributed_train(
+        python_command("print('ok')"), work_dir=str(tmp_path), log_dir=str(tmp_path / "log"),
+        rank_table=rank_table(2), env=job_env, output_notebook=False, random_cache_dir=True,
+    )
+    assert os.getcwd() == cwd
+    assert dict(os.environ) == environ
+    assert signal.getsignal(signal.SIGCHLD) == handler
+    assert subreaper() == 0
+    assert own_child.wait(timeout=30) == 7  # still ours to reap, with its status
+
+
+def test_summary_records_every_rank(tmp_path, rank_table, job_env):
+    """summary.json, for tools that read a finished run: per rank its local
+    rank, physical and logical device, pid, log file, exit and output size."""
+    import json
+
+    code = "import os, sys\nprint('x' * 99)\nsys.exit(int(os.environ['RANK_ID']))\n"
+    job = start_distributed_train(
+        python_command(code), log_dir=str(tmp_path / "log"), rank_table=rank_table(device_ids=[6, 2]),
+        env=job_env, output_notebook=False,
+    )
+    assert job.wait(raise_exception=False) == 1
+    with open(os.path.join(job.run_dir, "summary.json")) as f:
+        summary = json.load(f)
+    assert summary["job_id"] == job.job_id and summary["world_size"] == 2
+    assert summary["command"] == python_command(code)
+    assert summary["first_failure"] == 1 and summary["exit_code"] == 1 and not summary["success"]
+    by_rank = {r["rank"]: r for r in summary["ranks"]}
+    # Rank 0 runs on physical device 6, rank 1 on 2; logical ids follow the sorted physical ids.
+    assert [(by_rank[r]["physical_device_id"], by_rank[r]["logical_device_id"]) for r in (0, 1)] == [(6, 1), (2, 0)]
+    for rank, pid in enumerate(job.pids):
+        entry = by_rank[rank]
+        assert entry["pid"] == pid and entry["local_rank"] == rank
+        assert entry["log"] == os.path.join(job.run_dir, "rank_%d.device_%d.log" % (rank, (6, 2)[rank]))
+        assert entry["output_bytes"] == 100 and entry["log_error"] is None
+        assert entry["started"] <= entry["ended"]
+    assert by_rank[0]["exit_code"] == 0 or by_rank[0]["terminated_by_launcher"]
+    assert by_rank[1]["exit_code"] == 1 and by_rank[1]["signal"] is None
