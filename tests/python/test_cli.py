@@ -372,3 +372,29 @@ def test_a_directory_as_the_command_says_so(tmp_path, rank_table, job_env):
     proc = run_cli(["-r", rank_table(1), "./adir"], job_env, tmp_path)
     assert proc.returncode == 126
     assert "'./adir': it is a directory" in proc.stderr
+
+
+@pytest.mark.parametrize("server0, expected", [
+    ({"host_ip": "10.9.0.1", "container_ip": "172.16.0.1"}, "10.9.0.1"),
+    ({"container_ip": "172.16.0.1"}, "172.16.0.1"),
+    ({}, "10.0.0.11"),
+], ids=["host_ip", "container_ip", "server_id"])
+def test_a_multi_server_job_meets_at_rank_0s_server(tmp_path, job_env, server0, expected):
+    """MASTER_ADDR on a job spanning servers: the host_ip of the server holding
+    rank 0, else its container_ip, else its server_id; MASTER_PORT 29500 unless
+    set (every server must agree without talking). A dry run only: the
+    addresses are made up and never contacted."""
+    servers = []
+    for s, server_id in enumerate(["10.0.0.11", "10.0.0.12"]):
+        devices = [{"device_id": str(d), "device_ip": "192.%d.%d.1" % (d + 1, s), "rank_id": str(2 * s + d)}
+                   for d in range(2)]
+        servers.append(dict({"server_id": server_id, "device": devices}, **(server0 if s == 0 else {})))
+    table = tmp_path / "table.json"
+    table.write_text(json.dumps({"version": "1.0", "server_count": "2", "server_list": servers, "status": "completed"}))
+    env = {k: v for k, v in os.environ.items() if k != "MASTER_PORT"}
+    proc = subprocess.run([DAVINCIRUN, "--dry-run", "--server-id", "10.0.0.12", "-r", str(table), "true"],
+                          cwd=str(tmp_path), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("  + MASTER_ADDR=%s\n" % expected) == 2
+    assert proc.stdout.count("  + MASTER_PORT=29500\n") == 2
