@@ -13,7 +13,10 @@ export PIP_BREAK_SYSTEM_PACKAGES=1
 export PIP_ROOT_USER_ACTION=ignore
 
 # C++ dependencies from Debian.
-apt_packages=(g++ nlohmann-json3-dev libfmt-dev catch2)
+# clang and libclang-rt-14-dev build the fuzzer (scripts/fuzz.sh): libFuzzer's
+# runtime is in libclang-rt-<major>-dev, and 14 is the major of Debian 12's
+# default clang (our CI machine); another release needs its own major here.
+apt_packages=(g++ nlohmann-json3-dev libfmt-dev catch2 clang libclang-rt-14-dev)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -29,6 +29,10 @@ namespace {
 constexpr std::size_t max_server_id_bytes = 64;    // HCCL's limit
 constexpr std::size_t max_super_pod_id_bytes = 127;  // HCCL: "fewer than 128 characters"
 constexpr int max_nesting = 64;  // a rank table nests 7 deep; bounds memory on hostile input
+// A rank table object has about a dozen keys. Inserting a key costs a linear
+// search (here and in nlohmann's ordered_map), so this bounds the time a
+// hostile file of many keys takes (quadratic in the keys of one object).
+constexpr std::size_t max_keys = 256;
 constexpr std::string_view ip_placeholder = "-.-.-.-";
 
 // Thrown from the parser callback to stop reading a document nested deeper than
@@ -40,6 +44,11 @@ struct TooDeep {};
 struct RepeatedKey {
   std::string pointer;
   std::string key;
+};
+
+// Thrown from the parser callback at key max_keys + 1 of one object.
+struct TooManyKeys {
+  std::string pointer;  // of the object
 };
 
 // The parser callback: limits the nesting and refuses repeated keys as the text
@@ -94,15 +103,20 @@ class ParseGuard {
   void add_key(std::size_t level, const std::string& key) {
     std::vector<std::string>& keys = frames_[level].keys;
     if (std::find(keys.begin(), keys.end(), key) != keys.end()) {
-      std::string pointer;
-      for (std::size_t i = 0; i < level; ++i) {
-        const Frame& outer = frames_[i];
-        pointer = outer.object ? child(pointer, outer.keys.back())
-                               : child(pointer, outer.elements - 1);
-      }
-      throw RepeatedKey{child(pointer, key), key};
+      throw RepeatedKey{child(pointer_to(level), key), key};
     }
+    if (keys.size() == max_keys) throw TooManyKeys{pointer_to(level)};
     keys.push_back(key);
+  }
+
+  // The pointer of the container open at `level`.
+  std::string pointer_to(std::size_t level) const {
+    std::string pointer;
+    for (std::size_t i = 0; i < level; ++i) {
+      const Frame& outer = frames_[i];
+      pointer = outer.object ? child(pointer, outer.keys.back()) : child(pointer, outer.elements - 1);
+    }
+    return pointer;
   }
 
   std::vector<Frame> frames_;  // one per open container, outermost first
@@ -117,6 +131,36 @@ std::string short_reason(std::string_view what) {
   }
   return std::string(what.substr(0, what.find("; last read")));
 }
+
+// Reads a document only to find where a number too large for a double starts:
+// nlohmann's DOM parser throws out_of_range 406 for it with no position, but
+// hands the position (just past the number) to a SAX reader.
+class OverflowFinder : public nlohmann::json_sax<Json> {
+ public:
+  std::optional<std::size_t> start;  // byte offset of the number in the text
+  std::string number;                // its text
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t position, const std::string& token,
+                   const Json::exception& e) override {
+    if (e.id == 406 && token.size() <= position) {  // a number's token is plain ASCII
+      start = position - token.size();
+      number = token;
+    }
+    return false;
+  }
+};
 
 }  // namespace
 
@@ -144,9 +188,19 @@ Json Checker::parse(std::string_view file, std::size_t skipped) const {
     const std::size_t offset = e.byte == 0 ? 0 : e.byte - 1;
     const bool nul = offset < file.size() && file[offset] == '\0';
     syntax_error(file, skipped, offset, nul ? "unexpected NUL byte" : short_reason(e.what()));
+  } catch (const Json::out_of_range&) {  // a number beyond a double's range, e.g. 1e400
+    OverflowFinder finder;
+    Json::sax_parse(file.begin(), file.end(), &finder);
+    if (!finder.start) fail(Kind::syntax, std::nullopt, "not valid JSON: a number is out of range");
+    syntax_error(file, skipped, *finder.start,
+                 fmt::format("number {} is out of range", shorten(finder.number)));
   } catch (const TooDeep&) {
     fail(Kind::syntax, std::nullopt,
          fmt::format("not a rank table: JSON nested more than {} levels deep", max_nesting));
+  } catch (const TooManyKeys& many) {
+    fail(Kind::syntax, std::nullopt,
+         fmt::format("not a rank table: the object at {} has more than {} keys",
+                     many.pointer.empty() ? "the top level" : many.pointer, max_keys));
   } catch (const RepeatedKey& repeated) {
     fail(Kind::duplicate, repeated.pointer,
          fmt::format("the key {} appears twice in the same object; a rank table must not "

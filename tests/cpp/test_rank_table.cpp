@@ -137,6 +137,59 @@ TEST_CASE("a syntax error names line, column and byte", "[rank_table]") {
   CHECK_THAT(e.detail(), Contains("line 4, column 1") && Contains("end of input"));
 }
 
+// Found by fuzzing: nlohmann throws its own out_of_range for such a number,
+// which escaped parse_rank_table.
+TEST_CASE("a number beyond a double's range is a syntax error at its position", "[rank_table]") {
+  const std::string head = "{\n  \"version\": \"1.0\",\n  \"server_list\": [{\"server_id\": \"a\", \"device\": [\n"
+                           "    {\"device_id\": ";
+  for (const std::string number : {std::string("1e400"), std::string("-1e400"), std::string("123456789e999"),
+                                   "1" + std::string(400, '0') + ".5"}) {
+    CAPTURE(number);
+    const std::string text = head + number + ", \"rank_id\": \"0\"}]}]}";
+    auto e = parse_error(text);
+    CHECK(e.kind() == Kind::syntax);
+    CHECK_FALSE(e.pointer().has_value());
+    const std::size_t byte = head.size();
+    CHECK_THAT(e.detail(), Contains("not valid JSON at line 4, column 19 (byte " + std::to_string(byte) +
+                                    "): number ") &&
+                               Contains(" is out of range"));
+    CHECK(e.detail().size() < 200);  // a long number is shortened
+    // With a BOM: the byte counts it, the column does not.
+    e = parse_error("\xEF\xBB\xBF" + text);
+    CHECK_THAT(e.detail(), Contains("line 4, column 19 (byte " + std::to_string(byte + 3) + ")"));
+  }
+  // The fuzzer's input: a format 0.1 table, the number in an unknown field.
+  const std::string v0 = R"({"group_list": [{"instance_list": [{"pod_name": "p-1", "server_id": "s",
+    "devices": [{"device_id": "3", "device+_ip":1e392.4.21.23"}]}]}]})";
+  const auto e = parse_error(v0);
+  CHECK(e.kind() == Kind::syntax);
+  CHECK_THAT(e.detail(), Contains("line 2, column 49") && Contains("number 1e392 is out of range"));
+  // A number that overflows after an earlier syntax error: the earlier one is reported.
+  CHECK_THAT(parse_error("{\"version\": tru, \"x\": 1e400}").detail(), Contains("invalid literal"));
+}
+
+// Each key costs a linear search, so a file of many keys in one object would
+// take quadratic time; 256 keys are far more than any rank table object has.
+TEST_CASE("an object of more than 256 keys is refused while parsing", "[rank_table]") {
+  Json doc = two_servers();
+  auto& device = doc[at("/server_list/1/device/0")];
+  for (int i = 0; device.size() < 256; ++i) device["extra_" + std::to_string(i)] = i;
+  const RankTable table = parse_doc(doc);  // unknown fields, 256 keys: read
+  CHECK(table.world_size == 4);
+
+  device["one_too_many"] = 0;
+  auto e = doc_error(doc);
+  CHECK(e.kind() == Kind::syntax);
+  CHECK_FALSE(e.pointer().has_value());
+  CHECK(e.detail() == "not a rank table: the object at /server_list/1/device/0 has more than 256 keys");
+
+  Json top = Json::object();
+  for (int i = 0; i < 300; ++i) top["k" + std::to_string(i)] = Json::object();
+  e = doc_error(top);
+  CHECK(e.kind() == Kind::syntax);
+  CHECK(e.detail() == "not a rank table: the object at the top level has more than 256 keys");
+}
+
 TEST_CASE("a key repeated in one object is refused where it repeats", "[rank_table]") {
   Json unknown = two_servers();
   unknown[at("/server_list/0/device/0/vendor~1x")] = {{"a/b~c", 1}};

@@ -118,8 +118,10 @@ inline constexpr std::int64_t max_super_device_id = 4'294'967'295;
 /// Throws RankTableError (kinds empty, syntax, shape, missing, bad_value,
 /// duplicate, inconsistent, unsupported). Syntax errors give a 1-based line
 /// and byte column (a BOM is not counted) and the 0-based byte offset in the
-/// text (not for JSON nested deeper than 64 levels, which is refused while
-/// parsing); they have no pointer, nor have the rank numbering and block rules.
+/// text (not for JSON nested deeper than 64 levels, nor for an object of more
+/// than 256 keys, both refused while parsing); a number beyond a double's
+/// range is a syntax error. Syntax errors have no pointer, nor have the rank
+/// numbering and block rules.
 RankTable parse_rank_table(std::string_view text, const std::string& source);
 
 /// Reads the file at `path` and parses it with parse_rank_table. No directory
