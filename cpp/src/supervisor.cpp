@@ -255,6 +255,7 @@ JobResult Supervisor::run() {
       switch (source_of(data)) {
         case Source::exit:
           handle_exit(index_of(data));
+          if (child_fd_ >= 0) reap_children();  // orphans that exited behind this rank
           break;
         case Source::children:
           reap_children();
@@ -383,6 +384,11 @@ void Supervisor::reap_children() {
       if (!ranks_[i].exited && ranks_[i].result.pid == peek.si_pid) rank = i;
     }
     if (rank) {
+      // With pidfds a rank's exit comes from its pidfd, in the order the
+      // ranks exited. waitid(P_ALL) lists exited children in the order they
+      // were started, so taking the rank here could name a later failure
+      // first; the orphans behind it are reaped once its pidfd is handled.
+      if (tracking_ == ProcessTracking::pidfd) return;
       handle_exit(*rank);
     } else {
       int status = 0;

@@ -246,6 +246,39 @@ TEST_CASE("a setsid() process a rank left running is swept only by a supervisor 
   check_nothing_left(result);
 }
 
+// The exits happen before run() starts, so its first wakeup sees all of
+// them at once, SIGCHLD (from rank 0) among them: rank 2 dies first, then
+// rank 1, which was started earlier and so comes first in waitid(P_ALL).
+// With pidfds the order of the exits decides; SIGCHLD alone cannot tell it.
+TEST_CASE("with pidfds the first failure is the rank that died first, whatever order the ranks started in",
+          "[supervisor][modes]") {
+  FOR_EACH_SUPERVISION_MODE(mode, Modes::all);
+  if (mode.tracking != ProcessTracking::pidfd) return;
+  TempDir dir;
+  NullLineSink console;
+  const std::string tag = unique_tag("first-death");
+  Supervisor sup({launch(dir, 0, {helper("child_exit"), "0"}), launch(dir, 1, {helper("child_sleep"), "60", tag}),
+                  launch(dir, 2, {helper("child_sleep"), "60", tag})},
+                 mode.options(), console);
+  const std::vector<pid_t> pids = sup.pids();
+  REQUIRE(wait_gone(pids[0], 5s));
+  REQUIRE(::kill(pids[2], SIGKILL) == 0);
+  REQUIRE(wait_gone(pids[2], 5s));
+  REQUIRE(::kill(pids[1], SIGTERM) == 0);
+  REQUIRE(wait_gone(pids[1], 5s));
+  const auto [result, elapsed] = run_with_deadline(sup, 10s);
+
+  REQUIRE(result.first_failure.has_value());
+  CHECK(*result.first_failure == 2);
+  CHECK(result.exit_code() == 128 + SIGKILL);
+  check_status(result.ranks[2].status, Kind::signaled, SIGKILL);
+  CHECK_FALSE(result.ranks[2].terminated_by_launcher);
+  check_status(result.ranks[1].status, Kind::signaled, SIGTERM);
+  check_status(result.ranks[0].status, Kind::exited, 0);
+  CHECK(processes_with_arg(tag).empty());
+  check_nothing_left(result);
+}
+
 // A process in the rank's own group dies with it (SIGKILL to the group), but
 // it may still be dying, already re-parented to this subreaper, when the
 // sweep runs: it must not be counted as something the ranks left running.

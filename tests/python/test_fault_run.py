@@ -1,0 +1,78 @@
+"""A bounded randomized fault run (tests/fault/fault_driver.py): random jobs
+with random rank behaviours and endings, each checked for survivors, lost
+bytes and the report of its first failure. bench/fault_run.py runs 1000."""
+
+import os
+import random
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fault"))
+
+import fault_driver  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not shutil.which("davincirun") or not shutil.which("c++"),
+                                reason="needs davincirun on PATH and a C++ compiler")
+
+FIXED_SEED = 20261201
+FIXED_REPS = 40
+RANDOM_REPS = 4
+MAX_RANKS = 24  # the full run goes to 64; the suite keeps to a few seconds per rep
+
+
+@pytest.fixture(scope="module")
+def chaos():
+    return fault_driver.chaos_program()
+
+
+def test_rank_stream_matches_an_independent_generator(chaos):
+    # The byte checks rest on chaos_rank's stream; a second implementation
+    # in Python must produce the very same bytes, special records included.
+    for rank in (0, 5, 63):
+        emitted = subprocess.run([chaos, "emit", str(rank), str(2 << 20)], check=True,
+                                 stdout=subprocess.PIPE).stdout
+        assert emitted == fault_driver.expected_stream(rank, 2 << 20)
+        for special in (b"\r", b"\0", b"\xff\xfe", b"\r\n"):
+            assert special in emitted
+        assert max(len(line) for line in emitted.split(b"\n")) > 64 * 1024
+
+
+def test_log_verification_finds_damage(chaos, tmp_path):
+    size = 300000
+    good = fault_driver.expected_stream(1, size)
+    (tmp_path / "rank_0.device_0.log").write_bytes(good)  # rank 0's file holds rank 1's stream
+    (tmp_path / "rank_1.device_1.log").write_bytes(good[:1000] + b"X" + good[1001:])
+    (tmp_path / "rank_2.device_2.log").write_bytes(fault_driver.expected_stream(2, 12345))
+    out = subprocess.run([chaos, "verify", str(tmp_path), "4"], check=True, stdout=subprocess.PIPE).stdout.decode()
+    verified = {int(r): (int(v), int(s)) for r, v, s in (line.split() for line in out.splitlines())}
+    assert verified[0][1] == size and verified[0][0] < 10  # another rank's stream differs at once
+    assert verified[1] == (1000, size)
+    assert verified[2] == (12345, 12345)
+    assert verified[3] == (-1, -1)
+
+
+def _run(reps, seed):
+    totals, wall = fault_driver.run_many(reps, seed, MAX_RANKS)
+    failures = "\n".join(fault_driver.describe_failure(r) for r in totals.failed)
+    assert not totals.failed, "seed %d:\n%s\n%s" % (seed, failures, totals.text(wall))
+    assert totals.reps == reps
+    assert totals.survivors == totals.bytes_lost == totals.bytes_corrupt == totals.report_mismatches == 0
+    assert totals.bytes_logged >= totals.bytes_written > 0
+    return totals
+
+
+def test_fixed_seed_reps():
+    totals = _run(FIXED_REPS, FIXED_SEED)
+    # The fixed seed covers every ending and both callers (as planned, not assumed).
+    assert set(totals.endings) == set(fault_driver.ENDINGS)
+    assert any(c.startswith("python") for c in totals.callers) and "cli" in totals.callers
+
+
+def test_random_seed_reps():
+    seed = random.randrange(1 << 31)
+    print("fault run seed %d (replay: python bench/fault_run.py --seed %d --reps %d --max-ranks %d)" % (
+        seed, seed, RANDOM_REPS, MAX_RANKS))
+    _run(RANDOM_REPS, seed)
