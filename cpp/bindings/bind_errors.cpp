@@ -27,9 +27,17 @@ const char* kind_name(RankTableError::Kind kind) {
   return "unknown";
 }
 
+// Messages and details may quote bytes that are not UTF-8 (a command, a
+// path): decoded as os.fsdecode() would, so that the error itself is raised.
+py::str text(const std::string& bytes) {
+  PyObject* decoded = PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "surrogateescape");
+  if (!decoded) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(decoded);
+}
+
 void raise(const char* class_name, const char* message, const py::dict& attributes) {
   py::object cls = py::module_::import("davincirunsdk.errors").attr(class_name);
-  py::object exc = cls(message);
+  py::object exc = cls(text(message));
   for (auto item : attributes) py::setattr(exc, item.first, item.second);
   PyErr_SetObject(cls.ptr(), exc.ptr());
 }
@@ -44,14 +52,14 @@ void bind_errors(py::module_&) {
     } catch (const RankTableError& e) {
       py::dict a;
       a["kind"] = kind_name(e.kind());
-      a["source"] = e.source();
-      a["pointer"] = e.pointer() ? py::object(py::str(*e.pointer())) : py::object(py::none());
-      a["detail"] = e.detail();
+      a["source"] = text(e.source());
+      a["pointer"] = e.pointer() ? py::object(text(*e.pointer())) : py::object(py::none());
+      a["detail"] = text(e.detail());
       raise("RankTableError", e.what(), a);
     } catch (const SpawnError& e) {
       py::dict a;
       a["rank"] = e.rank();
-      a["command"] = e.command();
+      a["command"] = text(e.command());
       a["os_errno"] = e.os_errno();
       a["exit_code"] = e.exit_code();
       raise("SpawnError", e.what(), a);
@@ -59,7 +67,7 @@ void bind_errors(py::module_&) {
       py::dict a;
       a["devices"] = py::cast(e.devices());
       a["holder_pid"] = e.holder_pid();
-      a["holder_description"] = e.holder_description();
+      a["holder_description"] = text(e.holder_description());
       raise("DeviceBusyError", e.what(), a);
     } catch (const ConfigError& e) {
       raise("LaunchConfigError", e.what(), py::dict());

@@ -277,6 +277,7 @@ void bind_job(py::module_& m) {
       .def_readonly("first_failure", &JobResult::first_failure)
       .def_readonly("leftover_processes_killed", &JobResult::leftover_processes_killed)
       .def_readonly("stop_signal", &JobResult::stop_signal)
+      .def_readonly("summary_error", &JobResult::summary_error)
       .def_property_readonly("tracking", [](const JobResult& r) { return tracking_name(r.tracking); })
       .def_property_readonly("stop_reason", [](const JobResult& r) {
         switch (r.stop_reason) {

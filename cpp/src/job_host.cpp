@@ -319,7 +319,13 @@ int run_job_host(int lifeline_fd) {
     // The ranks read a copy the job owns: strictly formatted for HCCL, and
     // immune to a platform rewriting its own file in place mid-job.
     table_copy = run_dir + "/rank_table.json";
-    write_private_file(table_copy, spec.rank_table_json + "\n", "create rank table " + table_copy);
+    try {
+      write_private_file(table_copy, spec.rank_table_json + "\n", "create rank table " + table_copy);
+    } catch (const SystemError& e) {
+      // Typically a full disk: the log directory cannot hold this run.
+      throw ConfigError(fmt::format("cannot write the ranks' rank table '{}' in the log directory: {}", table_copy,
+                                    std::strerror(e.os_errno())));
+    }
 
     std::vector<RankLaunch> launches;
     for (std::size_t i = 0; i < spec.ranks.size(); ++i) {
@@ -372,8 +378,14 @@ int run_job_host(int lifeline_fd) {
   const std::string summary = run_dir + "/summary.json";
   try {
     write_job_summary(summary, spec, table_copy, result);
+  } catch (const SystemError& e) {
+    result.summary_error = std::strerror(e.os_errno());
   } catch (const std::exception& e) {
-    console.notice(fmt::format("[davincirun] cannot write the job summary {}: {}\n", summary, e.what()));
+    result.summary_error = e.what();
+  }
+  if (result.summary_error) {
+    // The job's own outcome stands: the missing summary is reported beside it.
+    console.notice(fmt::format("[davincirun] cannot write the job summary {}: {}\n", summary, *result.summary_error));
   }
   queued.reset();  // every line reaches the launcher before the result
   lifeline.send(Frame::result, encode_result(result));

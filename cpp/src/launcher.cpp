@@ -134,12 +134,24 @@ ProcessTracking tracking_from(const Environment& env, ProcessTracking configured
 }
 
 // LaunchOptions::device_lock_dir, from the launcher's own environment (never
-// from the ranks' extra variables): absolute, or empty for no locking.
+// from the ranks' extra variables): absolute, or empty for no locking. A
+// relative path is refused: jobs started from different directories would
+// lock in different places and silently share devices.
 std::string device_lock_dir_from(const Environment& env, const std::string& configured) {
   std::string dir = configured;
-  if (dir.empty()) dir = env.get("DAVINCIRUN_LOCK_DIR").value_or("");
+  const char* origin = "LaunchOptions::device_lock_dir";
+  if (dir.empty()) {
+    dir = env.get("DAVINCIRUN_LOCK_DIR").value_or("");
+    origin = "DAVINCIRUN_LOCK_DIR";
+  }
   if (dir.empty()) dir = default_device_lock_dir;
-  return dir == "off" ? std::string() : absolute(dir);
+  if (dir == "off") return {};
+  if (dir[0] != '/') {
+    throw ConfigError(fmt::format("{} must be an absolute path (or \"off\"), got '{}': jobs started from other "
+                                  "directories would not see each other's device locks",
+                                  origin, dir));
+  }
+  return absolute(dir);
 }
 
 bool is_executable_file(const std::string& path) {

@@ -131,6 +131,13 @@ class DistributedJob:
                         RuntimeWarning,
                         stacklevel=3,
                     )
+            if self._result.summary_error:
+                warnings.warn(
+                    "the job summary %s could not be written: %s"
+                    % (os.path.join(self.run_dir, "summary.json"), self._result.summary_error),
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
         self._live.finish(self._result, waited)
         return self._result
 
@@ -161,7 +168,8 @@ class DistributedJob:
         ``rank``, ``pid``, ``log_path``, ``exit_code``, ``signal``,
         ``returncode``, ``terminated_by_launcher``, ``killed_by_launcher``,
         ``started``/``ended`` in seconds since the epoch, ``output_bytes``,
-        ``log_error``), ``first_failure``, ``stop_reason``, ``exit_code``."""
+        ``log_error``), ``first_failure``, ``stop_reason``, ``exit_code``,
+        ``summary_error`` (why ``summary.json`` could not be written, else None)."""
         if not self._core.done:
             return None
         return self._finish()
@@ -275,8 +283,10 @@ def start_distributed_train(
 
     Args:
         command (list[str] | str): the program every rank runs, e.g.
-            ``["python", "train.py"]``. Never run through a shell; a string is
-            split like a shell would (no expansion). ``"python"`` is looked up
+            ``["python", "train.py"]``. Never run through a shell: each item
+            (str, bytes or path-like) reaches the ranks byte for byte; a
+            string is split like a shell would (quotes honoured, nothing
+            expanded). ``"python"`` is looked up
             in PATH, which inside a notebook may differ from the kernel's
             interpreter (``sys.executable``).
         work_dir (str): working directory of the ranks; relative paths in
@@ -345,12 +355,14 @@ def _start(background, command, work_dir, log_dir, output_notebook, rank_table, 
     shown = _normalize_ranks(ranks_to_show)
     try:
         plan = _core.plan_launch(
-            argv,
+            # As bytes: an argument or value that is not UTF-8 (read from a
+            # file name, say) reaches the ranks unchanged.
+            [os.fsencode(arg) for arg in argv],
             os.fspath(rank_table) if rank_table is not None else "",
             os.fspath(work_dir),
             os.fspath(log_dir),
             None if server_id is None else str(server_id),
-            extra,
+            [(os.fsencode(name), os.fsencode(value)) for name, value in extra],
             float(grace_period),
             _core.DEFAULT_DRAIN_TIMEOUT,
             float(job_timeout or 0.0),

@@ -20,6 +20,7 @@
 #include "davincirun/device_lock.hpp"
 #include "davincirun/environment.hpp"
 #include "davincirun/errors.hpp"
+#include "davincirun/launcher.hpp"
 #include "davincirun/process.hpp"
 #include "test_support.hpp"
 
@@ -387,5 +388,81 @@ TEST_CASE("device locks: another user's lock file is locked but never written no
     REQUIRE(a.line() == "locked");
     CHECK(as_nobody(attempt) == 3);
     CHECK(read_file(mine).rfind("pid=" + std::to_string(a.pid()) + " ", 0) == 0);
+  }
+}
+
+TEST_CASE("device locks: a hard link to another user's file is refused by either user, the file untouched",
+          "[device_lock]") {
+  if (::geteuid() != 0) {
+    WARN("needs root (files of another user, and a child with another uid): skipped");
+    return;
+  }
+  TempDir tmp;
+  REQUIRE(::chmod(tmp.path().c_str(), 0755) == 0);  // nobody must reach the lock directory
+  const std::string dir = tmp / "locks";
+  REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+  REQUIRE(::chmod(dir.c_str(), 01777) == 0);
+  const std::string victim = tmp / "victim";
+  write_file(victim, "precious\n");
+  const timespec long_ago[2] = {{1'000'000'000, 0}, {1'000'000'000, 0}};
+  const std::string lock_file = dir + "/device0.lock";
+  const auto refused = [&] {
+    try {
+      DeviceLocks locks(dir, {0}, test_holder);
+      return 0;
+    } catch (const ConfigError& e) {
+      return std::string(e.what()).find("'" + lock_file + "' has 2 hard links") != std::string::npos ? 4 : 5;
+    }
+  };
+  SECTION("root's file, tried by nobody") {
+    REQUIRE(::chmod(victim.c_str(), 0644) == 0);
+    REQUIRE(::link(victim.c_str(), lock_file.c_str()) == 0);
+    REQUIRE(::utimensat(AT_FDCWD, victim.c_str(), long_ago, 0) == 0);
+    CHECK(as_nobody(refused) == 4);
+  }
+  SECTION("nobody's file, writable by all, tried by root") {
+    REQUIRE(::chown(victim.c_str(), 65534, 65534) == 0);
+    REQUIRE(::chmod(victim.c_str(), 0666) == 0);
+    REQUIRE(::link(victim.c_str(), lock_file.c_str()) == 0);
+    REQUIRE(::utimensat(AT_FDCWD, victim.c_str(), long_ago, 0) == 0);
+    CHECK(refused() == 4);
+  }
+  CHECK(read_file(victim) == "precious\n");
+  CHECK(stat_of(victim).st_mtim.tv_sec == 1'000'000'000);
+}
+
+TEST_CASE("device locks: the plan takes an absolute lock directory only; empty means the default",
+          "[device_lock]") {
+  TempDir tmp;
+  write_file(tmp / "table.json",
+             R"({"version": "1.0", "server_count": "1", "status": "completed", "server_list": [)"
+             R"({"server_id": "127.0.0.1", "device": [{"device_id": "0", "rank_id": "0"}]}]})");
+  LaunchOptions options;
+  options.command = {"true"};
+  options.rank_table_file = tmp / "table.json";
+  options.wait_timeout = std::chrono::milliseconds(0);
+  Environment env;
+  SECTION("empty: the default") {
+    env.set("DAVINCIRUN_LOCK_DIR", "");
+    CHECK(plan_launch(options, env).device_lock_dir == default_device_lock_dir);
+  }
+  SECTION("off") {
+    env.set("DAVINCIRUN_LOCK_DIR", "off");
+    CHECK(plan_launch(options, env).device_lock_dir.empty());
+  }
+  SECTION("absolute, from the variable or the option (which wins)") {
+    env.set("DAVINCIRUN_LOCK_DIR", "/a/./b/");
+    CHECK(plan_launch(options, env).device_lock_dir == "/a/b");
+    options.device_lock_dir = "/c";
+    CHECK(plan_launch(options, env).device_lock_dir == "/c");
+  }
+  for (const std::string relative : {"locks", "./locks", "~/locks", " /locks"}) {
+    SECTION("relative: refused, '" + relative + "'") {
+      env.set("DAVINCIRUN_LOCK_DIR", relative);
+      CHECK_THROWS_WITH(plan_launch(options, env),
+                        Contains("DAVINCIRUN_LOCK_DIR must be an absolute path (or \"off\"), got '" + relative + "'"));
+      options.device_lock_dir = relative;
+      CHECK_THROWS_WITH(plan_launch(options, env), Contains("LaunchOptions::device_lock_dir must be an absolute path"));
+    }
   }
 }

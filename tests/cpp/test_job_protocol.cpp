@@ -101,6 +101,7 @@ JobResult sample_result() {
   result.stop_reason = StopReason::rank_failed;
   result.leftover_processes_killed = 5;
   result.tracking = ProcessTracking::sigchld;
+  result.summary_error = "No space left on device";
   return result;
 }
 
@@ -128,6 +129,7 @@ void check_same(const JobResult& got, const JobResult& want) {
   }
   CHECK(got.first_failure == want.first_failure);
   CHECK(got.stop_reason == want.stop_reason);
+  CHECK(got.summary_error == want.summary_error);
   CHECK(got.stop_signal == want.stop_signal);
   CHECK(got.leftover_processes_killed == want.leftover_processes_killed);
   CHECK(got.tracking == want.tracking);

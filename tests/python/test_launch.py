@@ -696,7 +696,11 @@ def test_summary_records_every_rank(tmp_path, rank_table, job_env):
     rank, physical and logical device, pid, log file, exit and output size."""
     import json
 
-    code = "import os, sys\nprint('x' * 99)\nsys.exit(int(os.environ['RANK_ID']))\n"
+    done = tmp_path / "rank0-printed"
+    code = ("import os, sys, time\nprint('x' * 99, flush=True)\nrank = int(os.environ['RANK_ID'])\n"
+            "if rank == 0: open(%r, 'w').close()\n"
+            "while rank == 1 and not os.path.exists(%r): time.sleep(0.01)\n"  # fail after rank 0 has ended
+            "sys.exit(rank)\n" % (str(done), str(done)))
     job = start_distributed_train(
         python_command(code), log_dir=str(tmp_path / "log"), rank_table=rank_table(device_ids=[6, 2]),
         env=job_env, output_notebook=False,

@@ -75,6 +75,7 @@ struct LaunchOptions {
   /// is refused at once with DeviceBusyError (device_lock.hpp). Empty (the
   /// default): the DAVINCIRUN_LOCK_DIR variable of `environment`, else
   /// /tmp/davincirun-locks (default_device_lock_dir). "off": no locking.
+  /// Must be absolute: a relative value is a ConfigError.
   std::string device_lock_dir;
 };
 

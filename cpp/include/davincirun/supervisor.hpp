@@ -110,6 +110,9 @@ struct JobResult {
   std::size_t leftover_processes_killed = 0;
   /// How the ranks' exits were observed.
   ProcessTracking tracking = ProcessTracking::pidfd;
+  /// Set by a Job (launcher.hpp) when <run dir>/summary.json could not be
+  /// written, e.g. "No space left on device"; the job's outcome is unaffected.
+  std::optional<std::string> summary_error;
 
   /// Every rank exited 0 and nobody asked to stop.
   bool success() const noexcept;
