@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "davincirun/device_lock.hpp"
 #include "davincirun/errors.hpp"
 #include "davincirun/launcher.hpp"
 #include "dry_run.hpp"
@@ -85,6 +86,14 @@ int run(const davincirun::cli::CliOptions& cli) {
   if (cli.dry_run) {
     std::string text = cli::describe_plan(plan, inherited);
     std::fputs(text.c_str(), stdout);
+    std::fflush(stdout);
+    // Would the job start? Devices another job holds make it exit 2, as the
+    // real start would (DeviceBusyError), but nothing is locked here.
+    if (!plan.device_lock_dir.empty()) {
+      std::vector<int> devices;
+      for (const RankAssignment& a : plan.ranks) devices.push_back(a.physical_device_id);
+      check_devices_free(plan.device_lock_dir, devices);
+    }
     return 0;
   }
   const RankTableServer& server = plan.table.servers[plan.server_index];

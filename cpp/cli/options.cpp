@@ -39,7 +39,8 @@ Options (they end at the first non-option or at --):
       --ranks-to-show LIST show only these ranks' output live, e.g. 0 or 0,4
                            (default: all); every rank still gets its log file
       --dry-run            print each rank's device and environment (what
-                           differs from this shell's), start nothing
+                           differs from this shell's), start nothing; exit 2
+                           if another job holds any of the devices
   -q, --quiet              print only errors from davincirun itself
   -v, --verbose            also print each rank's assignment at start
   -h, --help               show this help and exit

@@ -343,6 +343,38 @@ DeviceLocks::DeviceLocks(const std::string& dir, const std::vector<int>& devices
   }
 }
 
+void check_devices_free(const std::string& dir, const std::vector<int>& devices) {
+  std::vector<int> wanted = devices;
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  UniqueFd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir_fd) {
+    if (errno == ENOENT) return;  // no job has locked anything there yet
+    throw ConfigError(fmt::format("cannot open the device lock directory '{}': {}", dir,
+                                  errno == ELOOP ? "it is a symbolic link" : std::strerror(errno)));
+  }
+  std::vector<std::pair<int, Holder>> busy;
+  for (int device : wanted) {
+    const std::string name = fmt::format("device{}.lock", device);
+    // Read-only: testing a lock needs no write access, and nothing is created.
+    UniqueFd fd(::openat(dir_fd.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+    if (!fd) {
+      if (errno == ENOENT) continue;
+      throw ConfigError(fmt::format("cannot open the device lock file '{}/{}': {}", dir, name,
+                                    errno == ELOOP ? "it is a symbolic link" : std::strerror(errno)));
+    }
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) throw SystemError("stat " + dir + "/" + name, errno);
+    if (!S_ISREG(st.st_mode)) {
+      throw ConfigError(fmt::format("the device lock file '{}/{}' is not a regular file", dir, name));
+    }
+    struct flock probe = whole_file(F_WRLCK);
+    if (::fcntl(fd.get(), F_GETLK, &probe) != 0) throw SystemError("test the lock of " + dir + "/" + name, errno);
+    if (probe.l_type != F_UNLCK) busy.emplace_back(device, describe_holder(fd.get(), probe.l_pid));
+  }
+  if (!busy.empty()) throw_busy(busy);
+}
+
 DeviceLocks::DeviceLocks(DeviceLocks&&) noexcept = default;
 DeviceLocks& DeviceLocks::operator=(DeviceLocks&&) noexcept = default;
 DeviceLocks::~DeviceLocks() = default;

@@ -488,7 +488,15 @@ std::string failure_report(const JobResult& result, std::size_t tail_lines) {
   } else if (result.stop_reason == StopReason::requested) {
     out += "the job was stopped on request\n";
   } else if (result.stop_reason == StopReason::timed_out) {
-    out += "the job ran past its timeout and was stopped\n";
+    // The job's span, from its first start to its last exit: the timeout plus the stop.
+    auto first = std::min_element(result.ranks.begin(), result.ranks.end(),
+                                  [](const RankResult& a, const RankResult& b) { return a.started < b.started; });
+    auto last = std::max_element(result.ranks.begin(), result.ranks.end(),
+                                 [](const RankResult& a, const RankResult& b) { return a.ended < b.ended; });
+    out += first == result.ranks.end()
+               ? std::string("the job ran past its timeout and was stopped\n")
+               : fmt::format("the job ran past its timeout and was stopped; it ran {:.1f} s in all\n",
+                             seconds_between(first->started, last->ended));
   } else if (result.stop_reason == StopReason::signaled) {
     out += fmt::format("the job was stopped by {} to its supervisor process\n",
                        ExitStatus{ExitStatus::Kind::signaled, result.stop_signal}.describe());

@@ -466,3 +466,29 @@ TEST_CASE("device locks: the plan takes an absolute lock directory only; empty m
     }
   }
 }
+
+TEST_CASE("check_devices_free: names the holders like DeviceLocks, creates and locks nothing", "[device_lock]") {
+  TempDir tmp;
+  const std::string dir = tmp / "locks";
+  CHECK_NOTHROW(check_devices_free(dir, {0, 1}));  // no directory yet: free
+  CHECK(::access(dir.c_str(), F_OK) != 0);
+  LockHolder a(dir, "1,2");
+  REQUIRE(a.line() == "locked");
+  CHECK_NOTHROW(check_devices_free(dir, {0, 3}));
+  CHECK(::access((dir + "/device0.lock").c_str(), F_OK) != 0);
+  try {
+    check_devices_free(dir, {3, 2, 1});
+    FAIL("devices 1 and 2 are held");
+  } catch (const DeviceBusyError& e) {
+    CHECK(e.devices() == std::vector<int>{1, 2});
+    CHECK(e.holder_pid() == a.pid());
+    CHECK_THAT(e.what(), StartsWith("devices 1, 2 are in use by another job: pid " + std::to_string(a.pid())));
+  }
+  // Checking took no lock: a job can still lock the free devices.
+  CHECK(LockHolder(dir, "0,3").line() == "locked");
+  SECTION("a symbolic link is refused, never followed") {
+    write_file(tmp / "victim", "x");
+    REQUIRE(::symlink((tmp / "victim").c_str(), (dir + "/device5.lock").c_str()) == 0);
+    CHECK_THROWS_WITH(check_devices_free(dir, {5}), Contains("is a symbolic link"));
+  }
+}

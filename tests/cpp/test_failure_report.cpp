@@ -2,6 +2,7 @@
 // Python exception's message).
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <csignal>
 #include <string>
 
@@ -71,4 +72,23 @@ TEST_CASE("a job stopped by a signal to its supervisor says so", "[failure_repor
   CHECK(failure_report(result) == "the job was stopped by signal 15 (SIGTERM) to its supervisor process\n"
                                   "rank 0 (pid 1000): stopped by the launcher (SIGTERM)\n"
                                   "rank 1 (pid 1001): stopped by the launcher (SIGTERM)\n");
+}
+
+TEST_CASE("a job stopped by its timeout says how long it ran", "[failure_report]") {
+  JobResult result;
+  const auto start = std::chrono::system_clock::now();
+  for (int i = 0; i < 2; ++i) {
+    RankResult r;
+    r.rank = i;
+    r.pid = 2000 + i;
+    r.started = start + std::chrono::milliseconds(10 * i);
+    r.ended = start + std::chrono::milliseconds(i == 0 ? 2500 : 2040);
+    r.status = ExitStatus{ExitStatus::Kind::signaled, SIGTERM};
+    r.terminated_by_launcher = true;
+    result.ranks.push_back(r);
+  }
+  result.stop_reason = StopReason::timed_out;
+  CHECK(failure_report(result) == "the job ran past its timeout and was stopped; it ran 2.5 s in all\n"
+                                  "rank 0 (pid 2000): stopped by the launcher (SIGTERM)\n"
+                                  "rank 1 (pid 2001): stopped by the launcher (SIGTERM)\n");
 }

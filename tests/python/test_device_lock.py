@@ -161,9 +161,34 @@ def test_dry_run_shows_the_lock_directory(tmp_path, rank_table, monkeypatch, val
         monkeypatch.delenv("DAVINCIRUN_LOCK_DIR")
     else:
         monkeypatch.setenv("DAVINCIRUN_LOCK_DIR", value)
-    proc = subprocess.run([DAVINCIRUN, "--dry-run", "-r", rank_table(1), "true"], cwd=str(tmp_path),
+    # A device no real job here uses: a dry run checks the (shared) default directory's lock.
+    proc = subprocess.run([DAVINCIRUN, "--dry-run", "-r", rank_table(device_ids=[977]), "true"], cwd=str(tmp_path),
                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           timeout=30)
     assert proc.returncode == 0, proc.stderr
     assert "device locks: %s\n" % (shown or os.path.join(str(tmp_path), value)) in proc.stdout
     assert not (tmp_path / "rel").exists()
+
+
+@needs_cli
+def test_dry_run_says_when_the_devices_are_busy_and_locks_nothing(tmp_path, rank_table, job_env, device_lock_dir):
+    """A dry run answers "would it start?": devices held by another job make
+    it exit 2 naming them and the holder, after the plan; free devices are
+    not locked, and no lock file is created."""
+    table = rank_table(device_ids=[0, 1, 2], name="dry.json")
+    dry_run = [DAVINCIRUN, "--dry-run", "-r", table, "true"]
+    proc = subprocess.run(dry_run, cwd=str(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(os.listdir(str(device_lock_dir))) == []
+    first = start_sleeping(tmp_path, rank_table(device_ids=[1, 2], name="first.json"), job_env)
+    try:
+        proc = subprocess.run(dry_run, cwd=str(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, timeout=30)
+    finally:
+        stop(first)
+    assert proc.returncode == 2
+    assert "rank 2 (local rank 2): physical device 2" in proc.stdout  # the plan comes first
+    assert ("devices 1, 2 are in use by another job: pid %d (job %s, started " % (first.supervisor_pid, first.job_id)
+            in proc.stderr)
+    assert not (device_lock_dir / "device0.lock").exists()

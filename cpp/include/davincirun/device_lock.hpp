@@ -75,4 +75,12 @@ class DeviceLocks {
   std::unique_ptr<State> state_;
 };
 
+/// Checks, without taking a lock or creating anything, whether another
+/// process holds any of `devices` in `dir` (a dry run's question: would a job
+/// start?). A missing directory or lock file means free. Throws
+/// DeviceBusyError as DeviceLocks would (every busy device named);
+/// ConfigError when `dir` or a lock file is a symbolic link or of the wrong
+/// type; SystemError when fcntl fails. A holder may appear or go right after.
+void check_devices_free(const std::string& dir, const std::vector<int>& devices);
+
 }  // namespace davincirun
