@@ -38,11 +38,12 @@ import tempfile
 import threading
 import time
 
+from process_scan import MARKER_VARIABLE, processes_with_marker
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 CHAOS_SOURCE = os.path.join(HERE, "chaos_rank.cpp")
 CALLER_SCRIPT = os.path.join(HERE, "fault_caller.py")
-MARKER_VARIABLE = "DAVINCIRUN_TEST_MARKER"
 
 ENDINGS = ("success", "rank_failure", "interrupt", "terminate", "timeout", "caller_kill")
 SURVIVOR_WAIT = 5.0  # seconds after the caller ended (covers a grace period and the sweep)
@@ -214,26 +215,7 @@ class RepPlan:
         return "%d\n%s\n" % (self.ranks, "\n".join(b.line() for b in self.behaviours))
 
 
-# ---- processes --------------------------------------------------------------
-
-def processes_with_marker(marker):
-    """Live (not zombie) processes whose environment carries the marker."""
-    needle = ("%s=%s" % (MARKER_VARIABLE, marker)).encode()
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            with open("/proc/%s/environ" % name, "rb") as f:
-                env = f.read()
-            with open("/proc/%s/stat" % name, "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state != b"Z" and needle in env.split(b"\0"):
-            found.append(int(name))
-    return found
-
+# ---- the ledger and the rank table ----------------------------------------
 
 def read_ledger(path, ranks):
     with open(path, "rb") as f:

@@ -10,8 +10,10 @@ import uuid
 
 import pytest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fault"))
+from process_scan import MARKER_VARIABLE, processes_with_marker  # noqa: E402,F401 (used by the tests)
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MARKER_VARIABLE = "DAVINCIRUN_TEST_MARKER"
 
 
 def write_rank_table(path, device_ids, server_id="127.0.0.1"):
@@ -52,25 +54,6 @@ def device_lock_dir(tmp_path_factory, monkeypatch):
     path = tmp_path_factory.mktemp("device-locks")
     monkeypatch.setenv("DAVINCIRUN_LOCK_DIR", str(path))
     return path
-
-
-def processes_with_marker(marker):
-    """Pids of processes whose environment carries `marker` (they came from a test job)."""
-    needle = ("%s=%s" % (MARKER_VARIABLE, marker)).encode()
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            with open("/proc/%s/environ" % name, "rb") as f:
-                env = f.read()
-            with open("/proc/%s/stat" % name, "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != b"Z" and needle in env.split(b"\0"):
-            found.append(int(name))
-    return found
 
 
 @pytest.fixture

@@ -1,0 +1,27 @@
+"""Finding the processes of a test job: every process a job starts inherits
+its environment, so a unique value of MARKER_VARIABLE in it finds them all,
+daemons that left the job's process groups and sessions included. Used by the
+pytest suite (tests/python/conftest.py) and the fault run (fault_driver.py)."""
+
+import os
+
+MARKER_VARIABLE = "DAVINCIRUN_TEST_MARKER"
+
+
+def processes_with_marker(marker):
+    """Pids of live (not zombie) processes whose environment holds MARKER_VARIABLE=marker."""
+    needle = ("%s=%s" % (MARKER_VARIABLE, marker)).encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/environ" % name, "rb") as f:
+                env = f.read()
+            with open("/proc/%s/stat" % name, "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != b"Z" and needle in env.split(b"\0"):
+            found.append(int(name))
+    return found
