@@ -189,7 +189,8 @@ LaunchPlan plan(std::vector<std::string> command, std::string rank_table_file, s
   if (!std::isfinite(job_timeout) || job_timeout < 0 || job_timeout > 365.0 * 86400.0) {
     throw py::value_error("job_timeout must be a number of seconds between 0 (no limit) and one year");
   }
-  o.supervisor.job_timeout = std::chrono::milliseconds(std::llround(job_timeout * 1000));
+  // Rounded up: a positive timeout, however small, must not become 0 (no limit).
+  o.supervisor.job_timeout = std::chrono::milliseconds(static_cast<long long>(std::ceil(job_timeout * 1000)));
   if (!std::isfinite(wait_timeout) || wait_timeout < 0 || wait_timeout > 365.0 * 86400.0) {
     throw py::value_error("wait_timeout must be a number of seconds between 0 (no waiting) and one year");
   }

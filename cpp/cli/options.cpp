@@ -140,7 +140,8 @@ CliOptions parse_command_line(int argc, char** argv) {
       out.launch.supervisor.grace_period = std::chrono::milliseconds(std::llround(seconds * 1000));
     } else if (name == "--job-timeout") {
       double seconds = parse_seconds(name, value_of(name, arg), max_job_timeout_seconds);
-      out.launch.supervisor.job_timeout = std::chrono::milliseconds(std::llround(seconds * 1000));
+      // Rounded up: a positive timeout, however small, must not become 0 (no limit).
+      out.launch.supervisor.job_timeout = std::chrono::milliseconds(static_cast<long long>(std::ceil(seconds * 1000)));
     } else if (name == "--wait-timeout") {
       double seconds = parse_seconds(name, value_of(name, arg), max_job_timeout_seconds);
       out.launch.wait_timeout = std::chrono::milliseconds(std::llround(seconds * 1000));

@@ -379,7 +379,11 @@ int ChildProcess::release_output_fd() noexcept { return std::exchange(output_fd_
 
 bool ChildProcess::signal_group(int signal) noexcept {
   if (pid_ <= 0) return false;
-  return ::kill(-pid_, signal) == 0;
+  const bool group = ::kill(-pid_, signal) == 0;
+  // Not reaped, so the pid is still this process (a zombie included). Only
+  // when it left its group: a process still in it already got the signal once.
+  if (::getpgid(pid_) != pid_) return ::kill(pid_, signal) == 0 || group;
+  return group;
 }
 
 std::optional<ExitStatus> ChildProcess::try_reap() {

@@ -222,8 +222,9 @@ def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path, rank_table, job_en
     assert not (tmp_path / "log").exists()
 
 
-def test_job_timeout_exits_124(tmp_path, rank_table, job_env):
-    proc = run_cli(["--job-timeout", "0.5", "-r", rank_table(2), sys.executable, "-c", "import time; time.sleep(120)"],
+@pytest.mark.parametrize("timeout", ["0.5", "0.0004"])  # a tiny timeout is one, never "no limit"
+def test_job_timeout_exits_124(tmp_path, rank_table, job_env, timeout):
+    proc = run_cli(["--job-timeout", timeout, "-r", rank_table(2), sys.executable, "-c", "import time; time.sleep(120)"],
                    job_env, tmp_path)
     assert proc.returncode == 124
     assert "job timeout" in proc.stderr

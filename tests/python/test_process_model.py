@@ -358,6 +358,55 @@ def test_api_rank_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path, ra
     assert_nothing_survives(job_env[MARKER_VARIABLE], also=[r.pid for r in error.result.ranks])
 
 
+# A rank that leaves the process group it was started in: rank 0 joins the
+# group of a child of its own (argv[1] "child") or the supervisor's (argv[1]
+# "session": the group of its session leader), optionally ignoring SIGTERM
+# (argv[2] "ignore"); rank 1 exits 3 once rank 0 has moved.
+GROUP_LEAVER = r"""
+import os, signal, sys, time
+where, term, ready = sys.argv[1], sys.argv[2], sys.argv[3]
+if os.environ["RANK_ID"] == "1":
+    while not os.path.exists(ready):
+        time.sleep(0.01)
+    sys.exit(3)
+if term == "ignore":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if where == "child":
+    child = os.fork()
+    if child == 0:
+        os.setpgid(0, 0)
+        time.sleep(120)
+        os._exit(0)
+    os.setpgid(child, child)
+    os.setpgid(0, child)
+else:
+    os.setpgid(0, os.getsid(0))
+assert os.getpgid(0) != os.getpid()
+open(ready, "w").close()
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("where", ["child", "session"])
+@pytest.mark.parametrize("term", ["obey", "ignore"])
+def test_api_a_rank_that_left_its_process_group_is_still_stopped(tmp_path, rank_table, job_env, tracking, where,
+                                                                 term):
+    """Stopping signals a rank's process group; a rank that moved to another
+    group (setpgid) must still get SIGTERM, and SIGKILL after the grace."""
+    command = [sys.executable, "-c", GROUP_LEAVER, where, term, str(tmp_path / "moved")]
+    start = time.monotonic()
+    with pytest.raises(DistributedRuntimeError) as info:
+        start_and_wait_distributed_train(command, log_dir=str(tmp_path / "log"), rank_table=rank_table(2),
+                                         env=job_env, grace_period=GRACE, output_notebook=False)
+    assert time.monotonic() - start < 15
+    moved, failed = info.value.result.ranks
+    assert (info.value.rank, info.value.exit_code) == (1, 3)
+    assert moved.terminated_by_launcher
+    assert moved.signal == (signal.SIGKILL if term == "ignore" else signal.SIGTERM)
+    assert moved.killed_by_launcher == (term == "ignore")
+    assert_nothing_survives(job_env[MARKER_VARIABLE], also=[moved.pid, failed.pid])
+
+
 # ------------------------------------------------------------------- the CLI
 
 

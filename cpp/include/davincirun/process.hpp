@@ -96,8 +96,10 @@ class ChildProcess {
   int release_output_fd() noexcept;
 
   /// Sends `signal` to the whole process group while the leader is not yet
-  /// reaped (so the group id cannot have been reused). Returns false when
-  /// nothing was signalled (already reaped, or the group is gone).
+  /// reaped (so the group id cannot have been reused), and to the process
+  /// itself when it has moved to another group (setpgid): a stop must reach
+  /// it wherever it went. Returns false when nothing was signalled (already
+  /// reaped, or the group is gone).
   bool signal_group(int signal) noexcept;
 
   /// Reaps the process if it has exited; never blocks.
