@@ -217,6 +217,15 @@ LockFile open_lock_file(int dir_fd, const std::string& path, const std::string& 
   throw ConfigError(fmt::format("cannot open the device lock file '{}': it keeps disappearing", path));
 }
 
+// Ascending, each device once.
+std::vector<int> sorted_unique(std::vector<int> devices) {
+  std::sort(devices.begin(), devices.end());
+  devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+  return devices;
+}
+
+std::string lock_file_name(int device) { return fmt::format("device{}.lock", device); }
+
 struct flock whole_file(short type) {
   struct flock lock {};
   lock.l_type = type;
@@ -295,9 +304,7 @@ struct DeviceLocks::State {
 
 DeviceLocks::DeviceLocks(const std::string& dir, const std::vector<int>& devices, const DeviceLockHolder& holder)
     : state_(std::make_unique<State>()) {
-  std::vector<int> wanted = devices;
-  std::sort(wanted.begin(), wanted.end());
-  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  const std::vector<int> wanted = sorted_unique(devices);
 
   struct stat dir_st {};
   const UniqueFd dir_fd = open_lock_dir(dir, dir_st);
@@ -322,7 +329,7 @@ DeviceLocks::DeviceLocks(const std::string& dir, const std::vector<int>& devices
   std::vector<std::pair<int, Holder>> busy;
   std::vector<bool> ours;
   for (int device : wanted) {
-    const std::string name = fmt::format("device{}.lock", device);
+    const std::string name = lock_file_name(device);
     const std::string path = dir + "/" + name;
     LockFile file = open_lock_file(dir_fd.get(), path, name);
     if (auto holder = take_lock(file, path)) busy.emplace_back(device, std::move(*holder));
@@ -344,9 +351,7 @@ DeviceLocks::DeviceLocks(const std::string& dir, const std::vector<int>& devices
 }
 
 void check_devices_free(const std::string& dir, const std::vector<int>& devices) {
-  std::vector<int> wanted = devices;
-  std::sort(wanted.begin(), wanted.end());
-  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  const std::vector<int> wanted = sorted_unique(devices);
   UniqueFd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!dir_fd) {
     if (errno == ENOENT) return;  // no job has locked anything there yet
@@ -355,7 +360,7 @@ void check_devices_free(const std::string& dir, const std::vector<int>& devices)
   }
   std::vector<std::pair<int, Holder>> busy;
   for (int device : wanted) {
-    const std::string name = fmt::format("device{}.lock", device);
+    const std::string name = lock_file_name(device);
     // Read-only: testing a lock needs no write access, and nothing is created.
     UniqueFd fd(::openat(dir_fd.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
     if (!fd) {

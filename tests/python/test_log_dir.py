@@ -170,6 +170,17 @@ def run_in_mount_namespace(tmp_path, cfg):
         return json.load(f)
 
 
+def run_job_in_mount_namespace(tmp_path, cfg, table, log_dir, command, job_env, output_notebook=False):
+    """run_in_mount_namespace for one job of `command`, through the CLI or the
+    Python API as cfg["front"] says."""
+    if cfg["front"] == "cli":
+        cfg = dict(cfg, argv=cli(["-r", table, "-l", log_dir] + command, job_env))
+    else:
+        cfg = dict(cfg, kwargs=dict(command=command, log_dir=log_dir, rank_table=table, env=job_env,
+                                    output_notebook=output_notebook, wait_timeout=0))
+    return run_in_mount_namespace(tmp_path, cfg)
+
+
 @pytest.fixture(scope="module")
 def mount_namespaces(tmp_path_factory):
     """Skips unless this process may mount a tmpfs in a private mount namespace."""
@@ -192,12 +203,7 @@ def test_read_only_log_dir_is_a_config_error_before_any_rank_starts(
     log_dir = str(tmp_path / "mnt" / sub) if sub else str(tmp_path / "mnt")
     command = argv + ["touch", side]
     cfg = {"mount_options": "ro,size=1m", "front": front, "stdout": str(tmp_path / "console.out")}
-    if front == "cli":
-        cfg["argv"] = cli(["-r", rank_table(2), "-l", log_dir] + command, job_env)
-    else:
-        cfg["kwargs"] = dict(command=command, log_dir=log_dir, rank_table=rank_table(2), env=job_env,
-                             output_notebook=False, wait_timeout=0)
-    report = run_in_mount_namespace(tmp_path, cfg)
+    report = run_job_in_mount_namespace(tmp_path, cfg, rank_table(2), log_dir, command, job_env)
     what = ("cannot create log directory '%s'" % log_dir) if sub else ("cannot create run directory '%s/" % log_dir)
     if front == "cli":
         assert report["returncode"] == 2
@@ -222,12 +228,8 @@ def fill_job(tmp_path, rank_table, job_env, child, front, free_before_end, fill,
     command = argv + ["fill", side, str(size), str(copies), go]
     cfg = {"mount_options": "size=1m", "front": front, "stdout": str(tmp_path / "console.out"), "fill": fill,
            "go": go, "ranks": ranks, "side_dir": side, "free_before_end": free_before_end}
-    if front == "cli":
-        cfg["argv"] = cli(["-r", rank_table(ranks), "-l", log_dir] + command, job_env)
-    else:
-        cfg["kwargs"] = dict(command=command, log_dir=log_dir, rank_table=rank_table(ranks), env=job_env,
-                             output_notebook=True, wait_timeout=0)
-    report = run_in_mount_namespace(tmp_path, cfg)
+    report = run_job_in_mount_namespace(tmp_path, cfg, rank_table(ranks), log_dir, command, job_env,
+                                        output_notebook=True)
     data = {rank: read_bytes(copies / ("rank_%d.data" % rank)) for rank in range(ranks)}
     return report, data, side
 
@@ -315,12 +317,7 @@ def test_no_room_for_the_rank_table_is_a_config_error_before_any_rank_starts(
     log_dir = str(tmp_path / "mnt" / "log")
     command = argv + ["touch", side]
     cfg = {"mount_options": "size=1m", "front": front, "stdout": str(tmp_path / "console.out"), "fill": 0}
-    if front == "cli":
-        cfg["argv"] = cli(["-r", rank_table(2), "-l", log_dir] + command, job_env)
-    else:
-        cfg["kwargs"] = dict(command=command, log_dir=log_dir, rank_table=rank_table(2), env=job_env,
-                             output_notebook=False, wait_timeout=0)
-    report = run_in_mount_namespace(tmp_path, cfg)
+    report = run_job_in_mount_namespace(tmp_path, cfg, rank_table(2), log_dir, command, job_env)
     if front == "cli":
         assert report["returncode"] == 2
         message = report["stderr"]
