@@ -12,32 +12,11 @@ namespace davincirun::python {
 
 namespace {
 
-const char* kind_name(RankTableError::Kind kind) {
-  switch (kind) {
-    case RankTableError::Kind::io: return "io";
-    case RankTableError::Kind::empty: return "empty";
-    case RankTableError::Kind::syntax: return "syntax";
-    case RankTableError::Kind::shape: return "shape";
-    case RankTableError::Kind::missing: return "missing";
-    case RankTableError::Kind::bad_value: return "bad_value";
-    case RankTableError::Kind::duplicate: return "duplicate";
-    case RankTableError::Kind::inconsistent: return "inconsistent";
-    case RankTableError::Kind::unsupported: return "unsupported";
-  }
-  return "unknown";
-}
-
 // Messages and details may quote bytes that are not UTF-8 (a command, a
 // path): decoded as os.fsdecode() would, so that the error itself is raised.
-py::str text(const std::string& bytes) {
-  PyObject* decoded = PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "surrogateescape");
-  if (!decoded) throw py::error_already_set();
-  return py::reinterpret_steal<py::str>(decoded);
-}
-
 void raise(const char* class_name, const char* message, const py::dict& attributes) {
   py::object cls = py::module_::import("davincirunsdk.errors").attr(class_name);
-  py::object exc = cls(text(message));
+  py::object exc = cls(fs_text(message));
   for (auto item : attributes) py::setattr(exc, item.first, item.second);
   PyErr_SetObject(cls.ptr(), exc.ptr());
 }
@@ -51,15 +30,15 @@ void bind_errors(py::module_&) {
       std::rethrow_exception(p);
     } catch (const RankTableError& e) {
       py::dict a;
-      a["kind"] = kind_name(e.kind());
-      a["source"] = text(e.source());
-      a["pointer"] = e.pointer() ? py::object(text(*e.pointer())) : py::object(py::none());
-      a["detail"] = text(e.detail());
+      a["kind"] = to_string(e.kind());
+      a["source"] = fs_text(e.source());
+      a["pointer"] = e.pointer() ? py::object(fs_text(*e.pointer())) : py::object(py::none());
+      a["detail"] = fs_text(e.detail());
       raise("RankTableError", e.what(), a);
     } catch (const SpawnError& e) {
       py::dict a;
       a["rank"] = e.rank();
-      a["command"] = text(e.command());
+      a["command"] = fs_text(e.command());
       a["os_errno"] = e.os_errno();
       a["exit_code"] = e.exit_code();
       raise("SpawnError", e.what(), a);
@@ -67,8 +46,12 @@ void bind_errors(py::module_&) {
       py::dict a;
       a["devices"] = py::cast(e.devices());
       a["holder_pid"] = e.holder_pid();
-      a["holder_description"] = text(e.holder_description());
+      a["holder_description"] = fs_text(e.holder_description());
       raise("DeviceBusyError", e.what(), a);
+    } catch (const OptionError& e) {
+      py::dict a;
+      a["option"] = e.option();
+      raise("LaunchConfigError", e.what(), a);
     } catch (const ConfigError& e) {
       raise("LaunchConfigError", e.what(), py::dict());
     } catch (const SystemError& e) {

@@ -10,7 +10,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <exception>
 #include <future>
 #include <memory>
@@ -19,9 +18,7 @@
 #include <thread>
 
 #include "bindings.hpp"
-#include "davincirun/console_sink.hpp"
-#include "davincirun/launcher.hpp"
-#include "queue_sink.hpp"
+#include "davincirun/davincirun.hpp"
 
 namespace py = pybind11;
 
@@ -31,21 +28,6 @@ namespace {
 
 double epoch_seconds(std::chrono::system_clock::time_point t) {
   return std::chrono::duration<double>(t.time_since_epoch()).count();
-}
-
-std::chrono::milliseconds to_millis(double seconds, const char* what) {
-  const double max_seconds = static_cast<double>(max_grace_period.count()) / 1000.0;
-  if (!std::isfinite(seconds) || seconds < 0 || seconds > max_seconds) {
-    throw py::value_error(std::string(what) + " must be a number of seconds between 0 and 86400");
-  }
-  return std::chrono::milliseconds(std::llround(seconds * 1000));
-}
-
-// Rank output is arbitrary bytes: show invalid UTF-8 as U+FFFD, never fail.
-py::str lenient_text(const std::string& bytes) {
-  PyObject* text = PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "replace");
-  if (!text) throw py::error_already_set();
-  return py::reinterpret_steal<py::str>(text);
 }
 
 enum class ConsoleMode { python, terminal, none };
@@ -102,28 +84,28 @@ class PyJob {
 
   /// Waits up to `seconds` for the end or, when `on_output`, for output;
   /// returns True once the job is over.
-  bool wait_for(double seconds, bool on_output) {
+  bool wait_for(std::chrono::milliseconds timeout, bool on_output) {
     if (done_.load()) return true;
-    queue_.wait(to_millis(seconds, "timeout"), on_output);
+    queue_.wait(timeout, on_output);
     return done_.load();
   }
 
   /// What arrived since the last call (lines within the display budget, or
   /// all of them when `everything`): (bytes of complete console lines,
-  /// lines skipped over the budget, [(label, progress text)], [(rank index,
-  /// exit code or None, signal or None, stopped by the launcher)], [(label,
-  /// its last line, shown or not)]). With `lines=False` the lines stay
-  /// queued (b"" and 0 are returned for them).
+  /// lines skipped over the budget, [(rank index, progress text)], [(rank
+  /// index, exit code or None, signal or None, stopped by the launcher)],
+  /// [(rank index, its last line, shown or not)]). With `lines=False` the
+  /// lines stay queued (b"" and 0 are returned for them).
   py::tuple take_output(bool everything, bool lines) {
-    QueueSink::Batch batch;
+    PolledSink::Batch batch;
     {
       py::gil_scoped_release release;
       batch = queue_.take(everything, lines);
     }
     py::list progress;
-    for (const auto& [label, text] : batch.progress) progress.append(py::make_tuple(lenient_text(label), lenient_text(text)));
+    for (const auto& [index, text] : batch.progress) progress.append(py::make_tuple(index, lenient_text(text)));
     py::list last_lines;
-    for (const auto& [label, text] : batch.last_lines) last_lines.append(py::make_tuple(lenient_text(label), lenient_text(text)));
+    for (const auto& [index, text] : batch.last_lines) last_lines.append(py::make_tuple(index, lenient_text(text)));
     py::list exits;
     for (const auto& e : batch.exits) {
       py::object code = py::none(), signal = py::none();
@@ -155,10 +137,10 @@ class PyJob {
   const std::string& run_dir() const { return job_->run_dir(); }
   std::vector<pid_t> pids() const { return job_->pids(); }
   pid_t supervisor_pid() const { return job_->supervisor_pid(); }
-  const char* tracking() const { return tracking_name(job_->tracking()); }
+  const char* tracking() const { return to_string(job_->tracking()); }
 
  private:
-  QueueSink queue_;
+  PolledSink queue_;
   std::unique_ptr<Job> job_;
   std::thread loop_;
   std::mutex join_mutex_;
@@ -167,79 +149,12 @@ class PyJob {
   std::exception_ptr error_;
 };
 
-LaunchPlan plan(std::vector<std::string> command, std::string rank_table_file, std::string work_dir,
-                std::string log_dir, std::optional<std::string> server_id,
-                std::vector<std::pair<std::string, std::string>> env, double grace_period,
-                double drain_timeout, double job_timeout, double wait_timeout, std::string device_dir,
-                std::string supervisor_program, std::optional<std::vector<int>> ranks_to_show,
-                std::vector<std::string> remove_after_job) {
-  LaunchOptions o;
-  o.remove_after_job = std::move(remove_after_job);
-  o.ranks_to_show = std::move(ranks_to_show);
-  o.supervisor_program = std::move(supervisor_program);
-  o.command = std::move(command);
-  o.rank_table_file = std::move(rank_table_file);
-  o.work_dir = std::move(work_dir);
-  o.log_dir = std::move(log_dir);
-  o.server_id = std::move(server_id);
-  o.env = std::move(env);
-  o.device_dir = std::move(device_dir);
-  o.supervisor.grace_period = to_millis(grace_period, "grace_period");
-  o.supervisor.drain_timeout = to_millis(drain_timeout, "drain_timeout");
-  if (!std::isfinite(job_timeout) || job_timeout < 0 || job_timeout > 365.0 * 86400.0) {
-    throw py::value_error("job_timeout must be a number of seconds between 0 (no limit) and one year");
-  }
-  // Rounded up: a positive timeout, however small, must not become 0 (no limit).
-  o.supervisor.job_timeout = std::chrono::milliseconds(static_cast<long long>(std::ceil(job_timeout * 1000)));
-  if (!std::isfinite(wait_timeout) || wait_timeout < 0 || wait_timeout > 365.0 * 86400.0) {
-    throw py::value_error("wait_timeout must be a number of seconds between 0 (no waiting) and one year");
-  }
-  o.wait_timeout = std::chrono::milliseconds(std::llround(wait_timeout * 1000));
-  o.progress = report_progress;  // both called on this thread, which waits without the GIL
-  o.keep_waiting = check_interrupt;
-  py::gil_scoped_release release;
-  return plan_launch(o, Environment::current());
-}
-
 }  // namespace
 
 void bind_job(py::module_& m) {
-  m.attr("DEFAULT_GRACE_PERIOD") = static_cast<double>(default_grace_period.count()) / 1000.0;
-  {
-    std::vector<std::string> names(identity_variable_names().begin(), identity_variable_names().end());
-    m.attr("IDENTITY_VARIABLES") = py::tuple(py::cast(names));
-  }
-  m.attr("DEFAULT_DRAIN_TIMEOUT") = static_cast<double>(default_drain_timeout.count()) / 1000.0;
-
-  py::class_<RankAssignment>(m, "RankAssignment")
-      .def_readonly("rank", &RankAssignment::rank)
-      .def_readonly("local_rank", &RankAssignment::local_rank)
-      .def_readonly("physical_device_id", &RankAssignment::physical_device_id)
-      .def_readonly("logical_device_id", &RankAssignment::logical_device_id)
-      .def_readonly("device_ip", &RankAssignment::device_ip);
-
-  py::class_<LaunchPlan>(m, "LaunchPlan")
-      .def_property_readonly("job_id", [](const LaunchPlan& p) { return p.job.job_id; })
-      .def_property_readonly("rank_table_file", [](const LaunchPlan& p) { return p.job.rank_table_file; })
-      .def_property_readonly("world_size", [](const LaunchPlan& p) { return p.job.world_size; })
-      .def_property_readonly("master_addr", [](const LaunchPlan& p) { return p.job.master_addr; })
-      .def_property_readonly("master_port", [](const LaunchPlan& p) { return p.job.master_port; })
-      .def_property_readonly("server_id", [](const LaunchPlan& p) { return p.table.servers[p.server_index].server_id; })
-      .def_property_readonly("warnings", [](const LaunchPlan& p) { return p.table.warnings; })
-      .def_readonly("ranks", &LaunchPlan::ranks)
-      .def_readonly("work_dir", &LaunchPlan::work_dir)
-      .def_readonly("log_dir", &LaunchPlan::log_dir)
-      .def_property_readonly("environments", [](const LaunchPlan& p) {
-        std::vector<std::vector<std::string>> out;
-        for (const auto& e : p.environments) out.push_back(e.entries());
-        return out;
-      });
-
-  m.def("plan_launch", &plan, py::arg("command"), py::arg("rank_table_file"), py::arg("work_dir"),
-        py::arg("log_dir"), py::arg("server_id"), py::arg("env"), py::arg("grace_period"),
-        py::arg("drain_timeout"), py::arg("job_timeout") = 0.0, py::arg("wait_timeout") = 300.0,
-        py::arg("device_dir") = "/dev", py::arg("supervisor_program") = "",
-        py::arg("ranks_to_show") = py::none(), py::arg("remove_after_job") = std::vector<std::string>{});
+  m.def(
+      "parent_pid", [](pid_t pid) { return parent_pid(pid); }, py::arg("pid"),
+      "The parent of process `pid`, from /proc; None when it does not exist.");
 
   m.def("colourize_prefixes", [](std::string_view lines) { return colourize_prefixes(lines); }, py::arg("lines"),
         "`lines` with each rank prefix in its rank's colour and each [davincirun] prefix in bold (ANSI).");
@@ -279,17 +194,8 @@ void bind_job(py::module_& m) {
       .def_readonly("leftover_processes_killed", &JobResult::leftover_processes_killed)
       .def_readonly("stop_signal", &JobResult::stop_signal)
       .def_readonly("summary_error", &JobResult::summary_error)
-      .def_property_readonly("tracking", [](const JobResult& r) { return tracking_name(r.tracking); })
-      .def_property_readonly("stop_reason", [](const JobResult& r) {
-        switch (r.stop_reason) {
-          case StopReason::none: return "none";
-          case StopReason::rank_failed: return "rank_failed";
-          case StopReason::requested: return "requested";
-          case StopReason::timed_out: return "timed_out";
-          case StopReason::signaled: return "signaled";
-        }
-        return "none";
-      })
+      .def_property_readonly("tracking", [](const JobResult& r) { return to_string(r.tracking); })
+      .def_property_readonly("stop_reason", [](const JobResult& r) { return to_string(r.stop_reason); })
       .def_property_readonly("success", &JobResult::success)
       .def_property_readonly("exit_code", &JobResult::exit_code)
       .def("failure_report",

@@ -2,11 +2,13 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <chrono>
-#include <cmath>
+#include <optional>
+#include <string>
 
 #include "bindings.hpp"
+#include "davincirun/console_sink.hpp"
 #include "davincirun/environment.hpp"
+#include "davincirun/plan.hpp"
 #include "davincirun/rank_table.hpp"
 #include "davincirun/rank_table_loader.hpp"
 #include "davincirun/server_identity.hpp"
@@ -17,7 +19,7 @@ namespace davincirun::python {
 
 void report_progress(const std::string& line) {
   py::gil_scoped_acquire gil;
-  py::module_::import("sys").attr("stderr").attr("write")("[davincirun] " + line + "\n");
+  py::module_::import("sys").attr("stderr").attr("write")(notice_line(line));
   if (PyErr_CheckSignals() != 0) throw py::error_already_set();
 }
 
@@ -53,11 +55,10 @@ void bind_rank_table(py::module_& m) {
   m.def(
       "wait_for_rank_table",
       [](const std::string& path, double wait_timeout) {
-        if (!std::isfinite(wait_timeout) || wait_timeout < 0 || wait_timeout > 365.0 * 86400.0) {
-          throw py::value_error("wait_timeout must be a number of seconds between 0 and one year");
-        }
+        LaunchOptions rules;  // the one range rule of wait_timeout
+        rules.set_seconds("wait_timeout", wait_timeout);
         RankTableLoadOptions options;
-        options.wait_timeout = std::chrono::milliseconds(std::llround(wait_timeout * 1000));
+        options.wait_timeout = rules.wait_timeout;
         options.progress = report_progress;
         options.keep_waiting = check_interrupt;
         py::gil_scoped_release release;
@@ -68,13 +69,17 @@ void bind_rank_table(py::module_& m) {
       "(table, resolved file path): the table at a file or directory, waiting for it.");
   m.def("write_normalized_rank_table", &write_normalized_rank_table, py::arg("table"), py::arg("path"),
         "Writes the 1.0/1.2 copy ranks read (mode 0600, a new file).");
+  py::class_<LocalServer>(m, "LocalServer", "This machine's part of a rank table.")
+      .def_readonly("index", &LocalServer::index, "Its server's position in the table's servers.")
+      .def_readonly("reason", &LocalServer::reason, "Why this machine is that server.")
+      .def_readonly("server", &LocalServer::server, "The server, narrowed to this pod's devices in a 0.1 table.");
   m.def(
-      "identify_server",
+      "find_local_server",
       [](const RankTable& table, std::optional<std::string> server_id) {
-        ServerMatch match = identify_server(table, Environment::current(), MachineIdentity::current(), server_id);
-        return std::make_pair(match.index, match.reason);
+        return find_local_server(table, Environment::current(), MachineIdentity::current(), server_id);
       },
-      py::arg("table"), py::arg("server_id") = std::nullopt, "(index, reason): this machine's server.");
+      py::arg("table"), py::arg("server_id") = std::nullopt,
+      "This machine's server (and pod) in `table`, from this process's environment and addresses.");
 }
 
 }  // namespace davincirun::python

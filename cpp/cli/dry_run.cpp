@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "davincirun/job.hpp"
+
 namespace davincirun::cli {
 
 namespace {
@@ -22,9 +24,9 @@ std::string describe_plan(const LaunchPlan& plan, const Environment& inherited) 
       server.server_id, plan.server_reason, plan.device_lock_dir.empty() ? "off" : plan.device_lock_dir);
   for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
     const RankAssignment& a = plan.ranks[i];
-    out += fmt::format("\nrank {} (local rank {}): physical device {}, logical device {}{}, log rank_{}.device_{}.log\n",
-                       a.rank, a.local_rank, a.physical_device_id, a.logical_device_id,
-                       a.device_ip ? ", device ip " + *a.device_ip : std::string(), a.rank, a.physical_device_id);
+    out += fmt::format("\nrank {} (local rank {}): physical device {}, logical device {}{}, log {}\n", a.rank,
+                       a.local_rank, a.physical_device_id, a.logical_device_id,
+                       a.device_ip ? ", device ip " + *a.device_ip : std::string(), rank_log_file_name(a));
     const Environment& env = plan.environments[i];
     for (const auto& entry : env.entries()) {
       const std::string name = name_of(entry);

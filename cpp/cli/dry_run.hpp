@@ -3,7 +3,8 @@
 
 #include <string>
 
-#include "davincirun/launcher.hpp"
+#include "davincirun/environment.hpp"
+#include "davincirun/plan.hpp"
 
 namespace davincirun::cli {
 

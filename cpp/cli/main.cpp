@@ -1,7 +1,7 @@
 // `davincirun`: the command-line front end of the launcher.
 //
 // The ranks run under a davincirun-supervisor process (see Job in
-// launcher.hpp), so even SIGKILL of this process leaves nothing running.
+// job.hpp), so even SIGKILL of this process leaves nothing running.
 // It owns the process's signals, which the library never touches: SIGINT,
 // SIGTERM, SIGHUP and SIGQUIT stop the job gracefully (unless they were
 // ignored when it started, as under nohup); SIGPIPE is ignored so that a
@@ -17,9 +17,7 @@
 
 #include <fmt/format.h>
 
-#include "davincirun/device_lock.hpp"
-#include "davincirun/errors.hpp"
-#include "davincirun/launcher.hpp"
+#include "davincirun/davincirun.hpp"
 #include "dry_run.hpp"
 #include "options.hpp"
 
@@ -77,12 +75,7 @@ int run(const davincirun::cli::CliOptions& cli) {
   LaunchOptions options = cli.launch;
   options.progress = [](const std::string& line) { inform(line); };
   LaunchPlan plan = plan_launch(options, inherited);
-  for (const auto& warning : plan.table.warnings) say("warning: " + warning);
-  for (const auto& [name, value] : cli.launch.env) {
-    for (std::string_view identity : identity_variable_names()) {
-      if (name == identity) say(fmt::format("warning: --env {} has no effect: the launcher sets it for each rank", name));
-    }
-  }
+  for (const auto& warning : plan.warnings) say("warning: " + warning);
   if (cli.dry_run) {
     std::string text = cli::describe_plan(plan, inherited);
     std::fputs(text.c_str(), stdout);
@@ -109,7 +102,7 @@ int run(const davincirun::cli::CliOptions& cli) {
   if (verbosity >= 2) {
     say(fmt::format("this machine is server {}: {}", server.server_id, plan.server_reason));
     say(fmt::format("job supervisor process: pid {} (tracking exits with {})", job.supervisor_pid(),
-                    tracking_name(job.tracking())));
+                    to_string(job.tracking())));
     const auto& pids = job.pids();
     for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
       const RankAssignment& a = plan.ranks[i];

@@ -1,11 +1,13 @@
 #include "options.hpp"
 
+#include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstdlib>
 #include <string_view>
 
 #include <fmt/format.h>
+
+#include "davincirun/errors.hpp"
 
 namespace davincirun::cli {
 
@@ -66,10 +68,6 @@ can take these values too: the messages on standard error say which it was.
 
 namespace {
 
-// A job may train for weeks; a year is a generous bound that still fits the
-// millisecond arithmetic.
-constexpr double max_job_timeout_seconds = 365.0 * 86400.0;
-
 // "0" or "0,4,7": rank ids, decimal, comma-separated.
 std::vector<int> parse_rank_list(std::string_view option, const std::string& text) {
   std::vector<int> ranks;
@@ -91,14 +89,21 @@ std::vector<int> parse_rank_list(std::string_view option, const std::string& tex
   return ranks;
 }
 
-double parse_seconds(std::string_view option, const std::string& text, double max_seconds) {
+// A duration flag: its value read as seconds, its range checked by the
+// option's own rule (LaunchOptions::set_seconds).
+void set_seconds(LaunchOptions& options, std::string_view flag, const std::string& text) {
   char* end = nullptr;
-  double value = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !std::isfinite(value) || value < 0 || value > max_seconds) {
-    throw UsageError(fmt::format("{} expects a number of seconds between 0 and {:g}, got '{}'", option, max_seconds,
-                                 text));
+  const double seconds = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0') {
+    throw UsageError(fmt::format("{} expects a number of seconds, got '{}'", flag, text));
   }
-  return value;
+  std::string name(flag.substr(2));  // "--grace-period" -> "grace_period"
+  std::replace(name.begin(), name.end(), '-', '_');
+  try {
+    options.set_seconds(name, seconds);
+  } catch (const OptionError& e) {
+    throw UsageError(fmt::format("{}: {}", flag, e.what()));
+  }
 }
 
 }  // namespace
@@ -127,24 +132,15 @@ CliOptions parse_command_line(int argc, char** argv) {
     } else if (name == "-V" || name == "--version") {
       out.version = true;
     } else if (name == "-r" || name == "--rank-table") {
-      out.launch.rank_table_file = value_of(name, arg);
+      out.launch.rank_table = value_of(name, arg);
     } else if (name == "-l" || name == "--log-dir") {
       out.launch.log_dir = value_of(name, arg);
     } else if (name == "-w" || name == "--work-dir") {
       out.launch.work_dir = value_of(name, arg);
     } else if (name == "--server-id") {
       out.launch.server_id = value_of(name, arg);
-    } else if (name == "--grace-period") {
-      const double max_grace = static_cast<double>(max_grace_period.count()) / 1000.0;
-      double seconds = parse_seconds(name, value_of(name, arg), max_grace);
-      out.launch.supervisor.grace_period = std::chrono::milliseconds(std::llround(seconds * 1000));
-    } else if (name == "--job-timeout") {
-      double seconds = parse_seconds(name, value_of(name, arg), max_job_timeout_seconds);
-      // Rounded up: a positive timeout, however small, must not become 0 (no limit).
-      out.launch.supervisor.job_timeout = std::chrono::milliseconds(static_cast<long long>(std::ceil(seconds * 1000)));
-    } else if (name == "--wait-timeout") {
-      double seconds = parse_seconds(name, value_of(name, arg), max_job_timeout_seconds);
-      out.launch.wait_timeout = std::chrono::milliseconds(std::llround(seconds * 1000));
+    } else if (name == "--grace-period" || name == "--job-timeout" || name == "--wait-timeout") {
+      set_seconds(out.launch, name, value_of(name, arg));
     } else if (name == "--ranks-to-show") {
       out.launch.ranks_to_show = parse_rank_list(name, value_of(name, arg));
     } else if (name == "--dry-run") {

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "davincirun/launcher.hpp"
+#include "davincirun/plan.hpp"
 
 namespace davincirun::cli {
 

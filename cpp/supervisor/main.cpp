@@ -1,10 +1,10 @@
 // `davincirun-supervisor`: the per-job supervisor process. Started only by
 // the launcher (davincirun::Job), which passes its end of the lifeline
-// socket as descriptor 3; see detail/job_host.hpp.
+// socket as descriptor 3; see job_host.hpp.
 #include <cstdio>
 #include <cstring>
 
-#include "detail/job_host.hpp"
+#include "job_host.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 2 || std::strcmp(argv[1], "--lifeline-fd=3") != 0) {

@@ -8,7 +8,7 @@
 #include <string>
 #include <thread>
 
-#include "davincirun/console_sink.hpp"
+#include "davincirun/non_blocking_sink.hpp"
 #include "test_support.hpp"
 
 using namespace davincirun;
@@ -18,7 +18,7 @@ namespace {
 // A console that blocks every write until released, like a paused pager.
 class GatedSink final : public LineSink {
  public:
-  void write(std::string_view lines) override { record(lines); }
+  void write(std::size_t, std::string_view lines) override { record(lines); }
   void notice(std::string_view lines) override { record(lines); }
   void release() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -50,11 +50,11 @@ TEST_CASE("a console that stops reading makes lines dropped, never the caller bl
   {
     NonBlockingSink sink(console, 100);
     // Every call returns at once although the console takes nothing yet.
-    for (int i = 0; i < 50; ++i) sink.write("[rank 0] line " + std::to_string(100 + i) + " of fifty\n");
+    for (int i = 0; i < 50; ++i) sink.write(0, "[rank 0] line " + std::to_string(100 + i) + " of fifty\n");
     sink.notice("[davincirun] a notice is never dropped\n");
     CHECK(sink.skipped_lines() > 40);
     console.release();
-    sink.write("[rank 0] after the stall\n");
+    sink.write(0, "[rank 0] after the stall\n");
     skipped = sink.skipped_lines();
   }  // the destructor writes out what is queued
   const std::string text = console.text();
@@ -76,9 +76,9 @@ TEST_CASE("a quiet rank's last words survive another rank's flood", "[console_si
   GatedSink console;
   {
     NonBlockingSink sink(console, 200);
-    sink.write("[rank 0] x\n");  // may be taken by the writer at once: something to block on
-    sink.write("[rank 0] last words of rank 0\n");
-    for (int i = 0; i < 100; ++i) sink.write("[rank 1] flood line " + std::to_string(1000 + i) + "\n");
+    sink.write(0, "[rank 0] x\n");  // may be taken by the writer at once: something to block on
+    sink.write(0, "[rank 0] last words of rank 0\n");
+    for (int i = 0; i < 100; ++i) sink.write(1, "[rank 1] flood line " + std::to_string(1000 + i) + "\n");
     console.release();
   }
   const std::string text = console.text();

@@ -20,7 +20,7 @@
 #include "davincirun/device_lock.hpp"
 #include "davincirun/environment.hpp"
 #include "davincirun/errors.hpp"
-#include "davincirun/launcher.hpp"
+#include "davincirun/plan.hpp"
 #include "davincirun/process.hpp"
 #include "test_support.hpp"
 
@@ -114,7 +114,7 @@ std::optional<DeviceBusyError> busy_error(const std::string& dir, const std::vec
 
 }  // namespace
 
-TEST_CASE("device locks: a set overlapping another process's is refused, naming the holder; nothing stays locked",
+TEST_CASE("device locks: a set overlapping another process's is refused, naming the holder, nothing stays locked",
           "[device_lock]") {
   TempDir tmp;
   const std::string dir = tmp / "locks";
@@ -315,7 +315,7 @@ TEST_CASE("device locks: a FIFO, a directory or a hard-linked file as lock file 
   if (::access((tmp / "other").c_str(), F_OK) == 0) CHECK(read_file(tmp / "other") == "other data\n");
 }
 
-TEST_CASE("device locks: another user's lock file is locked but never written nor truncated; one that is not "
+TEST_CASE("device locks: another user's lock file is locked but never written nor truncated, one that is not "
           "writable is refused unless busy",
           "[device_lock]") {
   if (::geteuid() != 0) {
@@ -431,7 +431,7 @@ TEST_CASE("device locks: a hard link to another user's file is refused by either
   CHECK(stat_of(victim).st_mtim.tv_sec == 1'000'000'000);
 }
 
-TEST_CASE("device locks: the plan takes an absolute lock directory only; empty means the default",
+TEST_CASE("device locks: the plan takes an absolute lock directory only, empty means the default",
           "[device_lock]") {
   TempDir tmp;
   write_file(tmp / "table.json",
@@ -439,7 +439,7 @@ TEST_CASE("device locks: the plan takes an absolute lock directory only; empty m
              R"({"server_id": "127.0.0.1", "device": [{"device_id": "0", "rank_id": "0"}]}]})");
   LaunchOptions options;
   options.command = {"true"};
-  options.rank_table_file = tmp / "table.json";
+  options.rank_table = tmp / "table.json";
   options.wait_timeout = std::chrono::milliseconds(0);
   Environment env;
   SECTION("empty: the default") {

@@ -6,7 +6,7 @@
 #include <csignal>
 #include <string>
 
-#include "davincirun/launcher.hpp"
+#include "davincirun/failure_report.hpp"
 #include "test_support.hpp"
 
 using namespace davincirun;

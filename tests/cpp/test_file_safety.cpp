@@ -13,7 +13,7 @@
 #include "davincirun/console_sink.hpp"
 #include "davincirun/errors.hpp"
 #include "davincirun/log_streamer.hpp"
-#include "detail/private_file.hpp"
+#include "common/private_file.hpp"
 #include "test_support.hpp"
 
 using namespace davincirun;
@@ -43,7 +43,7 @@ void create_log(const std::string& path) {
   REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
   NullLineSink console;
   try {
-    RankLog log("rank 0", fds[0], path, console);  // owns fds[0], also on failure
+    RankLog log(0, "rank 0", UniqueFd(fds[0]), path, console);  // owns fds[0], also on failure
   } catch (...) {
     ::close(fds[1]);
     throw;

@@ -70,12 +70,12 @@ void end_stream(Pipe& pipe, RankLog& log, StreamScratch& buffer) {
 
 }  // namespace
 
-TEST_CASE("raw bytes reach the log file unchanged; the console gets prefixed whole lines", "[log_streamer]") {
+TEST_CASE("raw bytes reach the log file unchanged, the console gets prefixed whole lines", "[log_streamer]") {
   TempDir dir;
   RecordingSink console;
   Pipe pipe;
   StreamScratch buffer(4096);
-  RankLog log("rank 0", pipe.read_fd, dir / "rank_0.log", console);
+  RankLog log(0, "rank 0", UniqueFd(pipe.read_fd), dir / "rank_0.log", console);
   CHECK(log.open());
   CHECK(log.log_path() == dir / "rank_0.log");
 
@@ -122,7 +122,7 @@ TEST_CASE("a line longer than max_line_bytes reaches the console in marked chunk
     buffer.input.resize(1 << 20);
     piece = 1 << 20;
   }
-  RankLog log("r", pipe.read_fd, dir / "r.log", console);
+  RankLog log(0, "r", UniqueFd(pipe.read_fd), dir / "r.log", console);
   const std::string data = line + "\nnext\n" + line.substr(0, max + 5);
   feed(pipe, log, buffer, data, piece);
   end_stream(pipe, log, buffer);
@@ -143,7 +143,7 @@ TEST_CASE("a line of exactly max_line_bytes is passed whole", "[log_streamer]") 
   RecordingSink console;
   Pipe pipe;
   StreamScratch buffer(4096);
-  RankLog log("r", pipe.read_fd, dir / "r.log", console);
+  RankLog log(0, "r", UniqueFd(pipe.read_fd), dir / "r.log", console);
   const std::string line(RankLog::max_line_bytes, 'x');
   feed(pipe, log, buffer, line + "\n", 10000);
   end_stream(pipe, log, buffer);
@@ -155,7 +155,7 @@ TEST_CASE("read_available stops after its budget and resumes where it stopped", 
   RecordingSink console;
   Pipe pipe;
   StreamScratch buffer(1000);
-  RankLog log("r", pipe.read_fd, dir / "r.log", console);
+  RankLog log(0, "r", UniqueFd(pipe.read_fd), dir / "r.log", console);
   std::string data;
   for (int i = 0; i < 1000; ++i) data += "line " + std::to_string(i) + "\n";  // < 64 KiB
   REQUIRE(::write(pipe.write_fd, data.data(), data.size()) == static_cast<ssize_t>(data.size()));
@@ -176,7 +176,7 @@ TEST_CASE("the log file is created private and never over an existing path or sy
 
   SECTION("created with mode 0600") {
     Pipe pipe;
-    RankLog log("r", pipe.read_fd, dir / "new.log", console);
+    RankLog log(0, "r", UniqueFd(pipe.read_fd), dir / "new.log", console);
     struct stat st {};
     REQUIRE(::lstat((dir / "new.log").c_str(), &st) == 0);
     CHECK(S_ISREG(st.st_mode));
@@ -202,7 +202,7 @@ TEST_CASE("the log file is created private and never over an existing path or sy
     const std::string before = read_file(path);
     Pipe pipe;
     try {
-      RankLog log("r", pipe.read_fd, path, console);
+      RankLog log(0, "r", UniqueFd(pipe.read_fd), path, console);
       FAIL("RankLog accepted " << path);
     } catch (const SystemError& e) {
       CHECK(e.os_errno() == EEXIST);
@@ -269,7 +269,7 @@ TEST_CASE("read_log_tail with max_lines 0 returns nothing", "[log_streamer]") {
 TEST_CASE("FdLineSink writes lines to its descriptor", "[log_streamer]") {
   Pipe pipe;
   FdLineSink sink(pipe.write_fd);
-  sink.write("[rank 0] one\n[rank 1] two\n");
+  sink.write(0, "[rank 0] one\n[rank 1] two\n");
   CHECK_FALSE(sink.broken());
   pipe.close_write();
   char got[64] = {};
@@ -283,8 +283,8 @@ TEST_CASE("FdLineSink on a pipe nobody reads becomes broken instead of failing",
   Pipe pipe;
   ::close(pipe.read_fd);
   FdLineSink sink(pipe.write_fd);
-  sink.write("[rank 0] nobody listens\n");
+  sink.write(0, "[rank 0] nobody listens\n");
   CHECK(sink.broken());
-  sink.write("[rank 0] still nobody\n");  // silently dropped
+  sink.write(0, "[rank 0] still nobody\n");  // silently dropped
   CHECK(sink.broken());
 }

@@ -12,7 +12,9 @@
 #include <utility>
 #include <vector>
 
+#include "davincirun/console_sink.hpp"
 #include "davincirun/log_streamer.hpp"
+#include "davincirun/non_blocking_sink.hpp"
 #include "test_support.hpp"
 
 using namespace davincirun;
@@ -20,7 +22,7 @@ using namespace davincirun_test;
 
 namespace {
 
-using Progress = std::vector<std::pair<std::string, std::string>>;
+using Progress = std::vector<std::pair<std::size_t, std::string>>;
 
 // One rank's stream: every write() below is one read of the RankLog.
 class Stream {
@@ -29,7 +31,7 @@ class Stream {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2");
     write_fd_ = fds[1];
-    log_.emplace("rank 0", fds[0], dir_ / "rank_0.log", console);
+    log_.emplace(0, "rank 0", UniqueFd(fds[0]), dir_ / "rank_0.log", console);
   }
   ~Stream() {
     if (write_fd_ >= 0) ::close(write_fd_);
@@ -58,13 +60,13 @@ class Stream {
 
 Progress progress_of(std::initializer_list<const char*> texts) {
   Progress out;
-  for (const char* t : texts) out.emplace_back("rank 0", t);
+  for (const char* t : texts) out.emplace_back(0, t);
   return out;
 }
 
 }  // namespace
 
-TEST_CASE("a tqdm-style bar ('\\r' before each state) is one line on the console", "[progress]") {
+TEST_CASE("a tqdm-style bar (a CR before each state) is one line on the console", "[progress]") {
   Stream s;
   s.write("epoch 1\n");
   for (int i = 1; i <= 100; ++i) s.write("\r" + std::to_string(i) + "%|bar|");
@@ -73,12 +75,12 @@ TEST_CASE("a tqdm-style bar ('\\r' before each state) is one line on the console
   s.end();
   CHECK(s.console.text() == "[rank 0] epoch 1\n[rank 0] 100%|bar|\n[rank 0] done\n");
   Progress expected;
-  for (int i = 1; i <= 100; ++i) expected.emplace_back("rank 0", std::to_string(i) + "%|bar|");
-  expected.emplace_back("rank 0", "");  // the line is finished
+  for (int i = 1; i <= 100; ++i) expected.emplace_back(0, std::to_string(i) + "%|bar|");
+  expected.emplace_back(0, "");  // the line is finished
   CHECK(s.console.progress_calls() == expected);
 }
 
-TEST_CASE("a counter printed with end='\\r' shows its latest value; bare '\\r's erase nothing", "[progress]") {
+TEST_CASE("a counter printed with end=CR shows its latest value, bare CRs erase nothing", "[progress]") {
   Stream s;
   s.write("1\r");
   s.write("2\r");
@@ -97,10 +99,10 @@ TEST_CASE("several redraws in one read give one progress call with the last stat
   CHECK(s.console.text() == "[rank 0] d\n");
   CHECK(s.console.progress_calls() == progress_of({"d", ""}));
   // The line comes first, then the progress is cleared.
-  CHECK(s.console.events().back() == "progress rank 0: ");
+  CHECK(s.console.events().back() == "progress 0: ");
 }
 
-TEST_CASE("\"\\r\\n\" is a line end, also split across two reads", "[progress]") {
+TEST_CASE("CR LF is a line end, also split across two reads", "[progress]") {
   Stream s;
   s.write("windows line\r\n");
   s.write("split\r");
@@ -111,7 +113,7 @@ TEST_CASE("\"\\r\\n\" is a line end, also split across two reads", "[progress]")
   CHECK(s.console.progress_calls() == progress_of({"split", ""}));
 }
 
-TEST_CASE("text before a '\\r' inside a line is what a terminal overwrites", "[progress]") {
+TEST_CASE("text before a CR inside a line is what a terminal overwrites", "[progress]") {
   Stream s;
   s.write("old text\rnew\n");
   s.write("keep\rthis\r\r\n");
@@ -134,7 +136,7 @@ TEST_CASE("progress text is cut at max_progress_bytes on a UTF-8 boundary", "[pr
   CHECK(s.console.text() == "[rank 0] " + text + "\n");  // the line itself is whole
 }
 
-TEST_CASE("text waiting for its newline is progress until the line ends; whole lines are not", "[progress]") {
+TEST_CASE("text waiting for its newline is progress until the line ends, whole lines are not", "[progress]") {
   Stream s;
   s.write("loading");
   s.write("...");
@@ -161,7 +163,7 @@ TEST_CASE("nested bars (cursor moved up after each redraw) are progress, never l
   // the inner bar's never do.
   CHECK(s.console.text() == "[rank 0] epoch 1/2\n[rank 0] epoch 2/2\n[rank 0] epoch summary\n");
   const Progress calls = s.console.progress_calls();
-  CHECK(std::find(calls.begin(), calls.end(), Progress::value_type{"rank 0", "batch 2/3\x1b[A"}) != calls.end());
+  CHECK(std::find(calls.begin(), calls.end(), Progress::value_type{0, "batch 2/3\x1b[A"}) != calls.end());
   CHECK(calls.back().second.empty());
 }
 
@@ -169,21 +171,22 @@ TEST_CASE("NonBlockingSink passes progress and exits on in order with the lines"
   RecordingSink target;
   {
     NonBlockingSink sink(target);
-    sink.write("[rank 0] a\n");
-    sink.progress("rank 0", "50%");
-    sink.write("[rank 0] b\n");
+    sink.write(0, "[rank 0] a\n");
+    sink.progress(0, "50%");
+    sink.write(0, "[rank 0] b\n");
     sink.rank_exited(0, ExitStatus{ExitStatus::Kind::exited, 3}, false);
     sink.rank_exited(1, ExitStatus{ExitStatus::Kind::signaled, 15}, true);
   }
-  CHECK(target.events() == std::vector<std::string>{"lines [rank 0] a\n", "progress rank 0: 50%", "lines [rank 0] b\n",
+  CHECK(target.events() == std::vector<std::string>{"lines [rank 0] a\n", "progress 0: 50%", "lines [rank 0] b\n",
                                                     "exit 0: exit code 3", "exit 1: signal 15 (SIGTERM) (stopped)"});
 }
 
 TEST_CASE("a console that does not want progress (a terminal) gets none, and the same lines", "[progress]") {
   class LinesOnly final : public LineSink {
    public:
-    void write(std::string_view lines) override { text += lines; }
-    void progress(std::string_view, std::string_view) override { ++progress_calls; }
+    void write(std::size_t, std::string_view lines) override { text += lines; }
+    void notice(std::string_view lines) override { text += lines; }
+    void progress(std::size_t, std::string_view) override { ++progress_calls; }
     std::string text;
     int progress_calls = 0;
   } console;
@@ -192,7 +195,7 @@ TEST_CASE("a console that does not want progress (a terminal) gets none, and the
   TempDir dir;
   int fds[2];
   REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
-  RankLog log("rank 0", fds[0], dir / "rank_0.log", console);
+  RankLog log(0, "rank 0", UniqueFd(fds[0]), dir / "rank_0.log", console);
   StreamScratch scratch(4096);
   const std::string data = "\r10%\r20%\rdone\nloading...";
   REQUIRE(::write(fds[1], data.data(), data.size()) == static_cast<ssize_t>(data.size()));
@@ -221,13 +224,13 @@ TEST_CASE("a terminal console shows progress in a status line under the finished
   int fds[2];
   REQUIRE(::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0);
   {
-    FdLineSink sink(fds[1], -1, false, false, true);
+    FdLineSink sink(fds[1], -1, ConsoleStyle{false, false, true}, {"rank 0", "rank 1"});
     CHECK(sink.wants_progress());
-    sink.progress("rank 0", "10%|#");
-    sink.progress("rank 1", "\x1b[31m5%\x1b[0m|");  // the rank's own escape codes are left out
-    sink.write("[rank 0] epoch 1\n");
-    sink.progress("rank 0", "");
-    sink.progress("rank 1", "");
+    sink.progress(0, "10%|#");
+    sink.progress(1, "\x1b[31m5%\x1b[0m|");  // the rank's own escape codes are left out
+    sink.write(0, "[rank 0] epoch 1\n");
+    sink.progress(0, "");
+    sink.progress(1, "");
   }
   std::string got(4096, '\0');
   const ssize_t n = ::read(fds[0], got.data(), got.size());
@@ -247,10 +250,10 @@ TEST_CASE("the status line is cut to the width at a character boundary", "[conso
   int fds[2];
   REQUIRE(::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0);
   {
-    FdLineSink sink(fds[1], -1, false, false, true);
+    FdLineSink sink(fds[1], -1, ConsoleStyle{false, false, true}, {"rank 0", "rank 1"});
     std::string bar;
     for (int i = 0; i < 100; ++i) bar += "\xe2\x96\x88";  // 100 × U+2588, 3 bytes each
-    sink.progress("rank 0", bar);
+    sink.progress(0, bar);
   }
   std::string got(4096, '\0');
   const ssize_t n = ::read(fds[0], got.data(), got.size());

@@ -142,7 +142,7 @@ TEST_CASE("a syntax error names line, column and byte", "[rank_table]") {
 TEST_CASE("a number beyond a double's range is a syntax error at its position", "[rank_table]") {
   const std::string head = "{\n  \"version\": \"1.0\",\n  \"server_list\": [{\"server_id\": \"a\", \"device\": [\n"
                            "    {\"device_id\": ";
-  for (const std::string number : {std::string("1e400"), std::string("-1e400"), std::string("123456789e999"),
+  for (const std::string& number : {std::string("1e400"), std::string("-1e400"), std::string("123456789e999"),
                                    "1" + std::string(400, '0') + ".5"}) {
     CAPTURE(number);
     const std::string text = head + number + ", \"rank_id\": \"0\"}]}]}";

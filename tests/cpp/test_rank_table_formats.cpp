@@ -36,9 +36,9 @@ TEST_CASE("0.1: pods are ordered by their number and keep their devices", "[rank
   CHECK(first.server_id == "10.0.0.21");
   CHECK(first.pod_names == std::vector<std::string>{"job0a1b2c3d-job-demo-0"});
   REQUIRE(first.devices.size() == 4);
-  for (int j = 0; j < 4; ++j) {
-    CHECK(first.devices[j].device_id == j);
-    CHECK(first.devices[j].rank_id == j);
+  for (std::size_t j = 0; j < 4; ++j) {
+    CHECK(first.devices[j].device_id == static_cast<int>(j));
+    CHECK(first.devices[j].rank_id == static_cast<int>(j));
     CHECK(first.devices[j].pod_name == some("job0a1b2c3d-job-demo-0"));
   }
   CHECK(table.servers[1].devices[0].rank_id == 4);
@@ -93,7 +93,7 @@ TEST_CASE("0.1: pods sharing a server_id become one server", "[rank_table]") {
     Json pod = three[at("/group_list/0/instance_list/0")];
     pod["pod_name"] = "job0a1b2c3d-job-demo-2";
     pod["server_id"] = "10.0.0.23";
-    for (int d = 0; d < 4; ++d) pod["devices"][d]["device_ip"] = "192.9.0." + std::to_string(d);
+    for (std::size_t d = 0; d < 4; ++d) pod["devices"][d]["device_ip"] = "192.9.0." + std::to_string(d);
     three[at("/group_list/0/instance_list/0/pod_name")] = "job0a1b2c3d-job-demo-5";
     three["group_list"][0]["instance_list"].push_back(pod);
     three["group_list"][0]["device_count"] = "12";
@@ -181,7 +181,9 @@ TEST_CASE("0.1: groups without devices are skipped", "[rank_table]") {
   second["instance_list"].erase(1);
   second["instance_list"][0]["server_id"] = "10.0.0.30";
   second["instance_list"][0]["pod_name"] = "job-other-0";
-  for (int d = 0; d < 4; ++d) second["instance_list"][0]["devices"][d]["device_ip"] = "10.9.0." + std::to_string(d);
+  for (std::size_t d = 0; d < 4; ++d) {
+    second["instance_list"][0]["devices"][d]["device_ip"] = "10.9.0." + std::to_string(d);
+  }
   second["device_count"] = "4";
   second["instance_count"] = "1";
   doc["group_list"].push_back(second);

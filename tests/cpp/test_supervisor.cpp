@@ -254,9 +254,9 @@ TEST_CASE("a rank that cannot start stops the job before it runs", "[supervisor]
                                 launch(dir, 1, {helper("child_exit"), "0"}),
                                 launch(dir, 2, {helper("child_exit"), "0"})};
   RankLaunch& bad = ranks[1];
-  auto file = [&dir](const std::string& name, const char* text, mode_t mode) {
+  auto file = [&dir](const std::string& name, const char* text, mode_t file_mode) {
     write_file(dir / name, text);
-    REQUIRE(::chmod((dir / name).c_str(), mode) == 0);
+    REQUIRE(::chmod((dir / name).c_str(), file_mode) == 0);
     return dir / name;
   };
   int expected_errno = ENOENT;
@@ -448,7 +448,7 @@ TEST_CASE("a process holding a rank's output after leaving its group cannot hang
 }
 
 
-TEST_CASE("a rank not shown live writes only to its log file; notices still reach the console", "[supervisor]") {
+TEST_CASE("a rank not shown live writes only to its log file, notices still reach the console", "[supervisor]") {
   FOR_EACH_SUPERVISION_MODE(mode, Modes::all);
   TempDir dir;
   RecordingSink console;

@@ -19,7 +19,7 @@
 
 #include "davincirun/errors.hpp"
 #include "davincirun/supervisor.hpp"
-#include "detail/descendants.hpp"
+#include "process/descendants.hpp"
 #include "test_supervisor_support.hpp"
 
 using namespace davincirun;

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "davincirun/console_sink.hpp"
 #include "davincirun/log_streamer.hpp"
 
 namespace davincirun_test {
@@ -65,24 +66,35 @@ inline void write_file(const std::string& path, std::string_view data) {
 }
 
 /// A console sink that keeps everything it receives, one string per write()
-/// call. Thread-safe, so another thread can wait for a line to appear.
+/// or notice() call. Thread-safe, so another thread can wait for a line to appear.
 class RecordingSink final : public davincirun::LineSink {
  public:
-  void write(std::string_view lines) override {
+  void write(std::size_t index, std::string_view lines) override {
     std::lock_guard<std::mutex> lock(mutex_);
     calls_.emplace_back(lines);
+    indexes_.push_back(index);
     events_.push_back("lines " + std::string(lines));
     text_.append(lines);
     changed_.notify_all();
   }
+  void notice(std::string_view lines) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    calls_.emplace_back(lines);
+    indexes_.push_back(notice_index);
+    events_.push_back("lines " + std::string(lines));
+    text_.append(lines);
+    changed_.notify_all();
+  }
+  /// The index recorded for a notice() call.
+  static constexpr std::size_t notice_index = static_cast<std::size_t>(-1);
   std::string text() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return text_;
   }
-  void progress(std::string_view label, std::string_view text) override {
+  void progress(std::size_t index, std::string_view text) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    progress_.emplace_back(std::string(label), std::string(text));
-    events_.push_back("progress " + std::string(label) + ": " + std::string(text));
+    progress_.emplace_back(index, std::string(text));
+    events_.push_back("progress " + std::to_string(index) + ": " + std::string(text));
   }
   bool wants_progress() const noexcept override { return true; }
   void rank_exited(std::size_t index, davincirun::ExitStatus status, bool stopped) override {
@@ -93,8 +105,13 @@ class RecordingSink final : public davincirun::LineSink {
     std::lock_guard<std::mutex> lock(mutex_);
     return calls_;
   }
-  /// Every progress() call: (label, text).
-  std::vector<std::pair<std::string, std::string>> progress_calls() const {
+  /// The rank index of each call of calls() (notice_index for a notice).
+  std::vector<std::size_t> call_indexes() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return indexes_;
+  }
+  /// Every progress() call: (rank index, text).
+  std::vector<std::pair<std::size_t, std::string>> progress_calls() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return progress_;
   }
@@ -118,7 +135,8 @@ class RecordingSink final : public davincirun::LineSink {
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<std::string> calls_;
-  std::vector<std::pair<std::string, std::string>> progress_;
+  std::vector<std::size_t> indexes_;
+  std::vector<std::pair<std::size_t, std::string>> progress_;
   std::vector<std::string> events_;
   std::string text_;
 };

@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -24,7 +25,7 @@
 
 #include "davincirun/errors.hpp"
 #include "davincirun/rank_table.hpp"
-#include "detail/rank_table_checker.hpp"
+#include "rank_table/rank_table_checker.hpp"
 
 namespace {
 
@@ -45,13 +46,16 @@ void expect(bool ok, const std::string& what) {
   if (!ok) finding(what);
 }
 
-// The address bytes of an IPv4/IPv6 literal, computed here rather than with
-// the parser's own helper so that the two can disagree.
+// The address bytes of an IPv4/IPv6 literal (an IPv4-mapped IPv6 address
+// as the IPv4 address it carries), computed here rather than with the
+// parser's own helper so that the two can disagree.
 std::optional<std::string> address_bytes(const std::string& text) {
   if (text.find('\0') != std::string::npos) return std::nullopt;
   unsigned char bytes[sizeof(in6_addr)];
   if (::inet_pton(AF_INET, text.c_str(), bytes) == 1) return std::string(reinterpret_cast<char*>(bytes), 4);
   if (::inet_pton(AF_INET6, text.c_str(), bytes) == 1) {
+    static constexpr unsigned char v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (std::equal(v4_mapped, v4_mapped + 12, bytes)) return std::string(reinterpret_cast<char*>(bytes + 12), 4);
     return std::string(reinterpret_cast<char*>(bytes), sizeof(in6_addr));
   }
   return std::nullopt;
@@ -66,12 +70,17 @@ void check_table(const RankTable& table) {
   std::size_t devices = 0;
   std::set<int> ranks;
   std::set<std::string> server_ids;
+  std::set<std::string> server_keys;
   std::set<std::string> ips;
   const bool multi_server = table.servers.size() > 1;
   for (const auto& server : table.servers) {
     expect(!server.server_id.empty() && server.server_id.size() <= 64,
            "server_id empty or longer than 64 bytes: " + server.server_id);
     expect(server_ids.insert(server.server_id).second, "server_id repeated: " + server.server_id);
+    // Server ids that are addresses are one server when they name one address.
+    const auto address = address_bytes(server.server_id);
+    expect(server_keys.insert(address ? "a" + *address : "n" + server.server_id).second,
+           "server_id names the address of another server: " + server.server_id);
     expect(!server.devices.empty(), "server " + server.server_id + " has no devices");
     expect(v0 == !server.pod_names.empty(), "pod_names set on a 1.x table or empty on a 0.1 table");
 

@@ -43,4 +43,8 @@ std::vector<RankAssignment> allocate_ranks(const RankTable& table, std::size_t s
                                            const std::vector<int>& present,
                                            const std::optional<std::vector<int>>& rt_visible = std::nullopt);
 
+/// The same for one server, e.g. LocalServer::server (narrowed to this pod).
+std::vector<RankAssignment> allocate_ranks(const RankTableServer& server, const std::vector<int>& present,
+                                           const std::optional<std::vector<int>>& rt_visible = std::nullopt);
+
 }  // namespace davincirun

@@ -1,8 +1,11 @@
 // Typed errors reported by davincirun.
 //
-// Failures caused by the environment (bad input, OS refusals) are thrown as one
-// of the exceptions below; each message names what went wrong and where.
-// Programming errors (broken invariants) are assertions, not exceptions.
+// Failures caused by the input or the environment (a bad rank table or
+// option, a missing program, an OS refusal) are thrown as one of the
+// exceptions below, all derived from davincirun::Error; each message names
+// what went wrong and where. Misuse of the API itself (a broken
+// precondition, e.g. Job::wait() called twice, ChildProcess::reap() after
+// the child was reaped) throws std::logic_error, which is not an Error.
 #pragma once
 
 #include <sys/types.h>
@@ -10,6 +13,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace davincirun {
@@ -56,11 +60,29 @@ class RankTableError : public Error {
   std::string detail_;
 };
 
+/// "io", "empty", "syntax", "shape", "missing", "bad_value", "duplicate",
+/// "inconsistent" or "unsupported".
+const char* to_string(RankTableError::Kind kind) noexcept;
+
 /// A launch that cannot be configured as asked: empty command, no rank table
 /// given, this machine not found in the table, log directory unusable...
 class ConfigError : public Error {
  public:
   using Error::Error;
+};
+
+/// One launch option breaks its rule (LaunchOptions::validate() in plan.hpp):
+/// a timeout out of range, a variable name with '=', a NUL byte in a path...
+/// `what()` names the option as front ends spell it ("grace_period",
+/// "env", "ranks_to_show").
+class OptionError : public ConfigError {
+ public:
+  OptionError(std::string option, const std::string& message) : ConfigError(message), option_(std::move(option)) {}
+  /// The option's name, e.g. "grace_period" (the CLI flag is --grace-period).
+  const std::string& option() const noexcept { return option_; }
+
+ private:
+  std::string option_;
 };
 
 /// Devices of this job are locked by another job (device_lock.hpp); nothing

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "davincirun/console_sink.hpp"
+#include "davincirun/unique_fd.hpp"
 
 namespace davincirun {
 
@@ -45,16 +46,16 @@ class RankLog {
   /// cut at a UTF-8 character boundary).
   static constexpr std::size_t max_progress_bytes = 1024;
 
-  /// Takes ownership of `pipe_fd` (made non-blocking here) and creates the
-  /// log file at `log_path` (O_EXCL, never following a symlink, mode 0600).
-  /// `label` prefixes console lines: "[<label>] ". Throws SystemError when
-  /// the file cannot be created.
-  RankLog(std::string label, int pipe_fd, std::string log_path, LineSink& console);
-  RankLog(RankLog&&) noexcept;
+  /// Takes `pipe` (made non-blocking here) and creates the log file at
+  /// `log_path` (O_EXCL, never following a symlink, mode 0600). `index` is
+  /// the rank's index in its job, which names it to `console`; `label`
+  /// prefixes its console lines: "[<label>] ". Throws SystemError when the
+  /// file cannot be created.
+  RankLog(std::size_t index, std::string label, UniqueFd pipe, std::string log_path, LineSink& console);
+  RankLog(RankLog&&) noexcept = default;
   RankLog& operator=(RankLog&&) = delete;
   RankLog(const RankLog&) = delete;
   RankLog& operator=(const RankLog&) = delete;
-  ~RankLog();
 
   enum class ReadResult {
     would_block,  ///< the pipe is empty for now
@@ -69,8 +70,8 @@ class RankLog {
   /// the pipe and the file. Idempotent.
   void finish();
 
-  int pipe_fd() const noexcept { return pipe_fd_; }
-  bool open() const noexcept { return pipe_fd_ >= 0; }
+  int pipe_fd() const noexcept { return pipe_.get(); }
+  bool open() const noexcept { return static_cast<bool>(pipe_); }
   const std::string& log_path() const noexcept { return log_path_; }
   /// Bytes received from the rank (all of them reached the file unless file_error()).
   std::uint64_t bytes() const noexcept { return bytes_; }
@@ -85,11 +86,11 @@ class RankLog {
   void report_progress();
   static bool moves_cursor_up(std::string_view line);
 
-  std::string label_;
+  std::size_t index_;
   std::string prefix_;       // "[label] "
   std::string cont_prefix_;  // "[label]+ "
-  int pipe_fd_ = -1;
-  int file_fd_ = -1;
+  UniqueFd pipe_;
+  UniqueFd file_;
   std::string log_path_;
   LineSink* console_;
   std::string partial_;      // bytes of the current line not yet sent to the console
@@ -100,6 +101,9 @@ class RankLog {
   std::uint64_t bytes_ = 0;
   std::optional<std::string> file_error_;
 };
+
+/// "would_block", "budget_spent" or "eof".
+const char* to_string(RankLog::ReadResult result) noexcept;
 
 /// The last `max_lines` lines of the file at `path`, reading at most
 /// `max_bytes` from its end, each as a terminal shows it (a line redrawn

@@ -7,7 +7,10 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "davincirun/unique_fd.hpp"
 
 namespace davincirun {
 
@@ -27,6 +30,9 @@ struct ExitStatus {
   /// "exit code 3", "signal 11 (SIGSEGV)" or "unknown exit status".
   std::string describe() const;
 };
+
+/// "exited", "signaled" or "unknown".
+const char* to_string(ExitStatus::Kind kind) noexcept;
 
 /// What to start.
 struct ProcessSpec {
@@ -88,12 +94,11 @@ class ChildProcess {
   pid_t pid() const noexcept { return pid_; }
   /// Readable (EPOLLIN) once the process has exited. -1 after reaping, and
   /// always without ProcessSpec::use_pidfd.
-  int pidfd() const noexcept { return pidfd_; }
+  int pidfd() const noexcept { return pidfd_.get(); }
   /// Read end of the merged stdout/stderr pipe; -1 once released.
-  int output_fd() const noexcept { return output_fd_; }
-  /// Hands the output pipe to the caller (who then closes it). -1 without
-  /// ProcessSpec::capture_output.
-  int release_output_fd() noexcept;
+  int output_fd() const noexcept { return output_fd_.get(); }
+  /// Hands the output pipe over; empty without ProcessSpec::capture_output.
+  UniqueFd release_output_fd() noexcept { return std::move(output_fd_); }
 
   /// Sends `signal` to the whole process group while the leader is not yet
   /// reaped (so the group id cannot have been reused), and to the process
@@ -109,13 +114,17 @@ class ChildProcess {
   bool reaped() const noexcept { return pid_ <= 0; }
 
  private:
-  ChildProcess(pid_t pid, int pidfd, int output_fd) noexcept;
+  ChildProcess(pid_t pid, UniqueFd pidfd, UniqueFd output_fd) noexcept;
   void kill_and_reap() noexcept;
 
   pid_t pid_ = -1;
-  int pidfd_ = -1;
-  int output_fd_ = -1;
+  UniqueFd pidfd_;
+  UniqueFd output_fd_;
 };
+
+/// The parent of process `pid`, read from /proc/<pid>/stat; nullopt when
+/// the process does not exist or cannot be read.
+std::optional<pid_t> parent_pid(pid_t pid);
 
 /// Finds the executable for `argv0` like execvp: names containing '/' are used
 /// as they are (relative to the child's work_dir); others are searched in

@@ -1,4 +1,5 @@
-// Server identity: which server of the rank table this machine is.
+// Server identity: which server of the rank table this machine is, and
+// which of its devices are this machine's (this pod's, when pods share it).
 //
 // Rules, tried in order; the first rule that matches decides (reference:
 // docs/rank-tables.md, "Which server is this machine"):
@@ -52,5 +53,23 @@ struct ServerMatch {
 /// each rule with the values it looked at).
 ServerMatch identify_server(const RankTable& table, const Environment& env, const MachineIdentity& machine,
                             const std::optional<std::string>& explicit_server_id);
+
+/// This machine's part of the table.
+struct LocalServer {
+  std::size_t index = 0;   ///< into table.servers
+  std::string reason;      ///< as ServerMatch::reason
+  /// table.servers[index], narrowed to this pod's devices (and rank_start)
+  /// when pods of a 0.1 table share the server.
+  RankTableServer server;
+};
+
+/// identify_server(), then the pod: in a 0.1 table two pods (containers) on
+/// one host share a server_id, which the parser merges into one server, and
+/// each pod starts only its own devices, found by its pod name
+/// (MA_CURRENT_INSTANCE_NAME, else BATCH_TASK_CURRENT_INSTANCE, as
+/// ModelArts sets them). Throws ConfigError as identify_server() does, and
+/// when the server holds several pods and neither variable names one of them.
+LocalServer find_local_server(const RankTable& table, const Environment& env, const MachineIdentity& machine,
+                              const std::optional<std::string>& explicit_server_id);
 
 }  // namespace davincirun

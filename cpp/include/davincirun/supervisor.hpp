@@ -24,6 +24,7 @@
 
 #include "davincirun/log_streamer.hpp"
 #include "davincirun/process.hpp"
+#include "davincirun/unique_fd.hpp"
 
 namespace davincirun {
 
@@ -47,7 +48,7 @@ enum class ProcessTracking {
 };
 
 /// "automatic", "pidfd" or "sigchld".
-const char* tracking_name(ProcessTracking tracking) noexcept;
+const char* to_string(ProcessTracking tracking) noexcept;
 
 struct SupervisorOptions {
   std::chrono::milliseconds grace_period = default_grace_period;
@@ -98,6 +99,9 @@ enum class StopReason {
   signaled,     ///< request_stop_by_signal(): a signal to the process running the supervisor
 };
 
+/// "none", "rank_failed", "requested", "timed_out" or "signaled".
+const char* to_string(StopReason reason) noexcept;
+
 struct JobResult {
   std::vector<RankResult> ranks;             ///< in the order given to the supervisor
   std::optional<std::size_t> first_failure;  ///< index in `ranks` of the earliest failure seen
@@ -110,7 +114,7 @@ struct JobResult {
   std::size_t leftover_processes_killed = 0;
   /// How the ranks' exits were observed.
   ProcessTracking tracking = ProcessTracking::pidfd;
-  /// Set by a Job (launcher.hpp) when <run dir>/summary.json could not be
+  /// Set by a Job (job.hpp) when <run dir>/summary.json could not be
   /// written, e.g. "No space left on device"; the job's outcome is unaffected.
   std::optional<std::string> summary_error;
 
@@ -165,6 +169,7 @@ class Supervisor {
 
  private:
   struct Rank;
+  void watch(int fd, std::uint64_t data);
   void handle_exit(std::size_t index);
   void reap_children();
   void sweep_descendants();
@@ -178,11 +183,11 @@ class Supervisor {
 
   SupervisorOptions options_;
   LineSink* console_;
-  std::vector<Rank> ranks_;
-  int epoll_fd_ = -1;
-  int stop_fd_ = -1;    // eventfd written by request_stop() and request_kill()
-  int signal_fd_ = -1;  // eventfd written by forward_signal()
-  int child_fd_ = -1;   // signalfd for SIGCHLD (owns_all_children only)
+  UniqueFd epoll_fd_;
+  UniqueFd stop_fd_;    // eventfd written by request_stop() and request_kill()
+  UniqueFd signal_fd_;  // eventfd written by forward_signal()
+  UniqueFd child_fd_;   // signalfd for SIGCHLD (owns_all_children only)
+  std::vector<Rank> ranks_;  // after the descriptors: destroyed (killed and reaped) first
   ProcessTracking tracking_ = ProcessTracking::pidfd;
   bool swept_ = false;
   std::size_t leftovers_killed_ = 0;

@@ -1,0 +1,115 @@
+// Running a plan: the handle of a job whose ranks run under their own
+// davincirun-supervisor process.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "davincirun/console_sink.hpp"
+#include "davincirun/plan.hpp"
+#include "davincirun/supervisor.hpp"
+
+namespace davincirun {
+
+/// Where a Job's live console output goes when it is not a LineSink.
+enum class ConsoleTarget {
+  stdio,  ///< this process's stdout (the ranks' lines) and stderr (notices), written by the supervisor process
+  none,   ///< nowhere: the log files only
+};
+
+/// "stdio" or "none".
+const char* to_string(ConsoleTarget target) noexcept;
+
+/// The name of a rank's log file in the run directory:
+/// "rank_<rank>.device_<physical device id>.log".
+std::string rank_log_file_name(const RankAssignment& rank);
+
+/// A running job.
+///
+/// Process model: the Job starts one davincirun-supervisor process per job,
+/// in a session of its own, holding one end of a socket pair (the
+/// lifeline). That process is the parent of every rank and a child
+/// subreaper, creates the run directory and writes the logs. When this
+/// process exits or is killed, the lifeline closes and the supervisor stops
+/// the job (SIGTERM, SIGKILL after the grace period); when the ranks are
+/// done it SIGKILLs whatever they left running anywhere below it (a
+/// double-forked, setsid() daemon included). This process never reaps a
+/// child it did not start, installs no signal handler and does not become
+/// a subreaper.
+class Job {
+ public:
+  /// Starts the supervisor process, which locks the job's devices in
+  /// LaunchPlan::device_lock_dir (held until it exits; DeviceBusyError, a
+  /// ConfigError, when another job holds one: nothing is created or
+  /// started then), creates a new run directory
+  /// `<log_dir>/<UTC time>-<job id>` (never an existing one; mode 0700),
+  /// points `<log_dir>/latest` at it, writes there the normalized copy of
+  /// the rank table the ranks read (`rank_table.json`, mode 0600: format
+  /// 1.0/1.2, scalars as decimal strings; RANK_TABLE_FILE names it, so a
+  /// platform rewriting its file cannot disturb the job), creates one log
+  /// file per rank (rank_log_file_name(), mode 0600), and starts every
+  /// rank. Console lines, notices, progress lines and rank exits are
+  /// relayed to `console` (every LineSink call; made from the threads that
+  /// construct the Job and call wait()), which must outlive the Job. Throws
+  /// DeviceBusyError, ConfigError (log dir or lock dir unusable, no
+  /// supervisor executable), SpawnError, SystemError; nothing is left
+  /// running when it throws.
+  Job(const LaunchPlan& plan, LineSink& console);
+  /// The same, with the console written by the supervisor process itself.
+  Job(const LaunchPlan& plan, ConsoleTarget console);
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+  /// A job not waited for is killed at once; returns once its supervisor
+  /// process has ended (so nothing of the job is left).
+  ~Job();
+
+  /// Relays console lines until the job is over, and returns its result
+  /// (see Supervisor::run()). The supervisor process has then written
+  /// `summary.json` into the run directory (mode 0600): the job, and per
+  /// rank its devices, pid, log file, exit status, whether the launcher
+  /// stopped it, start and end times (seconds since the epoch) and output
+  /// bytes. Call once (a second call throws std::logic_error). Throws
+  /// SystemError or Error if the supervisor process died without a result:
+  /// its ranks die with it (PR_SET_PDEATHSIG), and this call then SIGKILLs
+  /// every process of this user still carrying the job's
+  /// DAVINCIRUN_JOB_TAG (what the ranks started) before it throws.
+  JobResult wait();
+  /// Stops the job; see Supervisor::request_stop(). Thread- and signal-safe.
+  void request_stop() noexcept;
+  /// Kills every rank at once; see Supervisor::request_kill(). Same safety.
+  void request_kill() noexcept;
+  /// The same, saying that the job was dropped before it ended (what the
+  /// destructor does with a running job). Same safety.
+  void request_kill_dropped() noexcept;
+  /// Sends `signal` (1..31) to every running rank's process group; see
+  /// Supervisor::forward_signal(). Same safety.
+  void forward_signal(int signal) noexcept;
+
+  const std::string& run_dir() const noexcept { return run_dir_; }
+  /// Process ids of the ranks, in the order of LaunchPlan::ranks.
+  const std::vector<pid_t>& pids() const noexcept { return pids_; }
+  /// Process id of the job's supervisor process.
+  pid_t supervisor_pid() const noexcept;
+  /// How the supervisor process tracks the ranks' exits.
+  ProcessTracking tracking() const noexcept { return tracking_; }
+
+ private:
+  struct Connection;
+  void start(const LaunchPlan& plan, ConsoleTarget target);
+  void send_command(const char* bytes, std::size_t size) noexcept;
+
+  LineSink* console_ = nullptr;  // set: relayed to it (the target is then ignored)
+  std::unique_ptr<Connection> connection_;
+  int lifeline_fd_ = -1;  // a copy of the connection's, for signal handlers
+  std::string run_dir_;
+  std::vector<pid_t> pids_;
+  std::string tag_;  // DAVINCIRUN_JOB_TAG of the ranks
+  ProcessTracking tracking_ = ProcessTracking::pidfd;
+  bool waited_ = false;
+};
+
+}  // namespace davincirun

@@ -1,0 +1,139 @@
+// Planning a launch: one options object in, everything decided before
+// anything starts out (rank table → this server → devices → environments).
+// A Job (job.hpp) then runs the plan.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "davincirun/device_allocation.hpp"
+#include "davincirun/environment.hpp"
+#include "davincirun/rank_table.hpp"
+#include "davincirun/server_identity.hpp"
+#include "davincirun/supervisor.hpp"
+
+namespace davincirun {
+
+/// Longest accepted wait for the rank table and job timeout: one year (a
+/// job may train for weeks; a year still fits the millisecond arithmetic).
+inline constexpr std::chrono::milliseconds max_wait_timeout{365LL * 86'400'000};
+inline constexpr std::chrono::milliseconds max_job_timeout{365LL * 86'400'000};
+/// Longest accepted drain timeout: 24 h, like the grace period (max_grace_period).
+inline constexpr std::chrono::milliseconds max_drain_timeout{86'400'000};
+
+/// Everything a launch can be asked to do. Every front end fills this one
+/// object: the `davincirun` flags, the keywords of the Python functions
+/// (same names, e.g. `grace_period` is `--grace-period`) and C++ callers.
+/// Its rules live in validate(), which plan_launch() calls first.
+struct LaunchOptions {
+  /// The command every rank runs (argv; no shell). Required: at least a
+  /// non-empty program; no argument may hold a NUL byte.
+  std::vector<std::string> command;
+  /// Rank table file, or a directory holding jobstart_hccl.json or hccl.json;
+  /// empty (the default) = the RANK_TABLE_FILE variable of the environment.
+  std::string rank_table;
+  /// How long to wait for a table the platform is still writing (missing,
+  /// empty, half-written or status "initializing"); 0 = no waiting.
+  /// Default 300 s, at most max_wait_timeout.
+  std::chrono::milliseconds wait_timeout{300'000};
+  /// Receives a line now and then while waiting for the table (may be empty).
+  std::function<void(const std::string&)> progress;
+  /// Called about once a second while waiting for the table; throwing ends
+  /// the wait (may be empty). See RankTableLoadOptions::keep_waiting.
+  std::function<void()> keep_waiting;
+  /// Working directory of the ranks; relative paths in `command` resolve here. Default ".".
+  std::string work_dir = ".";
+  /// Where each run's directory of per-rank logs is created. Default "./log";
+  /// empty means the default.
+  std::string log_dir = "./log";
+  /// This machine's server_id in the table. Without it the server is found
+  /// from the environment and this machine's addresses and host name
+  /// (server_identity.hpp); a multi-server table never falls back to its
+  /// first server.
+  std::optional<std::string> server_id;
+  /// Extra variables for every rank; they win over inherited ones and the
+  /// defaults, but not over the identity variables (see environment.hpp;
+  /// naming one gives a warning in LaunchPlan::warnings). Names must be
+  /// non-empty without '=' or NUL; values without NUL.
+  std::vector<std::pair<std::string, std::string>> env;
+  /// Where /dev/davinciN are looked for. Default "/dev".
+  std::string device_dir = "/dev";
+  /// The ranks whose output is shown live (console, notebook); the others
+  /// go to their log files only. nullopt (the default): every rank. Ranks
+  /// not on this server are ignored (so [0] can be given on every server);
+  /// a negative rank, or one outside 0..world size-1, is an error.
+  std::optional<std::vector<int>> ranks_to_show;
+  /// Directories the job's supervisor process removes (recursively, never
+  /// following symlinks) once the job is over, even when this process died
+  /// meanwhile: e.g. a per-job compiler cache. Default: none.
+  std::vector<std::string> remove_after_job;
+  /// Timing of stops (`grace_period`, `job_timeout`, `drain_timeout`; their
+  /// ranges are rules of validate()) and how exits are tracked (the variable
+  /// DAVINCIRUN_PROCESS_TRACKING=pidfd|sigchld|automatic of the environment
+  /// overrides `automatic`; 4.19 kernels need sigchld, which automatic picks
+  /// by itself).
+  SupervisorOptions supervisor;
+  /// The davincirun-supervisor executable. Empty (the default): the
+  /// DAVINCIRUN_SUPERVISOR variable of this process, else
+  /// `davincirun-supervisor` next to this process's executable, else the
+  /// one installed with the library (<prefix>/libexec/davincirun/).
+  std::string supervisor_program;
+  /// Where the job locks its devices, so that a second job on any of them
+  /// is refused at once with DeviceBusyError (device_lock.hpp). Empty (the
+  /// default): the DAVINCIRUN_LOCK_DIR variable of the environment, else
+  /// /tmp/davincirun-locks (default_device_lock_dir). "off": no locking.
+  /// Must be absolute.
+  std::string device_lock_dir;
+
+  /// Checks every rule above that needs no rank table: a command, variable
+  /// names and values, NUL bytes in any path or argument, the range of
+  /// every duration, ranks to show that are not negative, an absolute lock
+  /// directory. Throws OptionError naming the option, e.g.
+  /// "env: invalid variable name 'A=B'".
+  void validate() const;
+
+  /// Sets the duration option `name` ("wait_timeout", "grace_period",
+  /// "drain_timeout" or "job_timeout") from a number of seconds, as the
+  /// front ends read it (a flag's text, a Python float): rounded to the
+  /// nearest millisecond, a positive value never to 0 (which means "no
+  /// waiting" or "no limit"). Throws OptionError, naming the option and its
+  /// range, for a value validate() would refuse (NaN and infinities
+  /// included), and for an unknown name.
+  void set_seconds(std::string_view name, double seconds);
+  /// The duration option `name` in seconds. Throws OptionError for an unknown name.
+  double seconds(std::string_view name) const;
+};
+
+/// Everything decided before anything starts.
+struct LaunchPlan {
+  LaunchOptions options;
+  RankTable table;
+  std::size_t server_index = 0;      ///< this machine's server in `table`
+  std::string server_reason;         ///< why, e.g. "server_id 10.0.0.11 is an address of this machine"
+  JobEnvironment job;                  ///< job-wide values (job id, master address...)
+  std::vector<RankAssignment> ranks;   ///< this server's ranks, by rank
+  std::vector<Environment> environments;  ///< one per entry of `ranks`
+  std::string work_dir;                ///< absolute
+  std::string log_dir;                 ///< absolute; the run directory is made inside it
+  std::string device_lock_dir;         ///< absolute; empty: the devices are not locked
+  /// What was accepted with a warning, one sentence each: the table's
+  /// (RankTable::warnings), then the options' (an identity variable in `env`).
+  std::vector<std::string> warnings;
+};
+
+/// Validates `options` (LaunchOptions::validate()), then finds, waits for,
+/// reads and validates the rank table, finds this machine's server (and,
+/// in a 0.1 table, its pod), assigns devices and builds each rank's
+/// environment from `environment` (normally Environment::current()), which
+/// also gives the launcher's own variables (DAVINCIRUN_PROCESS_TRACKING,
+/// DAVINCIRUN_LOCK_DIR). Starts nothing and creates nothing.
+/// Throws OptionError, ConfigError, RankTableError or SystemError.
+LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environment);
+
+}  // namespace davincirun

@@ -1,0 +1,66 @@
+#include "davincirun/errors.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace davincirun {
+
+namespace {
+std::string rank_table_message(const std::string& source, const std::optional<std::string>& pointer,
+                               const std::string& detail) {
+  std::string out = source;
+  if (pointer) {
+    // The root pointer is the empty string; name it in words to stay readable.
+    out += ": ";
+    out += pointer->empty() ? std::string("(top level)") : *pointer;
+  }
+  out += ": ";
+  out += detail;
+  return out;
+}
+}  // namespace
+
+const char* to_string(RankTableError::Kind kind) noexcept {
+  using Kind = RankTableError::Kind;
+  switch (kind) {
+    case Kind::io: return "io";
+    case Kind::empty: return "empty";
+    case Kind::syntax: return "syntax";
+    case Kind::shape: return "shape";
+    case Kind::missing: return "missing";
+    case Kind::bad_value: return "bad_value";
+    case Kind::duplicate: return "duplicate";
+    case Kind::inconsistent: return "inconsistent";
+    case Kind::unsupported: return "unsupported";
+  }
+  return "unknown";
+}
+
+RankTableError::RankTableError(Kind kind, std::string source, std::optional<std::string> pointer,
+                               std::string detail)
+    : Error(rank_table_message(source, pointer, detail)),
+      kind_(kind),
+      source_(std::move(source)),
+      pointer_(std::move(pointer)),
+      detail_(std::move(detail)) {}
+
+DeviceBusyError::DeviceBusyError(std::vector<int> devices, pid_t holder_pid, std::string holder_description,
+                                 std::string message)
+    : ConfigError(std::move(message)),
+      devices_(std::move(devices)),
+      holder_pid_(holder_pid),
+      holder_description_(std::move(holder_description)) {}
+
+SpawnError::SpawnError(int rank, std::string command, int os_errno, std::string message)
+    : Error(std::move(message)), rank_(rank), command_(std::move(command)), errno_(os_errno) {}
+
+int SpawnError::exit_code() const noexcept {
+  // The shell's convention: 127 when the command does not exist, 126 otherwise.
+  return (errno_ == ENOENT || errno_ == ENOTDIR) ? 127 : 126;
+}
+
+SystemError::SystemError(const std::string& what, int os_errno)
+    : Error(what + ": " + std::strerror(os_errno)), errno_(os_errno) {}
+
+}  // namespace davincirun

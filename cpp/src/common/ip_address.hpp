@@ -1,0 +1,23 @@
+// IP address literals compared as addresses, in one place: the rank table's
+// uniqueness rules and the search for this machine's server must agree on
+// whether two texts name the same address.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace davincirun::detail {
+
+/// The canonical text of an IPv4 or IPv6 literal (inet_pton, then
+/// inet_ntop: "0:0::1" is "::1"), or nullopt when `text` is not one.
+/// An IPv6 zone ("fe80::1%eth0") is dropped: it names an interface, not
+/// another address. An IPv4-mapped IPv6 address ("::ffff:10.0.0.1") is the
+/// IPv4 address it carries ("10.0.0.1").
+std::optional<std::string> canonical_ip(std::string_view text);
+
+/// `text`'s canonical address when it is an IP literal, else `text` itself:
+/// the key under which host names and addresses are compared.
+std::string address_key(std::string_view text);
+
+}  // namespace davincirun::detail

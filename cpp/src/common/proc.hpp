@@ -1,0 +1,35 @@
+// What /proc says of a process: its parent and state, for finding a job's
+// descendants and telling a caller whether a process is its child.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <vector>
+
+namespace davincirun::detail {
+
+/// The fields of /proc/<pid>/stat the launcher uses.
+struct ProcStat {
+  pid_t ppid = 0;
+  char state = '?';  ///< 'R', 'S', 'D', 'Z' (zombie), 'X' (dead), ...
+  bool zombie() const noexcept { return state == 'Z' || state == 'X'; }
+};
+
+/// Parses /proc/<pid>/stat ("pid (comm) S ppid ..."; comm may hold spaces
+/// and parentheses, so fields are read after the last ')'). nullopt when the
+/// process does not exist or the file cannot be read or parsed.
+std::optional<ProcStat> read_proc_stat(pid_t pid);
+
+/// The pids /proc lists right now (a snapshot).
+std::vector<pid_t> list_processes();
+
+/// Calls visit(pid, stat) for every process /proc lists and can describe.
+template <typename Visit>
+void for_each_process(Visit&& visit) {
+  for (const pid_t pid : list_processes()) {
+    if (const auto stat = read_proc_stat(pid)) visit(pid, *stat);
+  }
+}
+
+}  // namespace davincirun::detail

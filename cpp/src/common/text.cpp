@@ -1,0 +1,85 @@
+#include "common/text.hpp"
+
+#include <signal.h>
+
+namespace davincirun::detail {
+
+std::string shell_quote(const std::vector<std::string>& args, std::size_t limit) {
+  static constexpr std::string_view plain_chars =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-";
+  std::string out;
+  for (const auto& arg : args) {
+    if (!out.empty()) out += ' ';
+    if (!arg.empty() && arg.find_first_not_of(plain_chars) == std::string::npos) {
+      out += arg;
+    } else {
+      out += '\'';
+      for (const char c : arg) out += c == '\'' ? std::string_view("'\\''") : std::string_view(&c, 1);
+      out += '\'';
+    }
+    if (out.size() > limit) {
+      out.resize(limit);
+      return out + "...";
+    }
+  }
+  return out;
+}
+
+const char* signal_name(int signal) noexcept {
+  // By macro, not by number: numbers differ between architectures. Written
+  // out rather than taken from sigabbrev_np(), which needs glibc 2.32.
+  switch (signal) {
+    case SIGHUP: return "HUP";
+    case SIGINT: return "INT";
+    case SIGQUIT: return "QUIT";
+    case SIGILL: return "ILL";
+    case SIGTRAP: return "TRAP";
+    case SIGABRT: return "ABRT";
+    case SIGBUS: return "BUS";
+    case SIGFPE: return "FPE";
+    case SIGKILL: return "KILL";
+    case SIGUSR1: return "USR1";
+    case SIGSEGV: return "SEGV";
+    case SIGUSR2: return "USR2";
+    case SIGPIPE: return "PIPE";
+    case SIGALRM: return "ALRM";
+    case SIGTERM: return "TERM";
+#ifdef SIGSTKFLT
+    case SIGSTKFLT: return "STKFLT";
+#endif
+    case SIGCHLD: return "CHLD";
+    case SIGCONT: return "CONT";
+    case SIGSTOP: return "STOP";
+    case SIGTSTP: return "TSTP";
+    case SIGTTIN: return "TTIN";
+    case SIGTTOU: return "TTOU";
+    case SIGURG: return "URG";
+    case SIGXCPU: return "XCPU";
+    case SIGXFSZ: return "XFSZ";
+    case SIGVTALRM: return "VTALRM";
+    case SIGPROF: return "PROF";
+    case SIGWINCH: return "WINCH";
+    case SIGIO: return "IO";
+    case SIGPWR: return "PWR";
+    case SIGSYS: return "SYS";
+    default: return nullptr;
+  }
+}
+
+std::string utc_time(std::time_t when, const char* format) {
+  std::tm utc{};
+  ::gmtime_r(&when, &utc);
+  char text[64];
+  const std::size_t n = std::strftime(text, sizeof text, format, &utc);
+  return std::string(text, n);
+}
+
+std::string printable(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return out;
+}
+
+}  // namespace davincirun::detail

@@ -1,0 +1,28 @@
+// Small text helpers shared by every stage: how a command, a signal and a
+// moment in time are written in messages, file names and logs.
+#pragma once
+
+#include <ctime>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace davincirun::detail {
+
+/// `args` as a POSIX shell would read them back: plain words as they are,
+/// anything else in single quotes ("python -c 'print(1)'"). When the text
+/// grows beyond `limit` bytes it is cut there and "..." appended.
+std::string shell_quote(const std::vector<std::string>& args, std::size_t limit = std::string::npos);
+
+/// "TERM" for SIGTERM: the signal's name without "SIG"; nullptr for a
+/// number that names no standard signal (real-time signals included).
+const char* signal_name(int signal) noexcept;
+
+/// `when` in UTC, formatted by strftime(3) with `format` (e.g. "%Y%m%d-%H%M%S").
+std::string utc_time(std::time_t when, const char* format);
+
+/// `text` with every control character (below 0x20, and 0x7f) replaced by
+/// '?': for values read from files or /proc that a message quotes.
+std::string printable(std::string_view text);
+
+}  // namespace davincirun::detail

@@ -1,0 +1,7 @@
+#include "davincirun/davincirun.hpp"
+
+namespace davincirun {
+
+const char* version() noexcept { return DAVINCIRUN_VERSION; }
+
+}  // namespace davincirun

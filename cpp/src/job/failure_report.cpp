@@ -1,0 +1,98 @@
+// failure_report(): the account of a failed job that the CLI prints and
+// DistributedRuntimeError carries.
+#include "davincirun/failure_report.hpp"
+
+#include <algorithm>
+#include <signal.h>
+
+#include <fmt/format.h>
+
+#include "davincirun/log_streamer.hpp"
+
+namespace davincirun {
+
+namespace {
+double seconds_between(std::chrono::system_clock::time_point a, std::chrono::system_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// "0, 2-7, 9" for ranks {0, 2, 3, 4, 5, 6, 7, 9}.
+std::string rank_ranges(std::vector<int> ids) {
+  std::sort(ids.begin(), ids.end());
+  std::string out;
+  for (std::size_t i = 0; i < ids.size();) {
+    std::size_t j = i;
+    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    out += j == i ? std::to_string(ids[i]) : fmt::format("{}-{}", ids[i], ids[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string rank_outcome(const RankResult& r) {
+  const bool by_sigterm = r.status.kind == ExitStatus::Kind::signaled && r.status.value == SIGTERM;
+  if (r.killed_by_launcher) return "killed by the launcher (SIGKILL)";
+  if (r.terminated_by_launcher && by_sigterm) return "stopped by the launcher (SIGTERM)";
+  if (r.terminated_by_launcher) return r.status.describe() + " after SIGTERM from the launcher";
+  return r.status.describe();
+}
+}  // namespace
+
+std::string failure_report(const JobResult& result, std::size_t tail_lines) {
+  if (result.success()) return {};
+  std::string out;
+  if (result.first_failure) {
+    const RankResult& f = result.ranks[*result.first_failure];
+    out += fmt::format("rank {} (pid {}) failed with {} after {:.1f} s\n", f.rank, f.pid, f.status.describe(),
+                       seconds_between(f.started, f.ended));
+    out += fmt::format("log: {}\n", f.log_path);
+    std::string tail = read_log_tail(f.log_path, tail_lines);
+    if (tail.empty()) {
+      out += "(its log is empty)\n";
+    } else {
+      out += fmt::format("last lines of its log:\n{}\n", tail);
+    }
+  } else if (result.stop_reason == StopReason::requested) {
+    out += "the job was stopped on request\n";
+  } else if (result.stop_reason == StopReason::timed_out) {
+    // The job's span, from its first start to its last exit: the timeout plus the stop.
+    auto first = std::min_element(result.ranks.begin(), result.ranks.end(),
+                                  [](const RankResult& a, const RankResult& b) { return a.started < b.started; });
+    auto last = std::max_element(result.ranks.begin(), result.ranks.end(),
+                                 [](const RankResult& a, const RankResult& b) { return a.ended < b.ended; });
+    out += first == result.ranks.end()
+               ? std::string("the job ran past its timeout and was stopped\n")
+               : fmt::format("the job ran past its timeout and was stopped; it ran {:.1f} s in all\n",
+                             seconds_between(first->started, last->ended));
+  } else if (result.stop_reason == StopReason::signaled) {
+    out += fmt::format("the job was stopped by {} to its supervisor process\n",
+                       ExitStatus{ExitStatus::Kind::signaled, result.stop_signal}.describe());
+  }
+  // The other ranks: one line each, or one line per outcome when more than
+  // `group_above` ranks share it (32 stopped ranks need not be 31 lines).
+  constexpr std::size_t group_above = 4;
+  std::vector<std::pair<std::string, std::vector<const RankResult*>>> outcomes;
+  for (std::size_t i = 0; i < result.ranks.size(); ++i) {
+    if (result.first_failure && *result.first_failure == i) continue;
+    std::string outcome = rank_outcome(result.ranks[i]);
+    auto it = std::find_if(outcomes.begin(), outcomes.end(), [&](const auto& o) { return o.first == outcome; });
+    if (it == outcomes.end()) it = outcomes.insert(outcomes.end(), {std::move(outcome), {}});
+    it->second.push_back(&result.ranks[i]);
+  }
+  for (const auto& [outcome, ranks] : outcomes) {
+    if (ranks.size() <= group_above) {
+      for (const RankResult* r : ranks) out += fmt::format("rank {} (pid {}): {}\n", r->rank, r->pid, outcome);
+      continue;
+    }
+    std::vector<int> ids;
+    for (const RankResult* r : ranks) ids.push_back(r->rank);
+    out += fmt::format("{} ranks ({}): {}\n", ranks.size(), rank_ranges(ids), outcome);
+  }
+  for (const auto& r : result.ranks) {
+    if (r.log_error) out += fmt::format("the log of rank {} is incomplete: {}\n", r.rank, *r.log_error);
+  }
+  return out;
+}
+
+}  // namespace davincirun

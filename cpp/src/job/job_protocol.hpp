@@ -1,0 +1,113 @@
+// What the launcher and its per-job supervisor process (davincirun-supervisor)
+// say to each other over one Unix stream socket, the job's lifeline. The
+// frames and the encoding of values are in wire.hpp.
+//
+// Launcher → supervisor: one spec frame holding the JobSpec, then one-byte
+// commands (stop, kill, forward a signal), sent with single send() calls so
+// that a signal handler may send them. The launcher's end closing (it
+// exited or was killed) means "stop the job".
+// Supervisor → launcher: started or error, then the console's events (lines,
+// notices, progress, rank exits) and finally the result.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <exception>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "davincirun/console_sink.hpp"
+#include "davincirun/device_allocation.hpp"
+#include "davincirun/supervisor.hpp"
+#include "job/wire.hpp"
+
+namespace davincirun::detail {
+
+/// Where the supervisor process sends the ranks' live lines.
+enum class ConsoleRoute {
+  none,   ///< log files only
+  stdio,  ///< its own stdout (lines) and stderr (notices), inherited from the launcher
+  relay,  ///< line and notice frames to the launcher
+};
+
+/// Everything the supervisor process needs to run the job; made from a LaunchPlan.
+struct JobSpec {
+  std::string log_dir;  ///< absolute; the run directory is created inside
+  std::string job_id;
+  std::string rank_table_json;  ///< the normalized table the ranks read
+  std::string rank_table_source;
+  std::string server_id;
+  int world_size = 0;
+  std::vector<std::string> command;
+  std::string work_dir;         ///< absolute
+  std::string device_lock_dir;  ///< absolute; empty: the devices are not locked
+  std::vector<RankAssignment> ranks;
+  std::vector<bool> show_on_console;  ///< per rank
+  /// Per rank, "NAME=value"; RANK_TABLE_FILE is set by the supervisor.
+  std::vector<std::vector<std::string>> environments;
+  SupervisorOptions supervisor;
+  ConsoleRoute console = ConsoleRoute::relay;
+  std::vector<std::string> remove_after_job;  ///< LaunchOptions::remove_after_job
+};
+
+/// One-byte commands, launcher → supervisor. `forward` is followed by the signal number byte.
+inline constexpr char command_stop = 'T';
+inline constexpr char command_kill = 'K';
+inline constexpr char command_drop = 'D';  ///< kill: the launcher dropped the job before it ended
+inline constexpr char command_forward = 'F';
+
+std::string encode_spec(const JobSpec& spec);
+JobSpec decode_spec(std::string_view data);
+
+/// Frame::started.
+struct StartedJob {
+  std::string run_dir;
+  std::string tag;  ///< the value of DAVINCIRUN_JOB_TAG in every rank's environment
+  std::vector<pid_t> pids;
+  ProcessTracking tracking = ProcessTracking::pidfd;
+};
+std::string encode_started(const StartedJob& started);
+StartedJob decode_started(std::string_view data);
+
+/// Frame::lines is LineSink::write(): the rank's index (this head), then its lines.
+std::string encode_lines_head(std::size_t index);
+struct RankLines {
+  std::size_t index = 0;
+  std::string_view lines;  ///< points into the payload
+};
+RankLines decode_lines(std::string_view data);
+
+/// Frame::progress is LineSink::progress().
+struct ProgressUpdate {
+  std::size_t index = 0;
+  std::string text;
+};
+std::string encode_progress(std::size_t index, std::string_view text);
+ProgressUpdate decode_progress(std::string_view data);
+
+/// Frame::rank_exited is LineSink::rank_exited().
+struct RankExited {
+  std::size_t index = 0;
+  ExitStatus status;
+  bool stopped_by_launcher = false;
+};
+std::string encode_rank_exited(const RankExited& exited);
+RankExited decode_rank_exited(std::string_view data);
+
+/// Hands a console frame (lines, notice, progress, rank_exited) to `sink`.
+/// Returns false for any other frame type. Throws SystemError on a malformed payload.
+bool deliver_console_frame(Frame type, std::string_view payload, LineSink& sink);
+
+std::string encode_result(const JobResult& result);
+JobResult decode_result(std::string_view data);
+
+/// An exception thrown while starting the job, encoded so that
+/// rethrow_error() throws the same type again (DeviceBusyError,
+/// ConfigError, SpawnError, SystemError; anything else becomes Error).
+/// decode_* and rethrow_error throw SystemError on a malformed payload.
+std::string encode_error(const std::exception& error);
+[[noreturn]] void rethrow_error(std::string_view data);
+
+}  // namespace davincirun::detail

@@ -1,0 +1,58 @@
+#include "job/supervisor_program.hpp"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "davincirun/errors.hpp"
+
+namespace davincirun::detail {
+
+namespace {
+
+bool is_executable_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+}  // namespace
+
+std::string find_supervisor_program(const std::string& configured) {
+  if (!configured.empty()) {
+    if (!is_executable_file(configured)) {
+      throw ConfigError(fmt::format("the job supervisor program '{}' is not an executable file", configured));
+    }
+    return configured;
+  }
+  if (const char* env = ::getenv("DAVINCIRUN_SUPERVISOR"); env && *env) {
+    if (!is_executable_file(env)) {
+      throw ConfigError(fmt::format("DAVINCIRUN_SUPERVISOR='{}' is not an executable file", env));
+    }
+    return env;
+  }
+  std::vector<std::string> tried;
+  char self[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    std::string dir(self, static_cast<std::size_t>(n));
+    dir.resize(dir.rfind('/'));
+    tried.push_back(dir + "/davincirun-supervisor");
+  }
+#ifdef DAVINCIRUN_LIBEXEC_DIR
+  tried.push_back(std::string(DAVINCIRUN_LIBEXEC_DIR) + "/davincirun-supervisor");
+#endif
+  for (const auto& path : tried) {
+    if (is_executable_file(path)) return path;
+  }
+  throw ConfigError(fmt::format("cannot find the davincirun-supervisor program (tried {}); set "
+                                "DAVINCIRUN_SUPERVISOR to its path",
+                                fmt::join(tried, ", ")));
+}
+
+}  // namespace davincirun::detail

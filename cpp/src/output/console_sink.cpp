@@ -1,0 +1,157 @@
+#include "davincirun/console_sink.hpp"
+
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace davincirun {
+
+std::string rank_label(int rank) { return fmt::format("rank {}", rank); }
+
+std::string notice_line(std::string_view text) {
+  std::string line(notice_prefix);
+  line += text;
+  line += '\n';
+  return line;
+}
+
+std::string_view line_text(std::string_view line) noexcept {
+  const std::size_t close = line.find(']');
+  if (line.empty() || line.front() != '[' || close == std::string_view::npos) return line;
+  std::string_view text = line.substr(close + 1);
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+  if (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+  return text;
+}
+
+const char* rank_colour(int rank) noexcept {
+  static const char* const colours[] = {"34", "35", "36", "94", "95", "96"};
+  return colours[static_cast<unsigned>(rank) % 6];
+}
+
+std::string colourize_prefixes(std::string_view lines) {
+  std::string out;
+  out.reserve(lines.size() + lines.size() / 4);
+  while (!lines.empty()) {
+    const std::size_t nl = lines.find('\n');
+    std::string_view line = lines.substr(0, nl == std::string_view::npos ? lines.size() : nl + 1);
+    lines.remove_prefix(line.size());
+    const std::size_t close = line.find(']');
+    if (line.rfind("[rank ", 0) == 0 && close != std::string_view::npos) {
+      const int rank = std::atoi(std::string(line.substr(6, close - 6)).c_str());
+      const std::size_t end = close + 1 < line.size() && line[close + 1] == '+' ? close + 2 : close + 1;
+      out += fmt::format("\x1b[{}m{}\x1b[0m", rank_colour(rank), line.substr(0, end));
+      line.remove_prefix(end);
+    } else if (line.rfind(notice_prefix, 0) == 0) {
+      const std::string_view label = notice_prefix.substr(0, notice_prefix.size() - 1);  // without its space
+      out += fmt::format("\x1b[1m{}\x1b[0m", label);
+      line.remove_prefix(label.size());
+    }
+    out += line;
+  }
+  return out;
+}
+
+void FdLineSink::write(std::size_t /*index*/, std::string_view lines) {
+  if (fd_ < 0) return;
+  clear_status();
+  if (style_.colour) {
+    write_all(fd_, colourize_prefixes(lines), broken_);
+  } else {
+    write_all(fd_, lines, broken_);
+  }
+  draw_status();
+}
+
+void FdLineSink::progress(std::size_t index, std::string_view text) {
+  if (!style_.status_line) return;
+  auto it = std::find_if(progress_.begin(), progress_.end(), [&](const auto& p) { return p.first == index; });
+  if (text.empty()) {
+    if (it != progress_.end()) progress_.erase(it);
+  } else if (it != progress_.end()) {
+    it->second.assign(text);
+  } else {
+    progress_.emplace_back(index, std::string(text));
+  }
+  clear_status();
+  draw_status();
+}
+
+void FdLineSink::clear_status() {
+  if (!status_shown_) return;
+  write_all(fd_, "\r\x1b[K", broken_);
+  status_shown_ = false;
+}
+
+void FdLineSink::draw_status() {
+  if (!style_.status_line || progress_.empty() || broken_) return;
+  winsize size{};
+  const std::size_t width = ::ioctl(fd_, TIOCGWINSZ, &size) == 0 && size.ws_col > 1 ? size.ws_col - 1u : 79u;
+  // "[rank 0] 45%|####  | [rank 1] 44%|### ", cut to the width in characters;
+  // the ranks' own control characters are left out.
+  std::string line;
+  std::size_t columns = 0;
+  for (const auto& [index, text] : progress_) {
+    const std::string label = index < labels_.size() ? labels_[index] : std::to_string(index);
+    const std::string part = (line.empty() ? "[" : " | [") + label + "] " + text;
+    for (std::size_t i = 0; i < part.size(); ++i) {
+      const auto c = static_cast<unsigned char>(part[i]);
+      if (c == 0x1b) {  // an escape sequence: CSI ("ESC [ ... final") or ESC + one byte
+        if (i + 1 < part.size() && part[i + 1] == '[') {
+          i += 2;
+          while (i < part.size() && !(part[i] >= '@' && part[i] <= '~')) ++i;
+        } else {
+          ++i;
+        }
+        continue;
+      }
+      if (c < 0x20 || c == 0x7f) continue;
+      const bool starts = (c & 0xC0) != 0x80;  // a character starts here
+      if (starts && columns == width) break;
+      if (starts) ++columns;
+      line += part[i];
+    }
+    if (columns == width) break;
+  }
+  write_all(fd_, "\r" + line + "\x1b[K", broken_);
+  status_shown_ = true;
+}
+
+void FdLineSink::notice(std::string_view lines) {
+  if (notice_fd_ < 0) return;
+  clear_status();
+  bool& broken = notice_fd_ == fd_ ? broken_ : notice_broken_;
+  if (style_.notice_colour) {
+    write_all(notice_fd_, colourize_prefixes(lines), broken);
+  } else {
+    write_all(notice_fd_, lines, broken);
+  }
+  draw_status();
+}
+
+void FdLineSink::write_all(int fd, std::string_view data, bool& broken) {
+  while (!broken && !data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        // A non-blocking terminal or pipe: wait for room rather than drop.
+        pollfd room{fd, POLLOUT, 0};
+        ::poll(&room, 1, -1);
+        continue;
+      }
+      broken = true;  // EPIPE, EBADF...: stop writing to this stream
+      return;
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+}  // namespace davincirun

@@ -1,0 +1,243 @@
+#include "davincirun/log_streamer.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "davincirun/errors.hpp"
+
+namespace davincirun {
+
+const char* to_string(RankLog::ReadResult result) noexcept {
+  switch (result) {
+    case RankLog::ReadResult::would_block: return "would_block";
+    case RankLog::ReadResult::budget_spent: return "budget_spent";
+    case RankLog::ReadResult::eof: return "eof";
+  }
+  return "eof";
+}
+
+RankLog::RankLog(std::size_t index, std::string label, UniqueFd pipe, std::string log_path, LineSink& console)
+    : index_(index),
+      prefix_("[" + label + "] "),
+      cont_prefix_("[" + label + "]+ "),
+      pipe_(std::move(pipe)),
+      log_path_(std::move(log_path)),
+      console_(&console) {
+  file_.reset(::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!file_) throw SystemError("create log file " + log_path_, errno);
+  const int flags = ::fcntl(pipe_.get(), F_GETFL);
+  ::fcntl(pipe_.get(), F_SETFL, flags | O_NONBLOCK);
+}
+
+RankLog::ReadResult RankLog::read_available(StreamScratch& scratch, std::size_t budget) {
+  std::vector<char>& buffer = scratch.input;
+  std::size_t taken = 0;
+  while (pipe_) {
+    if (taken >= budget) return ReadResult::budget_spent;
+    const ssize_t n = ::read(pipe_.get(), buffer.data(), buffer.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) return ReadResult::would_block;
+      return ReadResult::eof;  // EIO and the like: treat the stream as ended
+    }
+    if (n == 0) return ReadResult::eof;
+    const auto size = static_cast<std::size_t>(n);
+    taken += size;
+    bytes_ += size;
+    write_file(buffer.data(), size);  // the file first: it is the record of truth
+    if (console_->wants_lines()) emit_lines(buffer.data(), size, scratch.console);
+  }
+  return ReadResult::eof;
+}
+
+void RankLog::write_file(const char* data, std::size_t size) {
+  if (!file_ || file_error_) return;
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::write(file_.get(), data + done, size - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      file_error_ = fmt::format("{} at byte {}", std::strerror(errno), bytes_ - size + done);
+      return;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+void RankLog::emit_lines(const char* data, std::size_t size, std::string& out) {
+  // Build one block of whole, prefixed lines per read so that a sink writes
+  // it at once and lines of different ranks never interleave mid-line.
+  out.clear();  // keeps its capacity
+  // Most output has no '\r' at all: one scan of the read decides.
+  const bool read_has_cr = std::memchr(data, '\r', size) != nullptr;
+  const char* end = data + size;
+  while (data < end) {
+    const char* nl = static_cast<const char*>(std::memchr(data, '\n', static_cast<std::size_t>(end - data)));
+    if (!nl) {
+      partial_.append(data, static_cast<std::size_t>(end - data));
+      if (read_has_cr || redrawing_) collapse_redrawn();
+      emit_full_chunks(out);
+      break;
+    }
+    const auto length = static_cast<std::size_t>(nl - data);  // without the '\n'
+    if (partial_.empty() && length <= max_line_bytes && !(read_has_cr && std::memchr(data, '\r', length))) {
+      out += prefix_;  // the common case: a whole line inside one read
+      out.append(data, length + 1);
+    } else {
+      partial_.append(data, length);
+      if (read_has_cr || redrawing_) {
+        collapse_redrawn();
+        while (!partial_.empty() && partial_.back() == '\r') partial_.pop_back();  // "\r\n"
+      }
+      if (redrawing_ && moves_cursor_up(partial_)) {
+        // One bar of a multi-line progress display (tqdm's nested bars move
+        // the cursor up after drawing): a redraw, not a line of its own.
+        positioned_progress_.assign(partial_, 0, std::min(partial_.size(), max_progress_bytes + 8));
+      } else {
+        emit_full_chunks(out);
+        out += partial_is_continuation_ ? cont_prefix_ : prefix_;
+        out += partial_;
+        out += '\n';
+        positioned_progress_.clear();
+      }
+      partial_.clear();
+      partial_is_continuation_ = false;
+      redrawing_ = false;
+    }
+    data = nl + 1;
+  }
+  if (!out.empty()) console_->write(index_, out);
+  if (console_->wants_progress()) report_progress();
+}
+
+bool RankLog::moves_cursor_up(std::string_view line) {
+  // ESC [ A or ESC [ <n> A (CUU), as terminals read it.
+  for (std::size_t at = line.find("\x1b["); at != std::string_view::npos; at = line.find("\x1b[", at + 2)) {
+    std::size_t i = at + 2;
+    while (i < line.size() && line[i] >= '0' && line[i] <= '9') ++i;
+    if (i < line.size() && line[i] == 'A') return true;
+  }
+  return false;
+}
+
+void RankLog::collapse_redrawn() {
+  // Keep what a terminal shows of the line: the text after its last '\r'.
+  // Trailing '\r's are kept as one: it may be the first half of "\r\n", or
+  // the end of a redraw (`print(x, end="\r")`) whose text stays current.
+  std::size_t trailing = 0;
+  while (trailing < partial_.size() && partial_[partial_.size() - 1 - trailing] == '\r') ++trailing;
+  const std::size_t text_end = partial_.size() - trailing;
+  const std::size_t last_cr = text_end == 0 ? std::string::npos : partial_.rfind('\r', text_end - 1);
+  if (last_cr == std::string::npos && trailing == 0) return;  // an ordinary partial line
+  redrawing_ = true;
+  partial_.resize(text_end + (trailing > 0 ? 1 : 0));
+  if (last_cr != std::string::npos) partial_.erase(0, last_cr + 1);
+}
+
+void RankLog::report_progress() {
+  // What the rank's current line shows: the unfinished line (the state of a
+  // bar redrawn with '\r', or text still waiting for its '\n', such as a
+  // row of dots), else the last bar of a multi-line progress display.
+  std::string_view text = partial_;
+  while (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+  if (text.empty()) {
+    if (redrawing_ && !partial_.empty()) return;  // a bare '\r' erases nothing: the last state stays
+    text = positioned_progress_;
+  }
+  if (text.size() > max_progress_bytes) {
+    std::size_t cut = max_progress_bytes;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    text = text.substr(0, cut);
+  }
+  if (text == progress_shown_) return;
+  progress_shown_.assign(text);
+  console_->progress(index_, progress_shown_);
+}
+
+void RankLog::emit_full_chunks(std::string& out) {
+  // An overlong line goes out in marked chunks so memory stays bounded.
+  std::size_t offset = 0;
+  while (partial_.size() - offset > max_line_bytes) {
+    out += partial_is_continuation_ ? cont_prefix_ : prefix_;
+    out.append(partial_, offset, max_line_bytes);
+    out += '\n';
+    offset += max_line_bytes;
+    partial_is_continuation_ = true;
+  }
+  partial_.erase(0, offset);
+}
+
+void RankLog::finish() {
+  if (redrawing_) {
+    while (!partial_.empty() && partial_.back() == '\r') partial_.pop_back();
+  }
+  if (!partial_.empty()) {
+    std::string out = (partial_is_continuation_ ? cont_prefix_ : prefix_) + partial_ + "\n";
+    partial_.clear();
+    console_->write(index_, out);
+  }
+  redrawing_ = false;
+  positioned_progress_.clear();
+  if (console_->wants_progress()) report_progress();
+  pipe_.reset();
+  file_.reset();
+}
+
+namespace {
+
+// Lines as a terminal shows them: each redrawn line ('\r') in its last state.
+std::string as_shown(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  while (!text.empty()) {
+    const std::size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    while (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const std::size_t cr = line.rfind('\r');
+    if (cr != std::string_view::npos) line.remove_prefix(cr + 1);
+    out.append(line);
+    if (nl == std::string_view::npos) break;
+    out += '\n';
+    text.remove_prefix(nl + 1);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string read_log_tail(const std::string& path, std::size_t max_lines, std::size_t max_bytes) {
+  if (max_lines == 0 || max_bytes == 0) return {};
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return {};
+  struct stat st {};
+  std::string data;
+  if (::fstat(fd.get(), &st) == 0 && st.st_size > 0) {
+    const auto size = static_cast<std::size_t>(st.st_size);
+    const std::size_t want = std::min(size, max_bytes);
+    data.resize(want);
+    const ssize_t n = ::pread(fd.get(), data.data(), want, static_cast<off_t>(size - want));
+    data.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  }
+  // Drop a trailing newline, then keep what follows the max_lines-th newline from the end.
+  if (!data.empty() && data.back() == '\n') data.pop_back();
+  std::size_t pos = data.size();
+  for (std::size_t lines = 0; lines < max_lines; ++lines) {
+    std::size_t nl = pos == 0 ? std::string::npos : data.rfind('\n', pos - 1);
+    if (nl == std::string::npos) {
+      pos = std::string::npos;
+      break;
+    }
+    pos = nl;
+  }
+  return as_shown(pos == std::string::npos ? std::string_view(data) : std::string_view(data).substr(pos + 1));
+}
+
+}  // namespace davincirun

@@ -1,0 +1,98 @@
+#include "davincirun/polled_sink.hpp"
+
+#include <algorithm>
+
+#include "davincirun/log_streamer.hpp"
+
+namespace davincirun {
+
+void PolledSink::set_budget(std::size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  budget_ = std::max<std::size_t>(1, std::min(bytes, capacity_bytes));
+  queue_.set_capacity(std::min(capacity_bytes, budget_ + RankLog::max_line_bytes + 64));
+  skipped_lines_ += queue_.take_dropped();
+}
+
+void PolledSink::write(std::size_t index, std::string_view lines) {
+  if (lines.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    note_last_line(index, lines);
+    queue_.push_lines(index, lines);
+    skipped_lines_ += queue_.take_dropped();
+  }
+  ready_.notify_all();
+}
+
+void PolledSink::notice(std::string_view lines) {
+  if (lines.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_notice(lines);
+  }
+  ready_.notify_all();
+}
+
+void PolledSink::progress(std::size_t index, std::string_view text) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  set(progress_, index, text);
+}
+
+void PolledSink::rank_exited(std::size_t index, ExitStatus status, bool stopped_by_launcher) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    exits_.push_back(RankExit{index, status, stopped_by_launcher});
+  }
+  ready_.notify_all();
+}
+
+PolledSink::Batch PolledSink::take(bool everything, bool lines) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Batch batch;
+  batch.progress.swap(progress_);
+  batch.last_lines.swap(last_lines_);
+  batch.exits.swap(exits_);
+  if (!lines) return batch;
+  batch.lines = queue_.take_lines(everything ? std::string::npos : budget_);
+  batch.skipped_lines = std::exchange(skipped_lines_, 0);
+  return batch;
+}
+
+void PolledSink::wake() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    woken_ = true;
+  }
+  ready_.notify_all();
+}
+
+bool PolledSink::wait(std::chrono::milliseconds timeout, bool on_output) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const bool ready = ready_.wait_for(lock, timeout, [&] {
+    return woken_ || (on_output && (!queue_.empty() || skipped_lines_ > 0 || !exits_.empty()));
+  });
+  woken_ = false;
+  return ready;
+}
+
+void PolledSink::set(Latest& latest, std::size_t index, std::string_view text) {
+  for (auto& entry : latest) {
+    if (entry.first == index) {
+      entry.second.assign(text);
+      return;
+    }
+  }
+  latest.emplace_back(index, std::string(text));
+}
+
+// Each write() holds the lines of one read of one rank: its last line is
+// what that rank said last.
+void PolledSink::note_last_line(std::size_t index, std::string_view lines) {
+  if (lines.size() < 2) return;
+  const std::size_t nl = lines.rfind('\n', lines.size() - 2);
+  std::string_view line = lines.substr(nl == std::string_view::npos ? 0 : nl + 1);
+  line.remove_suffix(1);  // its '\n'
+  set(last_lines_, index, line_text(line).substr(0, RankLog::max_progress_bytes));
+}
+
+}  // namespace davincirun

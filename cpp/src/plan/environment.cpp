@@ -1,0 +1,152 @@
+#include "davincirun/environment.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "davincirun/errors.hpp"
+#include "davincirun/unique_fd.hpp"
+
+extern char** environ;
+
+namespace davincirun {
+
+Environment::Environment(const std::vector<std::string>& entries) {
+  for (const auto& e : entries) {
+    auto eq = e.find('=');
+    if (eq == std::string::npos || eq == 0) continue;
+    set(std::string_view(e).substr(0, eq), std::string_view(e).substr(eq + 1));
+  }
+}
+
+Environment Environment::current() {
+  std::vector<std::string> entries;
+  for (char** p = environ; p && *p; ++p) entries.emplace_back(*p);
+  return Environment(entries);
+}
+
+std::vector<std::string>::iterator Environment::find(std::string_view name) {
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if (it->size() > name.size() && (*it)[name.size()] == '=' && it->compare(0, name.size(), name) == 0) return it;
+  }
+  return entries_.end();
+}
+
+std::vector<std::string>::const_iterator Environment::find(std::string_view name) const {
+  return const_cast<Environment*>(this)->find(name);
+}
+
+std::optional<std::string> Environment::get(std::string_view name) const {
+  auto it = find(name);
+  if (it == entries_.end()) return std::nullopt;
+  return it->substr(name.size() + 1);
+}
+
+void Environment::set(std::string_view name, std::string_view value) {
+  std::string entry = std::string(name) + "=" + std::string(value);
+  auto it = find(name);
+  if (it == entries_.end()) {
+    entries_.push_back(std::move(entry));
+  } else {
+    *it = std::move(entry);
+  }
+}
+
+void Environment::set_default(std::string_view name, std::string_view value) {
+  if (find(name) == entries_.end()) set(name, value);
+}
+
+void Environment::unset(std::string_view name) {
+  auto it = find(name);
+  if (it != entries_.end()) entries_.erase(it);
+}
+
+const std::vector<std::string_view>& identity_variable_names() {
+  static const std::vector<std::string_view> names = {
+      "RANK_TABLE_FILE", "RANK_ID", "RANK_SIZE", "RANK_START", "DEVICE_ID", "ASCEND_DEVICE_ID",
+      "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR"};
+  return names;
+}
+
+const std::vector<std::string_view>& scrubbed_variable_names() {
+  static const std::vector<std::string_view> names = {"MS_ROLE", "MS_SCHED_HOST", "MS_SCHED_PORT", "MS_WORKER_NUM",
+                                                      "MS_NODE_ID"};
+  return names;
+}
+
+Environment rank_environment(const Environment& inherited, const JobEnvironment& job, const RankAssignment& rank,
+                             const std::vector<std::pair<std::string, std::string>>& extra) {
+  Environment env = inherited;
+  for (std::string_view name : scrubbed_variable_names()) env.unset(name);
+  env.set_default("HCCL_CONNECT_TIMEOUT", std::to_string(default_hccl_connect_timeout_s));
+  // Block-buffered Python output is lost when a rank crashes.
+  env.set_default("PYTHONUNBUFFERED", "1");
+  // ModelArts sets it; scripts written for ModelArts read it to find their machine.
+  if (!job.host_ip.empty()) env.set_default("MA_CURRENT_HOST_IP", job.host_ip);
+  for (const auto& [name, value] : extra) env.set(name, value);
+
+  const std::string rank_id = std::to_string(rank.rank);
+  const std::string logical = std::to_string(rank.logical_device_id);
+  env.set("RANK_TABLE_FILE", job.rank_table_file);
+  env.set("RANK_ID", rank_id);
+  env.set("RANK_SIZE", std::to_string(job.world_size));
+  env.set("RANK_START", std::to_string(job.rank_start));
+  env.set("DEVICE_ID", logical);
+  env.set("ASCEND_DEVICE_ID", logical);
+  env.set("JOB_ID", job.job_id);
+  env.set("RANK", rank_id);
+  env.set("LOCAL_RANK", std::to_string(rank.local_rank));
+  env.set("WORLD_SIZE", std::to_string(job.world_size));
+  env.set("LOCAL_WORLD_SIZE", std::to_string(job.local_world_size));
+  env.set("MASTER_ADDR", job.master_addr);
+  env.set("MASTER_PORT", std::to_string(job.master_port));
+  return env;
+}
+
+namespace {
+std::string sanitize_job_id(std::string id) {
+  for (char& c : id) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '-';
+  }
+  return id;
+}
+}  // namespace
+
+std::string resolve_job_id(const Environment& inherited) {
+  for (const char* name : {"JOB_ID", "BATCH_JOB_ID"}) {
+    auto v = inherited.get(name);
+    if (v && !v->empty()) return sanitize_job_id(*v);
+  }
+  if (auto v = inherited.get("MA_VJ_NAME"); v && !v->empty()) {
+    std::string id = *v;
+    if (id.rfind("ma-job", 0) == 0) id = "modelarts-job" + id.substr(6);
+    return sanitize_job_id(id);
+  }
+  // Run directories already carry the start time; keep generated ids short.
+  std::random_device rd;
+  return fmt::format("job-{:08x}", rd());
+}
+
+int find_free_port(const std::string& host) {
+  const UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) throw SystemError("socket", errno);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    throw SystemError("bind " + host + ":0", errno);
+  }
+  socklen_t len = sizeof addr;
+  if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) throw SystemError("getsockname", errno);
+  return ntohs(addr.sin_port);
+}
+
+}  // namespace davincirun

@@ -1,0 +1,132 @@
+// LaunchOptions' rules, in one place: what every front end's input must
+// satisfy before a rank table is even read.
+#include <cmath>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "common/text.hpp"
+#include "davincirun/errors.hpp"
+#include "davincirun/plan.hpp"
+
+namespace davincirun {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+// A duration option: its name (as every front end spells it), its field,
+// its longest value, and what 0 means, if anything special.
+struct DurationRule {
+  std::string_view name;
+  milliseconds LaunchOptions::*field;       // set when the field is a direct member
+  milliseconds SupervisorOptions::*nested;  // else a member of LaunchOptions::supervisor
+  milliseconds max;
+  const char* zero_means;  // "" or e.g. " (no limit)"
+  const char* max_means;   // e.g. " (one year)"
+};
+
+constexpr DurationRule duration_rules[] = {
+    {"wait_timeout", &LaunchOptions::wait_timeout, nullptr, max_wait_timeout, " (no waiting)", " (one year)"},
+    {"grace_period", nullptr, &SupervisorOptions::grace_period, max_grace_period, "", ""},
+    {"drain_timeout", nullptr, &SupervisorOptions::drain_timeout, max_drain_timeout, "", ""},
+    {"job_timeout", nullptr, &SupervisorOptions::job_timeout, max_job_timeout, " (no limit)", " (one year)"},
+};
+
+double as_seconds(milliseconds value) { return static_cast<double>(value.count()) / 1000.0; }
+
+const DurationRule& rule_of(std::string_view name) {
+  for (const DurationRule& rule : duration_rules) {
+    if (rule.name == name) return rule;
+  }
+  throw OptionError(std::string(name), fmt::format("{} is not a duration option", name));
+}
+
+milliseconds& field_of(LaunchOptions& options, const DurationRule& rule) {
+  return rule.field ? options.*rule.field : options.supervisor.*rule.nested;
+}
+
+const milliseconds& field_of(const LaunchOptions& options, const DurationRule& rule) {
+  return rule.field ? options.*rule.field : options.supervisor.*rule.nested;
+}
+
+[[noreturn]] void out_of_range(const DurationRule& rule, double seconds) {
+  throw OptionError(std::string(rule.name),
+                    fmt::format("{} must be a number of seconds between 0{} and {}{}, got {}", rule.name,
+                                rule.zero_means, as_seconds(rule.max), rule.max_means, seconds));
+}
+
+void check_no_nul(std::string_view name, const std::string& value) {
+  if (value.find('\0') != std::string::npos) {
+    throw OptionError(std::string(name), fmt::format("{} contains a NUL byte, which no path or name can hold", name));
+  }
+}
+
+}  // namespace
+
+void LaunchOptions::set_seconds(std::string_view name, double seconds) {
+  const DurationRule& rule = rule_of(name);
+  // Negated so that NaN fails too.
+  if (!(seconds >= 0 && seconds <= as_seconds(rule.max))) out_of_range(rule, seconds);
+  auto millis = static_cast<long long>(std::llround(seconds * 1000));
+  if (seconds > 0 && millis == 0) millis = 1;  // 0 would mean "none" or "no limit"
+  field_of(*this, rule) = milliseconds(millis);
+}
+
+double LaunchOptions::seconds(std::string_view name) const { return as_seconds(field_of(*this, rule_of(name))); }
+
+void LaunchOptions::validate() const {
+  if (command.empty() || command[0].empty()) {
+    throw OptionError("command", "no command given: pass the program each rank runs, e.g. [\"python\", \"train.py\"]");
+  }
+  for (const auto& arg : command) {
+    if (arg.find('\0') != std::string::npos) {
+      throw OptionError("command", "an argument of the command contains a NUL character, which no program can receive");
+    }
+  }
+  for (const auto& [name, value] : env) {
+    if (name.empty() || name.find('=') != std::string::npos || name.find('\0') != std::string::npos) {
+      throw OptionError("env", fmt::format("env: invalid variable name '{}'", detail::printable(name)));
+    }
+    if (value.find('\0') != std::string::npos) {
+      throw OptionError("env", fmt::format("env: the value of {} contains a NUL character", name));
+    }
+  }
+  for (const DurationRule& rule : duration_rules) {
+    const milliseconds value = field_of(*this, rule);
+    if (value.count() < 0 || value > rule.max) out_of_range(rule, as_seconds(value));
+  }
+  if (ranks_to_show) {
+    for (const int rank : *ranks_to_show) {
+      if (rank < 0) {
+        throw OptionError("ranks_to_show",
+                          fmt::format("ranks_to_show: rank {} does not exist (ranks are numbered from 0)", rank));
+      }
+    }
+  }
+  check_no_nul("rank_table", rank_table);
+  check_no_nul("work_dir", work_dir);
+  check_no_nul("log_dir", log_dir);
+  if (server_id) check_no_nul("server_id", *server_id);
+  check_no_nul("device_dir", device_dir);
+  check_no_nul("supervisor_program", supervisor_program);
+  check_no_nul("device_lock_dir", device_lock_dir);
+  for (const auto& path : remove_after_job) {
+    check_no_nul("remove_after_job", path);
+    if (path.empty() || path[0] != '/') {
+      // Removed recursively by another process: never relative to wherever that runs.
+      throw OptionError("remove_after_job",
+                        fmt::format("remove_after_job: '{}' is not an absolute path", detail::printable(path)));
+    }
+  }
+  // A relative lock directory would be another one for jobs started from
+  // other directories: they would silently share devices.
+  if (!device_lock_dir.empty() && device_lock_dir != "off" && device_lock_dir[0] != '/') {
+    throw OptionError("device_lock_dir",
+                      fmt::format("LaunchOptions::device_lock_dir must be an absolute path (or \"off\"), got '{}': "
+                                  "jobs started from other directories would not see each other's device locks",
+                                  device_lock_dir));
+  }
+}
+
+}  // namespace davincirun

@@ -1,0 +1,198 @@
+// plan_launch: options → rank table → this server → devices → environments.
+#include "davincirun/plan.hpp"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "davincirun/device_lock.hpp"
+#include "davincirun/errors.hpp"
+#include "davincirun/rank_table_loader.hpp"
+
+namespace davincirun {
+
+namespace {
+
+std::string current_dir() {
+  char buf[PATH_MAX];
+  if (!::getcwd(buf, sizeof buf)) throw SystemError("getcwd", errno);
+  return buf;
+}
+
+// An absolute path without "." components (".." is kept: it may cross a symlink).
+std::string absolute(const std::string& path) {
+  std::string joined = (!path.empty() && path[0] == '/') ? path : current_dir() + "/" + path;
+  std::string out;
+  std::size_t pos = 0;
+  while (pos < joined.size()) {
+    std::size_t next = joined.find('/', pos);
+    if (next == std::string::npos) next = joined.size();
+    std::string_view part(joined.data() + pos, next - pos);
+    if (!part.empty() && part != ".") {
+      out += '/';
+      out += part;
+    }
+    pos = next + 1;
+  }
+  return out.empty() ? "/" : out;
+}
+
+std::string resolve_work_dir(const std::string& work_dir) {
+  struct stat st {};
+  const std::string dir = work_dir.empty() ? "." : work_dir;
+  if (::stat(dir.c_str(), &st) != 0) {
+    throw ConfigError(fmt::format("work_dir '{}' cannot be used: {}", dir, std::strerror(errno)));
+  }
+  if (!S_ISDIR(st.st_mode)) throw ConfigError(fmt::format("work_dir '{}' is not a directory", dir));
+  char real[PATH_MAX];
+  if (!::realpath(dir.c_str(), real)) throw SystemError("resolve " + dir, errno);
+  return real;
+}
+
+int parse_port(const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const long port = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || port < 1 || port > 65535) {
+    throw ConfigError(fmt::format("MASTER_PORT must be a TCP port number (1-65535), got '{}'", text));
+  }
+  return static_cast<int>(port);
+}
+
+// MASTER_ADDR: loopback when every rank runs here; otherwise the address of
+// the server holding rank 0 (its host_ip, else container_ip, else server_id).
+std::string master_address(const RankTable& table) {
+  if (table.servers.size() == 1) return "127.0.0.1";
+  for (const auto& server : table.servers) {
+    if (server.rank_start != 0) continue;
+    if (server.host_ip) return *server.host_ip;
+    if (server.container_ip) return *server.container_ip;
+    return server.server_id;
+  }
+  return table.servers.front().server_id;
+}
+
+ProcessTracking tracking_from(const Environment& env, ProcessTracking configured) {
+  if (configured != ProcessTracking::automatic) return configured;
+  const auto value = env.get("DAVINCIRUN_PROCESS_TRACKING");
+  if (!value || value->empty()) return ProcessTracking::automatic;
+  for (const auto tracking : {ProcessTracking::automatic, ProcessTracking::pidfd, ProcessTracking::sigchld}) {
+    if (*value == to_string(tracking)) return tracking;
+  }
+  throw ConfigError(fmt::format("DAVINCIRUN_PROCESS_TRACKING must be pidfd, sigchld or automatic, got '{}'", *value));
+}
+
+// The lock directory: the option (validated absolute), else the launcher's
+// own DAVINCIRUN_LOCK_DIR (never the ranks' extra variables), else the
+// default; empty for "off". A relative variable is refused like the option.
+std::string device_lock_dir_from(const Environment& env, const std::string& configured) {
+  std::string dir = configured;
+  if (dir.empty()) {
+    dir = env.get("DAVINCIRUN_LOCK_DIR").value_or("");
+    if (!dir.empty() && dir != "off" && dir[0] != '/') {
+      throw ConfigError(fmt::format("DAVINCIRUN_LOCK_DIR must be an absolute path (or \"off\"), got '{}': jobs "
+                                    "started from other directories would not see each other's device locks",
+                                    dir));
+    }
+  }
+  if (dir.empty()) dir = default_device_lock_dir;
+  if (dir == "off") return {};
+  return absolute(dir);
+}
+
+// What the options ask that has no effect, for LaunchPlan::warnings.
+std::vector<std::string> option_warnings(const LaunchOptions& options) {
+  std::vector<std::string> warnings;
+  for (const auto& [name, value] : options.env) {
+    const auto& identity = identity_variable_names();
+    if (std::find(identity.begin(), identity.end(), name) != identity.end()) {
+      warnings.push_back(fmt::format("env: {} has no effect: the launcher sets it for each rank", name));
+    }
+  }
+  return warnings;
+}
+
+LoadedRankTable load_completed_table(const LaunchOptions& options, const Environment& environment) {
+  std::string path = options.rank_table;
+  if (path.empty()) path = environment.get("RANK_TABLE_FILE").value_or("");
+  if (path.empty()) {
+    throw ConfigError("no rank table: set RANK_TABLE_FILE or pass the rank table path explicitly");
+  }
+  RankTableLoadOptions load;
+  load.wait_timeout = options.wait_timeout;
+  load.progress = options.progress;
+  load.keep_waiting = options.keep_waiting;
+  LoadedRankTable loaded = wait_for_rank_table(path, load);
+  if (loaded.table.status != "completed") {
+    // The platform is still writing it (Kubernetes operator, ModelArts).
+    throw ConfigError(fmt::format("rank table {} is not ready: its status is '{}', not 'completed'", path,
+                                  loaded.table.status));
+  }
+  return loaded;
+}
+
+}  // namespace
+
+LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environment) {
+  options.validate();
+  LaunchPlan plan;
+  plan.options = options;
+  LoadedRankTable loaded = load_completed_table(options, environment);
+  plan.table = std::move(loaded.table);
+  if (options.ranks_to_show) {
+    for (const int rank : *options.ranks_to_show) {
+      if (rank >= plan.table.world_size) {
+        throw OptionError("ranks_to_show", fmt::format("ranks_to_show: rank {} does not exist (the world size is {})",
+                                                       rank, plan.table.world_size));
+      }
+    }
+  }
+  plan.warnings = plan.table.warnings;
+  for (auto& warning : option_warnings(options)) plan.warnings.push_back(std::move(warning));
+
+  // Explicit variables take part in the job-wide decisions (which server
+  // this is, JOB_ID, MASTER_PORT, ASCEND_RT_VISIBLE_DEVICES).
+  Environment with_extra = environment;
+  for (const auto& [name, value] : options.env) with_extra.set(name, value);
+
+  const LocalServer local = find_local_server(plan.table, with_extra, MachineIdentity::current(), options.server_id);
+  plan.server_index = local.index;
+  plan.server_reason = local.reason;
+  std::optional<std::vector<int>> rt_visible;
+  if (auto v = with_extra.get("ASCEND_RT_VISIBLE_DEVICES")) rt_visible = parse_visible_devices(*v);
+  plan.ranks = allocate_ranks(local.server, present_devices(options.device_dir), rt_visible);
+  plan.work_dir = resolve_work_dir(options.work_dir);
+  plan.log_dir = absolute(options.log_dir.empty() ? "./log" : options.log_dir);
+
+  JobEnvironment& job = plan.job;
+  job.rank_table_file = loaded.path;  // the source; the Job points the ranks at its normalized copy
+  job.world_size = plan.table.world_size;
+  job.rank_start = local.server.rank_start;
+  job.local_world_size = static_cast<int>(plan.ranks.size());
+  job.job_id = resolve_job_id(with_extra);
+  job.master_addr = master_address(plan.table);
+  job.host_ip = local.server.host_ip.value_or(local.server.server_id);
+  if (auto port = with_extra.get("MASTER_PORT"); port && !port->empty()) {
+    job.master_port = parse_port(*port);
+  } else {
+    // One server: any free port will do. Several servers must agree without
+    // talking, so use torch.distributed's conventional default.
+    job.master_port = plan.table.servers.size() == 1 ? find_free_port(job.master_addr) : 29500;
+  }
+  for (const auto& rank : plan.ranks) {
+    plan.environments.push_back(rank_environment(environment, job, rank, options.env));
+  }
+  plan.options.supervisor.tracking = tracking_from(with_extra, options.supervisor.tracking);
+  plan.device_lock_dir = device_lock_dir_from(environment, options.device_lock_dir);
+  return plan;
+}
+
+}  // namespace davincirun

@@ -1,0 +1,222 @@
+// Which server of the rank table this machine is (rules: server_identity.hpp).
+#include "davincirun/server_identity.hpp"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <utility>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "common/ip_address.hpp"
+#include "davincirun/errors.hpp"
+
+namespace davincirun {
+namespace {
+
+// The variables naming this pod (ModelArts), in the order they are read.
+constexpr const char* pod_variables[] = {"MA_CURRENT_INSTANCE_NAME", "BATCH_TASK_CURRENT_INSTANCE"};
+
+// host_ip and server_id may be addresses or names: addresses compare as
+// addresses, anything else as text.
+bool same_host(const std::string& table_value, const std::string& probe) {
+  return detail::address_key(table_value) == detail::address_key(probe);
+}
+
+// "node1" and "node1.cluster.local" name one machine, whichever side is
+// short; "node1.a" and "node1.b" do not. An IP literal is not a host name.
+bool same_host_name(const std::string& table_value, const std::string& host_name) {
+  if (detail::canonical_ip(table_value)) return false;
+  auto short_name = [](const std::string& s) { return s.substr(0, s.find('.')); };
+  return table_value == host_name || table_value == short_name(host_name) || short_name(table_value) == host_name;
+}
+
+bool same_text(const std::string& table_value, const std::string& probe) { return table_value == probe; }
+
+using Matcher = bool (*)(const std::string& table_value, const std::string& probe);
+using Field = std::pair<const char*, std::string>;  // ("container_ip", "10.0.0.5")
+
+// One value of this machine to look for in the table.
+struct Probe {
+  std::string what;  // in reasons: "POD_IP", "an address of this machine"
+  std::string value;
+  Matcher matches;
+};
+
+struct Rule {
+  const char* name;                                // "container_ip": the table field(s) it reads
+  std::vector<Field> (*fields)(const RankTableServer&);
+  std::vector<Probe> probes;
+  std::vector<std::string> looked_at;              // for the no-match error
+};
+
+std::string server_list(const RankTable& table) {
+  std::vector<std::string> ids;
+  for (const auto& s : table.servers) ids.push_back(s.server_id);
+  return fmt::format("{}", fmt::join(ids, ", "));
+}
+
+void probe_variable(Rule& rule, const Environment& env, const char* name, Matcher matches) {
+  const auto value = env.get(name);
+  if (!value || value->empty()) {
+    rule.looked_at.push_back(fmt::format("{} not set", name));
+    return;
+  }
+  rule.probes.push_back({name, *value, matches});
+  rule.looked_at.push_back(fmt::format("{} '{}'", name, *value));
+}
+
+void probe_addresses(Rule& rule, const MachineIdentity& machine) {
+  for (const auto& a : machine.addresses) rule.probes.push_back({"an address of this machine", a, same_host});
+  rule.looked_at.push_back(machine.addresses.empty() ? "no interface addresses"
+                                                     : fmt::format("interface addresses {}", fmt::join(machine.addresses, ", ")));
+}
+
+// The single server matching `rule`, nullopt when none does; throws when
+// several do, since picking one would start the wrong devices.
+std::optional<ServerMatch> apply(const RankTable& table, Rule& rule) {
+  std::vector<ServerMatch> hits;
+  bool table_has_field = false;
+  for (std::size_t i = 0; i < table.servers.size(); ++i) {
+    std::optional<std::string> reason;
+    for (const auto& [field, value] : rule.fields(table.servers[i])) {
+      table_has_field = true;
+      for (const auto& p : rule.probes) {
+        if (!reason && p.matches(value, p.value)) reason = fmt::format("{} {} matches {}", field, value, p.what);
+      }
+    }
+    if (reason) hits.push_back({i, *reason});
+  }
+  if (!table_has_field) rule.looked_at.push_back(fmt::format("no server has a {}", rule.name));
+  if (hits.size() == 1) return hits.front();
+  if (hits.empty()) return std::nullopt;
+  std::vector<std::string> list;
+  for (const auto& h : hits) list.push_back(fmt::format("{} ({})", table.servers[h.index].server_id, h.reason));
+  throw ConfigError(fmt::format(
+      "this machine matches {} servers of the rank table by {}: {}; say which one it is with server_id / --server-id",
+      hits.size(), rule.name, fmt::join(list, ", ")));
+}
+
+}  // namespace
+
+MachineIdentity MachineIdentity::current() {
+  MachineIdentity machine;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) == 0) {
+    for (const ifaddrs* p = list; p; p = p->ifa_next) {
+      if (!p->ifa_addr) continue;
+      const int family = p->ifa_addr->sa_family;
+      const void* raw = nullptr;
+      if (family == AF_INET) raw = &reinterpret_cast<const sockaddr_in*>(p->ifa_addr)->sin_addr;
+      if (family == AF_INET6) raw = &reinterpret_cast<const sockaddr_in6*>(p->ifa_addr)->sin6_addr;
+      char buf[INET6_ADDRSTRLEN];
+      if (!raw || !inet_ntop(family, raw, buf, sizeof buf)) continue;
+      if (std::find(machine.addresses.begin(), machine.addresses.end(), buf) == machine.addresses.end()) {
+        machine.addresses.emplace_back(buf);
+      }
+    }
+    freeifaddrs(list);
+  }
+  char name[HOST_NAME_MAX + 1] = {};
+  if (gethostname(name, sizeof name - 1) == 0) machine.host_name = name;
+  return machine;
+}
+
+ServerMatch identify_server(const RankTable& table, const Environment& env, const MachineIdentity& machine,
+                            const std::optional<std::string>& explicit_server_id) {
+  if (explicit_server_id) {
+    for (std::size_t i = 0; i < table.servers.size(); ++i) {
+      if (table.servers[i].server_id == *explicit_server_id) {
+        return {i, fmt::format("server_id {} was given explicitly", *explicit_server_id)};
+      }
+    }
+    throw ConfigError(fmt::format("server id '{}' is not in the rank table (servers: {})", *explicit_server_id,
+                                  server_list(table)));
+  }
+
+  Rule pod{"pod_name", [](const RankTableServer& s) {
+             std::vector<Field> f;
+             for (const auto& p : s.pod_names) f.emplace_back("pod_name", p);
+             return f;
+           }, {}, {}};
+  // Only the first variable set counts: the launcher narrows the server's
+  // devices to the pod that same variable names.
+  for (const char* name : pod_variables) {
+    probe_variable(pod, env, name, same_text);
+    if (!pod.probes.empty()) break;
+  }
+
+  Rule container{"container_ip", [](const RankTableServer& s) {
+                   return s.container_ip ? std::vector<Field>{{"container_ip", *s.container_ip}} : std::vector<Field>{};
+                 }, {}, {}};
+  probe_variable(container, env, "POD_IP", same_host);
+  probe_variable(container, env, "MA_CURRENT_IP", same_host);
+  probe_addresses(container, machine);
+
+  Rule host{"host_ip/server_id", [](const RankTableServer& s) {
+              std::vector<Field> f;
+              if (s.host_ip) f.emplace_back("host_ip", *s.host_ip);
+              f.emplace_back("server_id", s.server_id);
+              return f;
+            }, {}, {}};
+  probe_variable(host, env, "MA_CURRENT_HOST_IP", same_host);
+  probe_variable(host, env, "XDL_IP", same_host);
+
+  Rule local{"server_id", [](const RankTableServer& s) { return std::vector<Field>{{"server_id", s.server_id}}; },
+             {}, {}};
+  probe_addresses(local, machine);
+  if (machine.host_name.empty()) {
+    local.looked_at.push_back("host name unknown");
+  } else {
+    local.probes.push_back({fmt::format("this machine's host name '{}'", machine.host_name), machine.host_name,
+                            same_host_name});
+    local.looked_at.push_back(fmt::format("host name '{}'", machine.host_name));
+  }
+
+  std::vector<std::string> tried;
+  for (Rule* rule : {&pod, &container, &host, &local}) {
+    if (auto match = apply(table, *rule)) return *match;
+    tried.push_back(fmt::format("{}: {}", rule->name, fmt::join(rule->looked_at, "; ")));
+  }
+  if (table.servers.size() == 1) return {0, "the rank table has one server"};
+  throw ConfigError(fmt::format(
+      "cannot tell which of the {} servers of the rank table ({}) this machine is; tried {}; "
+      "say which one it is with server_id / --server-id",
+      table.servers.size(), server_list(table), fmt::join(tried, " | ")));
+}
+
+LocalServer find_local_server(const RankTable& table, const Environment& env, const MachineIdentity& machine,
+                              const std::optional<std::string>& explicit_server_id) {
+  const ServerMatch match = identify_server(table, env, machine, explicit_server_id);
+  LocalServer local{match.index, match.reason, table.servers[match.index]};
+  const RankTableServer& server = table.servers[match.index];
+  if (server.pod_names.size() < 2) return local;
+  std::optional<std::string> pod;
+  for (const char* name : pod_variables) {
+    if (auto v = env.get(name); v && !v->empty()) {
+      pod = *v;
+      break;
+    }
+  }
+  if (!pod || std::find(server.pod_names.begin(), server.pod_names.end(), *pod) == server.pod_names.end()) {
+    throw ConfigError(fmt::format(
+        "server {} holds the pods {}; this pod's name ({}) does not name one of them "
+        "(checked MA_CURRENT_INSTANCE_NAME, BATCH_TASK_CURRENT_INSTANCE)",
+        server.server_id, fmt::join(server.pod_names, ", "), pod ? "'" + *pod + "'" : std::string("not set")));
+  }
+  local.server.devices.clear();
+  for (const auto& d : server.devices) {
+    if (d.pod_name == pod) local.server.devices.push_back(d);
+  }
+  local.server.rank_start = local.server.devices.front().rank_id;
+  for (const auto& d : local.server.devices) local.server.rank_start = std::min(local.server.rank_start, d.rank_id);
+  return local;
+}
+
+}  // namespace davincirun

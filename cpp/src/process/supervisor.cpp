@@ -1,0 +1,471 @@
+#include "davincirun/supervisor.hpp"
+
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "davincirun/errors.hpp"
+#include "process/descendants.hpp"
+
+namespace davincirun {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// epoll user data: the rank index and what became ready.
+enum class Source : std::uint64_t { exit = 0, output = 1, stop = 2, forward = 3, children = 4 };
+constexpr int source_bits = 3;
+std::uint64_t tag(std::size_t index, Source source) {
+  return (static_cast<std::uint64_t>(index) << source_bits) | static_cast<std::uint64_t>(source);
+}
+Source source_of(std::uint64_t data) { return static_cast<Source>(data & ((1U << source_bits) - 1)); }
+std::size_t index_of(std::uint64_t data) { return static_cast<std::size_t>(data >> source_bits); }
+
+// Descendants the ranks left behind are SIGKILLed within this time.
+constexpr std::chrono::milliseconds sweep_budget{5'000};
+
+ProcessTracking resolve_tracking(const SupervisorOptions& options) {
+  switch (options.tracking) {
+    case ProcessTracking::pidfd:
+      if (!pidfd_supported()) {
+        throw ConfigError("process tracking 'pidfd' needs Linux >= 5.4 (pidfd_open, waitid P_PIDFD); "
+                          "this kernel lacks it: use 'sigchld' or 'automatic'");
+      }
+      return ProcessTracking::pidfd;
+    case ProcessTracking::sigchld:
+      if (!options.owns_all_children) {
+        throw ConfigError("process tracking 'sigchld' is only for a process that owns all its children "
+                          "(SupervisorOptions::owns_all_children)");
+      }
+      return ProcessTracking::sigchld;
+    case ProcessTracking::automatic:
+      if (pidfd_supported()) return ProcessTracking::pidfd;
+      if (options.owns_all_children) return ProcessTracking::sigchld;
+      throw ConfigError("this kernel has no pidfds (Linux < 5.4), so ranks can only be supervised from a "
+                        "process that owns all its children (the davincirun-supervisor process)");
+  }
+  return ProcessTracking::pidfd;
+}
+
+// Bytes read from one pipe before the loop serves the others: fairness
+// between ranks when one floods its output.
+constexpr std::size_t read_budget = 1 << 20;
+// After a rank exits, read at most this much more at once before its verdict:
+// what it wrote itself is already in the pipe (at most the pipe capacity).
+constexpr std::size_t exit_drain_budget = 16 << 20;
+
+}  // namespace
+
+const char* to_string(ProcessTracking tracking) noexcept {
+  switch (tracking) {
+    case ProcessTracking::automatic: return "automatic";
+    case ProcessTracking::pidfd: return "pidfd";
+    case ProcessTracking::sigchld: return "sigchld";
+  }
+  return "automatic";
+}
+
+const char* to_string(StopReason reason) noexcept {
+  switch (reason) {
+    case StopReason::none: return "none";
+    case StopReason::rank_failed: return "rank_failed";
+    case StopReason::requested: return "requested";
+    case StopReason::timed_out: return "timed_out";
+    case StopReason::signaled: return "signaled";
+  }
+  return "none";
+}
+
+bool JobResult::success() const noexcept {
+  if (stop_reason != StopReason::none) return false;
+  for (const auto& r : ranks) {
+    if (!r.status.success()) return false;
+  }
+  return true;
+}
+
+int JobResult::exit_code() const noexcept {
+  if (first_failure) return ranks[*first_failure].status.shell_code();
+  if (stop_reason == StopReason::requested) return 128 + SIGINT;
+  if (stop_reason == StopReason::signaled) return 128 + stop_signal;
+  if (stop_reason == StopReason::timed_out) return 124;
+  for (const auto& r : ranks) {
+    if (!r.status.success()) return r.status.shell_code();
+  }
+  return 0;
+}
+
+struct Supervisor::Rank {
+  ChildProcess child;
+  RankLog log;
+  RankResult result;
+  bool exited = false;
+  std::optional<Clock::time_point> drain_deadline;
+};
+
+Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions options, LineSink& console)
+    : options_(options), console_(&console), scratch_() {
+  tracking_ = resolve_tracking(options_);
+  if (options_.owns_all_children) {
+    sigset_t mask;
+    ::pthread_sigmask(SIG_BLOCK, nullptr, &mask);
+    if (!sigismember(&mask, SIGCHLD)) {
+      throw ConfigError("owns_all_children needs SIGCHLD blocked in every thread of the process");
+    }
+  }
+  epoll_fd_.reset(::epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll_fd_) throw SystemError("epoll_create1", errno);
+  stop_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  signal_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!stop_fd_ || !signal_fd_) throw SystemError("eventfd", errno);
+  watch(stop_fd_.get(), tag(0, Source::stop));
+  watch(signal_fd_.get(), tag(0, Source::forward));
+  if (options_.owns_all_children) {
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    child_fd_.reset(::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK));
+    if (!child_fd_) throw SystemError("signalfd", errno);
+    watch(child_fd_.get(), tag(0, Source::children));
+  }
+  // A rank that cannot start throws; ranks_ then kills and reaps those
+  // already started (each ChildProcess does its own group).
+  ranks_.reserve(launches.size());
+  for (auto& launch : launches) {
+    const auto started = std::chrono::system_clock::now();
+    launch.process.use_pidfd = tracking_ == ProcessTracking::pidfd;
+    ChildProcess child = ChildProcess::spawn(launch.process, launch.rank);
+    const std::size_t index = ranks_.size();
+    RankLog log(index, launch.label, child.release_output_fd(), launch.log_path,
+                launch.show_on_console ? *console_ : hidden_);
+    RankResult result;
+    result.rank = launch.rank;
+    result.pid = child.pid();
+    result.log_path = launch.log_path;
+    result.started = started;
+    ranks_.push_back(Rank{std::move(child), std::move(log), std::move(result), false, std::nullopt});
+    if (tracking_ == ProcessTracking::pidfd) watch(ranks_[index].child.pidfd(), tag(index, Source::exit));
+    watch(ranks_[index].log.pipe_fd(), tag(index, Source::output));
+  }
+}
+
+Supervisor::~Supervisor() = default;
+
+void Supervisor::watch(int fd, std::uint64_t data) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = data;
+  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) throw SystemError("epoll_ctl", errno);
+}
+
+std::vector<pid_t> Supervisor::pids() const {
+  std::vector<pid_t> out;
+  for (const auto& r : ranks_) out.push_back(r.result.pid);
+  return out;
+}
+
+namespace {
+// The eventfd counter carries both kinds of request: graceful stops in the
+// low 32 bits, kills above them.
+constexpr std::uint64_t kill_request = std::uint64_t{1} << 32;
+}  // namespace
+
+void Supervisor::request_stop() noexcept {
+  const std::uint64_t one = 1;
+  ssize_t ignored = ::write(stop_fd_.get(), &one, sizeof one);
+  (void)ignored;
+}
+
+void Supervisor::request_stop_by_signal(int signal) noexcept {
+  int none = 0;
+  stop_signal_.compare_exchange_strong(none, signal);  // the first signal names the stop
+  request_stop();
+}
+
+void Supervisor::forward_signal(int signal) noexcept {
+  if (signal <= 0 || signal >= 32) return;
+  signals_to_forward_.fetch_or(std::uint32_t{1} << signal);
+  const std::uint64_t one = 1;
+  ssize_t ignored = ::write(signal_fd_.get(), &one, sizeof one);
+  (void)ignored;
+}
+
+void Supervisor::forward_pending_signals() {
+  std::uint64_t count = 0;
+  ssize_t ignored = ::read(signal_fd_.get(), &count, sizeof count);
+  (void)ignored;
+  const std::uint32_t pending = signals_to_forward_.exchange(0);
+  for (int sig = 1; sig < 32; ++sig) {
+    if ((pending & (std::uint32_t{1} << sig)) == 0) continue;
+    for (Rank& r : ranks_) {
+      if (!r.exited) r.child.signal_group(sig);
+    }
+  }
+}
+
+void Supervisor::request_kill_dropped() noexcept {
+  dropped_.store(true);
+  request_kill();
+}
+
+void Supervisor::request_kill() noexcept {
+  ssize_t ignored = ::write(stop_fd_.get(), &kill_request, sizeof kill_request);
+  (void)ignored;
+}
+
+JobResult Supervisor::run() {
+  if (options_.job_timeout.count() > 0) job_deadline_ = Clock::now() + options_.job_timeout;
+  std::array<epoll_event, 64> events{};
+  auto busy = [this] {
+    for (const auto& r : ranks_) {
+      if (!r.exited || r.log.open()) return true;
+    }
+    return false;
+  };
+  while (busy()) {
+    int n = ::epoll_wait(epoll_fd_.get(), events.data(), static_cast<int>(events.size()), next_timeout_ms());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw SystemError("epoll_wait", errno);
+    }
+    // Output before exits, so a rank's last words precede the verdict on it.
+    for (int i = 0; i < n; ++i) {
+      const std::uint64_t data = events[static_cast<std::size_t>(i)].data.u64;
+      if (source_of(data) == Source::output) handle_output(index_of(data));
+    }
+    for (int i = 0; i < n; ++i) {
+      const std::uint64_t data = events[static_cast<std::size_t>(i)].data.u64;
+      switch (source_of(data)) {
+        case Source::exit:
+          handle_exit(index_of(data));
+          if (child_fd_) reap_children();  // orphans that exited behind this rank
+          break;
+        case Source::children:
+          reap_children();
+          break;
+        case Source::stop: {
+          std::uint64_t count = 0;
+          if (::read(stop_fd_.get(), &count, sizeof count) == static_cast<ssize_t>(sizeof count)) {
+            stop_requests_ += count;
+            if (count >= kill_request) {
+              log_notice(dropped_.load() ? "the job was dropped (its handle destroyed) before it ended: killing every rank now"
+                                         : "kill requested: killing every rank now");
+              if (stop_reason_ == StopReason::none) stop_reason_ = StopReason::requested;
+              kill_remaining();
+            } else if (stop_requests_ == 1 && stop_reason_ == StopReason::none) {
+              if (stop_signal_.load() != 0) {
+                begin_stop(StopReason::signaled, std::nullopt);
+              } else {
+                log_notice("stop requested: stopping every rank");
+                begin_stop(StopReason::requested, std::nullopt);
+              }
+            } else {
+              log_notice("stop requested again: killing every rank now");
+              if (stop_reason_ == StopReason::none) stop_reason_ = StopReason::requested;
+              kill_remaining();
+            }
+          }
+          break;
+        }
+        case Source::forward:
+          forward_pending_signals();
+          break;
+        case Source::output:
+          break;
+      }
+    }
+    check_deadlines();
+    if (options_.owns_all_children && !swept_) {
+      bool all_exited = true;
+      for (const auto& r : ranks_) all_exited = all_exited && r.exited;
+      if (all_exited) sweep_descendants();
+    }
+  }
+
+  JobResult result;
+  result.stop_reason = stop_reason_;
+  if (stop_reason_ == StopReason::signaled) result.stop_signal = stop_signal_.load();
+  result.first_failure = first_failure_;
+  result.leftover_processes_killed = leftovers_killed_;
+  result.tracking = tracking_;
+  for (const auto& r : ranks_) result.ranks.push_back(r.result);
+  return result;
+}
+
+void Supervisor::handle_output(std::size_t index) {
+  Rank& r = ranks_[index];
+  if (!r.log.open()) return;
+  if (r.log.read_available(scratch_, read_budget) == RankLog::ReadResult::eof) close_output(index);
+}
+
+void Supervisor::close_output(std::size_t index) {
+  Rank& r = ranks_[index];
+  if (!r.log.open()) return;
+  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, r.log.pipe_fd(), nullptr);
+  r.log.finish();
+  r.result.output_bytes = r.log.bytes();
+  r.result.log_error = r.log.file_error();
+  if (r.result.log_error) {
+    log_notice(fmt::format("rank {}: log file {} is incomplete: {}", r.result.rank, r.log.log_path(),
+                           *r.result.log_error));
+  }
+}
+
+void Supervisor::handle_exit(std::size_t index) {
+  Rank& r = ranks_[index];
+  if (r.exited) return;
+  // Everything the rank wrote before exiting is in the pipe now: take it.
+  if (r.log.open() &&
+      r.log.read_available(scratch_, exit_drain_budget) == RankLog::ReadResult::eof) {
+    close_output(index);
+  }
+  // Leftovers in the rank's process group would hold the NPU: end them while
+  // the group id is still reserved by the unreaped leader.
+  r.child.signal_group(SIGKILL);
+  if (r.child.pidfd() >= 0) ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, r.child.pidfd(), nullptr);
+  std::optional<ExitStatus> status = r.child.try_reap();
+  if (!status) {
+    // The pidfd said it exited; waitid disagrees. Cannot happen on Linux,
+    // but never spin: treat the status as unknown.
+    status = ExitStatus{ExitStatus::Kind::unknown, 0};
+  }
+  r.exited = true;
+  r.result.status = *status;
+  // It may have died of the SIGTERM just before the SIGKILL was sent.
+  if (r.result.killed_by_launcher &&
+      !(status->kind == ExitStatus::Kind::signaled && status->value == SIGKILL)) {
+    r.result.killed_by_launcher = false;
+  }
+  r.result.ended = std::chrono::system_clock::now();
+  if (r.log.open()) r.drain_deadline = Clock::now() + options_.drain_timeout;
+  console_->rank_exited(index, *status, r.result.terminated_by_launcher);
+
+  if (!status->success() && !r.result.terminated_by_launcher && stop_reason_ == StopReason::none) {
+    first_failure_ = index;
+    log_notice(fmt::format("rank {} (pid {}) failed with {}; stopping the other ranks", r.result.rank,
+                           r.result.pid, status->describe()));
+    begin_stop(StopReason::rank_failed, index);
+  }
+}
+
+void Supervisor::reap_children() {
+  signalfd_siginfo info[16];
+  while (::read(child_fd_.get(), info, sizeof info) > 0) {
+  }
+  // Peek at each exited child without reaping it (WNOWAIT): a rank goes
+  // through handle_exit(), which drains its output and reaps it; anything
+  // else is a descendant re-parented to this process, reaped here.
+  for (;;) {
+    siginfo_t peek{};
+    if (::waitid(P_ALL, 0, &peek, WEXITED | WNOHANG | WNOWAIT) < 0) {
+      if (errno == EINTR) continue;
+      return;  // ECHILD: no children at all
+    }
+    if (peek.si_pid == 0) return;  // none has exited
+    std::optional<std::size_t> rank;
+    for (std::size_t i = 0; i < ranks_.size(); ++i) {
+      if (!ranks_[i].exited && ranks_[i].result.pid == peek.si_pid) rank = i;
+    }
+    if (rank) {
+      // With pidfds a rank's exit comes from its pidfd, in the order the
+      // ranks exited. waitid(P_ALL) lists exited children in the order they
+      // were started, so taking the rank here could name a later failure
+      // first; the orphans behind it are reaped once its pidfd is handled.
+      if (tracking_ == ProcessTracking::pidfd) return;
+      handle_exit(*rank);
+    } else {
+      int status = 0;
+      while (::waitpid(peek.si_pid, &status, WNOHANG) < 0 && errno == EINTR) {
+      }
+    }
+  }
+}
+
+void Supervisor::sweep_descendants() {
+  swept_ = true;
+  // Members of the ranks' own process groups were SIGKILLed with their
+  // leader and may still be dying; only processes outside them count.
+  std::vector<pid_t> rank_groups;
+  for (const auto& r : ranks_) rank_groups.push_back(r.result.pid);
+  const std::size_t killed = detail::kill_all_descendants(sweep_budget, rank_groups);
+  leftovers_killed_ = killed;
+  if (killed > 0) {
+    log_notice(fmt::format("killed {} process(es) the ranks left running (outside their process groups)", killed));
+  }
+}
+
+void Supervisor::begin_stop(StopReason reason, std::optional<std::size_t> except) {
+  stop_reason_ = reason;
+  bool any = false;
+  for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    Rank& r = ranks_[i];
+    if (r.exited || (except && *except == i)) continue;
+    r.child.signal_group(SIGTERM);
+    r.result.terminated_by_launcher = true;
+    any = true;
+  }
+  if (any) kill_deadline_ = Clock::now() + options_.grace_period;
+}
+
+void Supervisor::kill_remaining() {
+  killed_all_ = true;
+  for (Rank& r : ranks_) {
+    if (r.exited) continue;
+    r.child.signal_group(SIGKILL);
+    r.result.terminated_by_launcher = true;
+    r.result.killed_by_launcher = true;
+  }
+}
+
+int Supervisor::next_timeout_ms() const {
+  std::optional<Clock::time_point> next;
+  if (job_deadline_ && stop_reason_ == StopReason::none) next = job_deadline_;
+  if (kill_deadline_ && !killed_all_ && (!next || *kill_deadline_ < *next)) next = kill_deadline_;
+  for (const auto& r : ranks_) {
+    if (r.drain_deadline && r.log.open() && (!next || *r.drain_deadline < *next)) next = r.drain_deadline;
+  }
+  if (!next) return -1;
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(*next - Clock::now()).count();
+  return left < 0 ? 0 : static_cast<int>(left);
+}
+
+void Supervisor::check_deadlines() {
+  const auto now = Clock::now();
+  if (job_deadline_ && stop_reason_ == StopReason::none && now >= *job_deadline_) {
+    log_notice(fmt::format("the job timeout of {:.1f} s is reached: stopping every rank",
+                           static_cast<double>(options_.job_timeout.count()) / 1000.0));
+    begin_stop(StopReason::timed_out, std::nullopt);
+  }
+  if (kill_deadline_ && !killed_all_ && now >= *kill_deadline_) {
+    bool any_running = false;
+    for (const Rank& r : ranks_) any_running = any_running || !r.exited;
+    if (any_running) {
+      log_notice(fmt::format("grace period of {:.1f} s is over: killing the ranks still running",
+                             static_cast<double>(options_.grace_period.count()) / 1000.0));
+    }
+    kill_remaining();
+  }
+  for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    Rank& r = ranks_[i];
+    if (r.drain_deadline && r.log.open() && now >= *r.drain_deadline) {
+      log_notice(fmt::format("rank {}: a process that left the rank's process group still holds its "
+                             "output open; no longer reading it",
+                             r.result.rank));
+      close_output(i);
+    }
+  }
+}
+
+void Supervisor::log_notice(const std::string& text) { console_->notice(notice_line(text)); }
+
+}  // namespace davincirun

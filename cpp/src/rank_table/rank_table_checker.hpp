@@ -1,0 +1,151 @@
+// Internals of the rank table parser, shared by its files:
+//   rank_table_json.cpp    the JSON text: limits, repeated keys, syntax errors;
+//   rank_table.cpp         format detection, formats 1.0 and 1.2;
+//   rank_table_v0.cpp      format 0.1 and its conversion to 1.0;
+//   rank_table_rules.cpp   uniqueness and table-wide rules, message helpers;
+//   rank_table_writer.cpp  the normalized document and writing it.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "davincirun/errors.hpp"
+#include "davincirun/rank_table.hpp"
+
+namespace davincirun::detail {
+
+using Json = nlohmann::ordered_json;  // keeps members in document order
+using Kind = RankTableError::Kind;
+
+/// Cuts `text` to a readable length without splitting a UTF-8 sequence.
+std::string shorten(std::string_view text);
+/// Names a value in a message: strings quoted, scalars as JSON, containers by kind.
+std::string describe(const Json& value);
+/// RFC 6901 pointer of a member or an element of the value at `pointer`.
+std::string child(const std::string& pointer, std::string_view key);
+std::string child(const std::string& pointer, std::size_t index);
+/// The top-level "status" of a JSON document, when it is an object with a
+/// string status; nullopt otherwise (never throws).
+std::optional<std::string> top_level_status(std::string_view text);
+
+/// Remembers where each value was first seen, to name it when it comes again.
+template <typename T>
+class FirstSeen {
+ public:
+  /// Records `value` at `pointer`; returns the earlier pointer when it is a repeat.
+  std::optional<std::string> repeat(const T& value, std::string pointer) {
+    const auto [it, inserted] = seen_.emplace(value, std::move(pointer));
+    if (inserted) return std::nullopt;
+    return it->second;
+  }
+
+ private:
+  std::map<T, std::string> seen_;
+};
+
+/// Where each server and device of a RankTable was read: JSON Pointers into the
+/// original document, so that 0.1 tables are reported in their own terms.
+struct Origins {
+  std::vector<std::string> servers;              ///< the object holding each server's server_id
+  std::vector<std::vector<std::string>> devices;  ///< each device object, per server
+};
+
+/// One 0.1 pod (instance) as read, before ordering.
+struct V0Pod {
+  std::string pointer;  ///< /group_list/G/instance_list/K
+  std::size_t group = 0;
+  std::optional<int> number;  ///< the integer after the last '-' of pod_name
+  std::string pod_name;
+  std::string server_id;
+  std::vector<RankTableDevice> devices;
+};
+
+/// A count a 0.1 file declares (group_count...) that disagrees with the lists;
+/// reported after the element and uniqueness rules.
+struct V0CountMismatch {
+  std::string pointer;
+  std::string detail;
+};
+
+/// Walks a parsed document in document order and turns the first problem found
+/// into a RankTableError naming the source and the JSON Pointer.
+class Checker {
+ public:
+  explicit Checker(const std::string& source) : source_(source) {}
+
+  [[noreturn]] void fail(Kind kind, std::optional<std::string> pointer, std::string detail) const {
+    throw RankTableError(kind, source_, std::move(pointer), std::move(detail));
+  }
+
+  Json parse(std::string_view file, std::size_t skipped) const;
+  RankTable check(const Json& doc);
+
+ private:
+  [[noreturn]] void syntax_error(std::string_view file, std::size_t skipped, std::size_t offset,
+                                 std::string_view reason) const;
+  RankTableFormat detect_format(const Json& top) const;
+  void warn(const std::string& pointer, const std::string& text);
+
+  // Element checks shared by all formats (precedence 2).
+  void require(const Json& object, const std::string& pointer,
+               std::initializer_list<std::string_view> keys) const;
+  const std::string& string_value(const Json& value, const std::string& pointer) const;
+  std::int64_t table_integer(const Json& value, const std::string& pointer,
+                             std::int64_t max = max_table_integer) const;
+  int small_integer(const Json& value, const std::string& pointer) const;
+  std::string server_id(const Json& value, const std::string& pointer) const;
+  void expect_object(const Json& value, const std::string& pointer) const;
+  void expect_array(const Json& value, const std::string& pointer) const;
+  std::optional<std::string> device_ip(const Json& value, const std::string& pointer);
+  void require_device_ip_if_multi_server(const Json& device, const std::string& pointer) const;
+
+  // Formats 1.0 and 1.2 (rank_table.cpp).
+  RankTable check_v1(const Json& doc);
+  std::vector<RankTableServer> servers(const Json& list, const std::string& pointer);
+  RankTableServer server(const Json& value, const std::string& pointer);
+  std::vector<RankTableDevice> devices(const Json& list, const std::string& pointer,
+                                       const std::string& server_name);
+  RankTableDevice device(const Json& value, const std::string& pointer);
+  std::vector<RankTableSuperPod> super_pods(const Json& list, const std::string& pointer) const;
+  RankTableSuperPod super_pod(const Json& value, const std::string& pointer) const;
+
+  // Format 0.1 (rank_table_v0.cpp).
+  RankTable check_v0(const Json& doc);
+  void v0_group(const Json& value, const std::string& pointer, std::size_t index,
+                std::vector<V0Pod>& pods, std::vector<V0CountMismatch>& counts);
+  V0Pod v0_pod(const Json& value, const std::string& pointer, bool numbered);
+  RankTableDevice v0_device(const Json& value, const std::string& pointer);
+  void v0_check_pods_unique(const std::vector<V0Pod>& pods) const;
+  RankTable v0_convert(const std::vector<V0Pod>& ordered);
+  void v0_check_adjacent(const std::vector<V0Pod>& ordered) const;
+  void v0_check_counts(const std::vector<V0CountMismatch>& counts) const;
+
+  // Uniqueness (precedence 3) and table-wide rules (precedence 4), rank_table_rules.cpp.
+  void check_unique(const RankTable& table) const;
+  void check_super_pods_unique(const RankTable& table) const;
+  void check_rank_numbering(const RankTable& table) const;
+  void check_contiguous_blocks(const RankTable& table) const;
+  void check_server_count(const RankTable& table, std::optional<int> server_count) const;
+  void check_super_pod_servers(const RankTable& table) const;
+
+  const std::string& source_;
+  RankTableFormat format_ = RankTableFormat::v1_0;
+  bool multi_server_ = false;  // decides whether device_ip is required
+  Origins origins_;
+  std::vector<std::string> warnings_;
+};
+
+/// The normalized document of a checked 1.x table (`doc` its original).
+std::string normalized_v1(const Json& doc, const RankTable& table);
+/// The normalized document of a converted 0.1 table: format 1.0.
+std::string normalized_from_v0(const RankTable& table);
+
+}  // namespace davincirun::detail

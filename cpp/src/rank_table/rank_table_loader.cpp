@@ -1,0 +1,187 @@
+// Reading rank table files: load_rank_table (one file, once) and
+// wait_for_rank_table (a file or a platform's directory, waiting while the
+// platform writes it).
+#include "davincirun/rank_table_loader.hpp"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "rank_table/rank_table_checker.hpp"
+#include "davincirun/unique_fd.hpp"
+
+namespace davincirun {
+
+namespace {
+
+using Kind = RankTableError::Kind;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr std::size_t max_file_bytes = std::size_t{64} << 20;  // real ones: a few KiB per server
+// Looked up in this order in a directory (ModelArts writes the first).
+constexpr const char* table_names[] = {"jobstart_hccl.json", "hccl.json"};
+
+RankTableError io_error(const std::string& path, std::string_view what, int error) {
+  return RankTableError(Kind::io, path, std::nullopt,
+                        fmt::format("{}: {}", what, std::strerror(error)));
+}
+
+// The file's bytes; nullopt when it does not exist (which a waiting caller retries).
+std::optional<std::string> read_if_exists(const std::string& path) {
+  const auto too_large = [&] {
+    return RankTableError(Kind::io, path, std::nullopt,
+                          fmt::format("file is larger than {} MiB; not a rank table",
+                                      max_file_bytes >> 20));
+  };
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below).
+  const UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!file && errno == ENOENT) return std::nullopt;
+  if (!file) throw io_error(path, "cannot open the rank table", errno);
+  const int fd = file.get();
+
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) throw io_error(path, "cannot stat the rank table", errno);
+  if (S_ISDIR(info.st_mode)) {
+    throw io_error(path, "cannot read the rank table (expected the table's .json file)", EISDIR);
+  }
+  if (!S_ISREG(info.st_mode)) {
+    throw RankTableError(Kind::io, path, std::nullopt,
+                         "cannot read the rank table: not a regular file (pipe, device or socket)");
+  }
+  if (static_cast<std::uintmax_t>(info.st_size) > max_file_bytes) throw too_large();
+
+  std::string text;
+  text.reserve(static_cast<std::size_t>(info.st_size));
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw io_error(path, "cannot read the rank table", errno);
+    if (n == 0) break;
+    // Checked again here: the file may grow while it is read.
+    if (text.size() + static_cast<std::size_t>(n) > max_file_bytes) throw too_large();
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+  return text;
+}
+
+// "1 s", "0.5 s", "300 s".
+std::string seconds(milliseconds duration) {
+  return fmt::format("{:g} s", static_cast<double>(duration.count()) / 1000.0);
+}
+
+// One look at the table: either it is usable, or why not yet (a state worth
+// waiting on). Any other problem is thrown.
+struct Attempt {
+  std::optional<LoadedRankTable> loaded;
+  std::string file;   // the file looked at (path_or_dir when none was found)
+  std::string state;  // e.g. "its status is still 'initializing'"
+  Kind kind = Kind::io;  // of the error to throw if the wait ends in this state
+  std::optional<RankTableError> error;  // what to throw when not waiting
+};
+
+Attempt attempt(const std::string& path_or_dir, bool waiting) {
+  Attempt out;
+  out.file = path_or_dir;
+  struct stat info {};
+  if (::stat(path_or_dir.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    const std::string dir = path_or_dir.back() == '/' ? path_or_dir : path_or_dir + '/';
+    const auto found = std::find_if(std::begin(table_names), std::end(table_names), [&](auto name) {
+      struct stat entry {};
+      return ::lstat((dir + name).c_str(), &entry) == 0;  // a dangling link is found, then refused
+    });
+    if (found == std::end(table_names)) {
+      out.state = fmt::format("neither {} nor {} exists in the directory", table_names[0],
+                              table_names[1]);
+      out.error = RankTableError(Kind::io, path_or_dir, std::nullopt,
+                                 "no rank table in this directory: " + out.state);
+      return out;
+    }
+    out.file = dir + *found;
+  }
+  const std::optional<std::string> text = read_if_exists(out.file);
+  if (!text) {
+    out.state = "it does not exist";
+    out.error = io_error(out.file, "cannot open the rank table", ENOENT);
+    return out;
+  }
+  try {
+    RankTable table = parse_rank_table(*text, out.file);
+    if (waiting && table.status == "initializing") {
+      out.state = "its status is still 'initializing'";
+      out.kind = Kind::bad_value;
+      return out;
+    }
+    char* resolved = ::realpath(out.file.c_str(), nullptr);  // HCCL and torch_npu want the real file
+    if (resolved == nullptr) throw io_error(out.file, "cannot resolve the rank table's path", errno);
+    const std::unique_ptr<char, decltype(&::free)> owner(resolved, &::free);
+    out.loaded = LoadedRankTable{std::move(table), resolved};
+    return out;
+  } catch (const RankTableError& e) {
+    if (!waiting) throw;
+    // A platform may first write {"status": "initializing"} with no servers yet.
+    if (detail::top_level_status(*text) == "initializing") {
+      out.state = "its status is still 'initializing'";
+      out.kind = Kind::bad_value;
+      return out;
+    }
+    if (e.kind() == Kind::empty) out.state = "it is still empty";
+    else if (e.kind() == Kind::syntax) out.state = "it is not valid JSON yet (" + e.detail() + ")";
+    else throw;
+    out.kind = e.kind();
+    return out;
+  }
+}
+
+}  // namespace
+
+RankTable load_rank_table(const std::string& path) {
+  const std::optional<std::string> text = read_if_exists(path);
+  if (!text) throw io_error(path, "cannot open the rank table", ENOENT);
+  return parse_rank_table(*text, path);
+}
+
+LoadedRankTable wait_for_rank_table(const std::string& path_or_dir,
+                                    const RankTableLoadOptions& options) {
+  if (path_or_dir.empty()) {
+    throw RankTableError(Kind::io, path_or_dir, std::nullopt, "no rank table path given");
+  }
+  const milliseconds timeout = std::max(options.wait_timeout, milliseconds(0));
+  const milliseconds interval = std::max(options.retry_interval, milliseconds(1));
+  const bool waiting = timeout > milliseconds(0);
+  const auto start = Clock::now();
+  const auto deadline = start + timeout;
+  auto next_progress = start;
+  for (;;) {
+    Attempt seen = attempt(path_or_dir, waiting);
+    if (seen.loaded) return std::move(*seen.loaded);
+    if (!waiting) throw *seen.error;
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      throw RankTableError(seen.kind, seen.file, std::nullopt,
+                           fmt::format("timed out after {} waiting for the rank table: {}", seconds(timeout),
+                                       seen.state));
+    }
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - now);
+    if (options.progress && now >= next_progress) {
+      const auto left_s = (left.count() + 999) / 1000;  // rounded up: "0 s" would read as over
+      options.progress(fmt::format("waiting for rank table {}: {}; giving up in {} s", seen.file,
+                                   seen.state, left_s));
+      next_progress = now + std::max(options.progress_interval, milliseconds(1));
+    }
+    if (options.keep_waiting) options.keep_waiting();
+    std::this_thread::sleep_for(std::min(interval, left));
+  }
+}
+
+}  // namespace davincirun

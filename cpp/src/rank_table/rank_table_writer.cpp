@@ -1,0 +1,102 @@
+// The normalized rank table: what the ranks read. HCCL accepts only decimal
+// strings for scalars and needs a 1.x table, so the launcher hands the ranks
+// this copy rather than the platform's file ("read leniently, write strictly").
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "common/private_file.hpp"
+#include "rank_table/rank_table_checker.hpp"
+#include "davincirun/unique_fd.hpp"
+
+namespace davincirun {
+
+namespace detail {
+
+namespace {
+
+template <typename Integer>
+std::string decimal(Integer number) {
+  return std::to_string(number);
+}
+
+std::string dump(const Json& doc) {
+  // Strings are valid UTF-8 (the parser refuses anything else); replace is a guard.
+  return doc.dump(2, ' ', false, Json::error_handler_t::replace);
+}
+
+}  // namespace
+
+// Unknown fields stay where they were; only values this parser reads change.
+std::string normalized_v1(const Json& doc, const RankTable& table) {
+  Json copy = doc;
+  auto& servers = copy["server_list"];
+  for (std::size_t i = 0; i < table.servers.size(); ++i) {
+    auto& devices = servers[i]["device"];
+    for (std::size_t j = 0; j < table.servers[i].devices.size(); ++j) {
+      const RankTableDevice& device = table.servers[i].devices[j];
+      Json& out = devices[j];
+      out["device_id"] = decimal(device.device_id);
+      out["rank_id"] = decimal(device.rank_id);
+      if (device.super_device_id) out["super_device_id"] = decimal(*device.super_device_id);
+      if (!device.device_ip) out.erase("device_ip");  // a placeholder read as absent
+    }
+  }
+  for (std::size_t p = 0; p < table.super_pods.size(); ++p) {
+    copy["super_pod_list"][p]["super_pod_id"] = table.super_pods[p].super_pod_id;
+  }
+
+  // HCCL expects status and server_count; add them where absent.
+  Json top = Json::object();
+  if (!doc.contains("status")) top["status"] = table.status;
+  for (auto& [key, value] : copy.get_ref<Json::object_t&>()) {
+    top[key] = key == "server_count" ? Json(decimal(table.servers.size())) : std::move(value);
+    if (key == "version" && !doc.contains("server_count")) {
+      top["server_count"] = decimal(table.servers.size());
+    }
+  }
+  return dump(top);
+}
+
+// The layout of a hand-written 1.0 table; pod names stay in the RankTable only.
+std::string normalized_from_v0(const RankTable& table) {
+  Json servers = Json::array();
+  for (const auto& server : table.servers) {
+    Json devices = Json::array();
+    for (const auto& device : server.devices) {
+      Json out = Json::object();
+      out["device_id"] = decimal(device.device_id);
+      if (device.device_ip) out["device_ip"] = *device.device_ip;
+      out["rank_id"] = decimal(device.rank_id);
+      devices.push_back(std::move(out));
+    }
+    Json out = Json::object();
+    out["server_id"] = server.server_id;
+    out["device"] = std::move(devices);
+    servers.push_back(std::move(out));
+  }
+  Json top = Json::object();
+  top["status"] = table.status;
+  top["version"] = "1.0";
+  top["server_count"] = decimal(table.servers.size());
+  top["server_list"] = std::move(servers);
+  return dump(top);
+}
+
+}  // namespace detail
+
+void write_normalized_rank_table(const RankTable& table, const std::string& path) {
+  if (table.normalized_json.empty()) {
+    throw std::invalid_argument(
+        "write_normalized_rank_table: the table has no normalized_json (it was not made by "
+        "parse_rank_table)");
+  }
+  detail::write_private_file(path, table.normalized_json + "\n", "create rank table " + path);
+}
+
+}  // namespace davincirun

@@ -1,0 +1,189 @@
+// run_job_host(): one job, from its spec to its result, in the order the
+// steps happen.
+#include "job_host.hpp"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "davincirun/device_lock.hpp"
+#include "davincirun/environment.hpp"
+#include "davincirun/errors.hpp"
+#include "davincirun/supervisor.hpp"
+#include "job/job_protocol.hpp"
+#include "job_console.hpp"
+#include "job_summary.hpp"
+#include "lifeline.hpp"
+#include "process/descendants.hpp"
+#include "run_dir.hpp"
+
+namespace davincirun::detail {
+
+namespace {
+
+// What the ranks leave running after a failed start or a broken event loop
+// is SIGKILLed within this time.
+constexpr std::chrono::seconds cleanup_budget{5};
+
+void prepare_process() {
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (const int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&mask, sig);
+  ::pthread_sigmask(SIG_BLOCK, &mask, nullptr);
+  // A console that went away (EPIPE) or a log file over RLIMIT_FSIZE
+  // (EFBIG) is an error to report, never a reason to die.
+  ::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGXFSZ, SIG_IGN);
+  // Orphans anywhere below this process come back to it instead of init:
+  // that is what lets the final sweep find a double-forked daemon.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+}
+
+// 128 random bits, hex: marks every process of this job (DAVINCIRUN_JOB_TAG),
+// so the launcher can still find them should this process be killed.
+std::string random_tag() {
+  unsigned char bytes[16] = {};
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw SystemError("getrandom", errno);
+    got += static_cast<std::size_t>(n);
+  }
+  std::string out;
+  for (const unsigned char b : bytes) out += fmt::format("{:02x}", b);
+  return out;
+}
+
+std::vector<std::string> rank_labels(const JobSpec& spec) {
+  std::vector<std::string> labels;
+  for (const RankAssignment& a : spec.ranks) labels.push_back(rank_label(a.rank));
+  return labels;
+}
+
+// First, before anything is created: a job refused because another one holds
+// a device leaves nothing behind, not even a log directory.
+std::optional<DeviceLocks> lock_devices(const JobSpec& spec) {
+  if (spec.device_lock_dir.empty()) return std::nullopt;
+  std::vector<int> devices;
+  for (const RankAssignment& a : spec.ranks) devices.push_back(a.physical_device_id);
+  return DeviceLocks(spec.device_lock_dir, devices, DeviceLockHolder{spec.job_id, spec.command});
+}
+
+std::unique_ptr<Supervisor> start_ranks(const JobSpec& spec, const RunDir& run_dir, const std::string& tag,
+                                        LineSink& console) {
+  std::vector<RankLaunch> launches;
+  for (std::size_t i = 0; i < spec.ranks.size(); ++i) {
+    const RankAssignment& a = spec.ranks[i];
+    RankLaunch launch;
+    launch.rank = a.rank;
+    launch.label = rank_label(a.rank);
+    launch.log_path = run_dir.log_path(a);
+    launch.show_on_console = i >= spec.show_on_console.size() || spec.show_on_console[i];
+    launch.process.argv = spec.command;
+    Environment env(spec.environments[i]);
+    env.set("RANK_TABLE_FILE", run_dir.table_path());
+    env.set("DAVINCIRUN_JOB_TAG", tag);
+    launch.process.env = env.entries();
+    launch.process.work_dir = spec.work_dir;
+    launches.push_back(std::move(launch));
+  }
+  return std::make_unique<Supervisor>(std::move(launches), spec.supervisor, console);
+}
+
+// The job's own outcome stands when its summary cannot be written: the
+// missing summary is reported beside it.
+void write_summary(const JobSpec& spec, const RunDir& run_dir, JobResult& result, LineSink& console) {
+  try {
+    write_job_summary(run_dir.summary_path(), spec, run_dir.table_path(), result);
+  } catch (const SystemError& e) {
+    result.summary_error = std::strerror(e.os_errno());
+  } catch (const std::exception& e) {
+    result.summary_error = e.what();
+  }
+  if (result.summary_error) {
+    console.notice(
+        notice_line(fmt::format("cannot write the job summary {}: {}", run_dir.summary_path(), *result.summary_error)));
+  }
+}
+
+// Removes LaunchOptions::remove_after_job at every return of run_job_host:
+// after the ranks and their descendants are gone.
+struct RemoveAfterJob {
+  const std::vector<std::string>& paths;
+  ~RemoveAfterJob() {
+    for (const auto& path : paths) {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);  // removes symlinks, never follows them
+    }
+  }
+};
+
+}  // namespace
+
+int run_job_host(int lifeline_fd) {
+  prepare_process();
+  FrameReader reader(lifeline_fd);
+  Frame type{};
+  std::string payload;
+  JobSpec spec;
+  try {
+    if (!reader.next(type, payload) || type != Frame::spec) return 2;
+    spec = decode_spec(payload);
+  } catch (const std::exception&) {
+    return 2;
+  }
+  spec.supervisor.owns_all_children = true;
+  const RemoveAfterJob remove_after_job{spec.remove_after_job};
+  Lifeline lifeline(lifeline_fd);
+  JobConsole console(spec.console, lifeline, rank_labels(spec));
+  // Held until this process exits, after every rank and everything they
+  // started is gone; the kernel releases them if it dies.
+  std::optional<DeviceLocks> locks;
+  std::optional<RunDir> run_dir;
+  std::unique_ptr<Supervisor> supervisor;
+  std::string tag;
+  // Ends a job that failed to start or whose event loop broke, and says why.
+  const auto abandon = [&](const std::exception& e, bool never_ran) {
+    supervisor.reset();  // kills and reaps the ranks
+    kill_all_descendants(cleanup_budget);
+    // A job that never ran leaves no run directory behind.
+    if (never_ran && run_dir) run_dir->discard(spec.ranks);
+    console.flush();
+    lifeline.send(Frame::error, encode_error(e));
+    return 1;
+  };
+  try {
+    tag = random_tag();
+    locks = lock_devices(spec);
+    run_dir.emplace(spec.log_dir, spec.job_id, spec.rank_table_json);
+    supervisor = start_ranks(spec, *run_dir, tag, console.sink());
+  } catch (const std::exception& e) {
+    return abandon(e, true);
+  }
+  run_dir->point_latest();
+  lifeline.send(Frame::started, encode_started({run_dir->path(), tag, supervisor->pids(), supervisor->tracking()}));
+
+  JobResult result;
+  try {
+    const CommandListener listener(lifeline_fd, reader.take_buffered(), *supervisor, console.sink());
+    result = supervisor->run();
+  } catch (const std::exception& e) {
+    // The event loop itself failed (epoll, signalfd): nothing to recover.
+    return abandon(e, false);
+  }
+  write_summary(spec, *run_dir, result, console.sink());
+  console.flush();  // every line reaches the launcher before the result
+  lifeline.send(Frame::result, encode_result(result));
+  return 0;
+}
+
+}  // namespace davincirun::detail

@@ -1,0 +1,66 @@
+#include "job_summary.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "davincirun/errors.hpp"
+#include "common/private_file.hpp"
+
+namespace davincirun::detail {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+double epoch_seconds(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+Json rank_entry(const RankAssignment& a, const RankResult& r) {
+  Json j;
+  j["rank"] = r.rank;
+  j["local_rank"] = a.local_rank;
+  j["physical_device_id"] = a.physical_device_id;
+  j["logical_device_id"] = a.logical_device_id;
+  j["pid"] = r.pid;
+  j["log"] = r.log_path;
+  j["exit_code"] = r.status.kind == ExitStatus::Kind::exited ? Json(r.status.value) : Json();
+  j["signal"] = r.status.kind == ExitStatus::Kind::signaled ? Json(r.status.value) : Json();
+  j["status"] = r.status.describe();
+  j["terminated_by_launcher"] = r.terminated_by_launcher;
+  j["killed_by_launcher"] = r.killed_by_launcher;
+  j["started"] = epoch_seconds(r.started);
+  j["ended"] = epoch_seconds(r.ended);
+  j["output_bytes"] = r.output_bytes;
+  j["log_error"] = r.log_error ? Json(*r.log_error) : Json();
+  return j;
+}
+
+}  // namespace
+
+void write_job_summary(const std::string& path, const JobSpec& plan, const std::string& table_copy,
+                       const JobResult& result) {
+  Json j;
+  j["job_id"] = plan.job_id;
+  j["server_id"] = plan.server_id;
+  j["rank_table_source"] = plan.rank_table_source;
+  j["rank_table"] = table_copy;
+  j["world_size"] = plan.world_size;
+  j["command"] = plan.command;
+  j["process_tracking"] = to_string(result.tracking);
+  j["success"] = result.success();
+  j["exit_code"] = result.exit_code();
+  j["stop_reason"] = to_string(result.stop_reason);
+  if (result.stop_reason == StopReason::signaled) j["stop_signal"] = result.stop_signal;
+  j["first_failure"] = result.first_failure ? Json(result.ranks[*result.first_failure].rank) : Json();
+  j["leftover_processes_killed"] = result.leftover_processes_killed;
+  j["ranks"] = Json::array();
+  for (std::size_t i = 0; i < result.ranks.size() && i < plan.ranks.size(); ++i) {
+    j["ranks"].push_back(rank_entry(plan.ranks[i], result.ranks[i]));
+  }
+  // Rank output can be any bytes: replace invalid UTF-8 rather than fail.
+  const std::string text = j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+
+  write_private_file(path, text, "create " + path);
+}
+
+}  // namespace davincirun::detail

@@ -1,0 +1,117 @@
+#include "lifeline.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+
+#include <fmt/format.h>
+
+#include "common/text.hpp"
+#include "davincirun/errors.hpp"
+#include "job/job_protocol.hpp"
+
+namespace davincirun::detail {
+
+void Lifeline::send(Frame type, std::string_view head, std::string_view body) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (broken_) return;
+  try {
+    broken_ = !write_frame(fd_, type, head, body);
+  } catch (const SystemError&) {
+    broken_ = true;
+  }
+}
+
+void RelaySink::write(std::size_t index, std::string_view lines) {
+  lifeline_.send(Frame::lines, encode_lines_head(index), lines);
+}
+
+void RelaySink::notice(std::string_view lines) { lifeline_.send(Frame::notice, lines); }
+
+void RelaySink::progress(std::size_t index, std::string_view text) {
+  lifeline_.send(Frame::progress, encode_progress(index, text));
+}
+
+void RelaySink::rank_exited(std::size_t index, ExitStatus status, bool stopped_by_launcher) {
+  lifeline_.send(Frame::rank_exited, encode_rank_exited({index, status, stopped_by_launcher}));
+}
+
+CommandListener::CommandListener(int lifeline_fd, const std::string& already_read, Supervisor& supervisor,
+                                 LineSink& console)
+    : fd_(lifeline_fd), supervisor_(supervisor), console_(console) {
+  sigset_t stops;
+  sigemptyset(&stops);
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, sig);
+  signals_.reset(::signalfd(-1, &stops, SFD_CLOEXEC | SFD_NONBLOCK));
+  done_.reset(::eventfd(0, EFD_CLOEXEC));
+  if (!signals_ || !done_) throw SystemError("signalfd/eventfd", errno);
+  for (const char c : already_read) handle(c);
+  thread_ = std::thread([this] { run(); });
+}
+
+CommandListener::~CommandListener() {
+  const std::uint64_t one = 1;
+  const ssize_t ignored = ::write(done_.get(), &one, sizeof one);
+  (void)ignored;
+  thread_.join();
+}
+
+void CommandListener::handle(char c) {
+  if (expect_signal_) {
+    expect_signal_ = false;
+    supervisor_.forward_signal(static_cast<unsigned char>(c));
+  } else if (c == command_stop) {
+    supervisor_.request_stop();
+  } else if (c == command_kill) {
+    supervisor_.request_kill();
+  } else if (c == command_drop) {
+    supervisor_.request_kill_dropped();
+  } else if (c == command_forward) {
+    expect_signal_ = true;
+  }
+}
+
+void CommandListener::read_signals() {
+  signalfd_siginfo info{};
+  while (::read(signals_.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+    const int signo = static_cast<int>(info.ssi_signo);
+    const char* name = signal_name(signo);
+    console_.notice(notice_line(fmt::format("the job supervisor got signal {} (SIG{}): stopping every rank", signo,
+                                            name ? name : "?")));
+    supervisor_.request_stop_by_signal(signo);
+  }
+}
+
+void CommandListener::run() {
+  bool lifeline_open = true;
+  for (;;) {
+    pollfd fds[3] = {{done_.get(), POLLIN, 0}, {signals_.get(), POLLIN, 0}, {lifeline_open ? fd_ : -1, POLLIN, 0}};
+    if (::poll(fds, 3, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[0].revents) return;
+    if (fds[1].revents) read_signals();
+    if (lifeline_open && fds[2].revents) {
+      char buf[256];
+      const ssize_t n = ::read(fd_, buf, sizeof buf);
+      if (n > 0) {
+        for (ssize_t i = 0; i < n; ++i) handle(buf[i]);
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        // The launcher exited or was killed: nobody is left to stop the
+        // job, so stop it now, gracefully (SIGTERM, then SIGKILL after
+        // the grace period).
+        lifeline_open = false;
+        console_.notice(notice_line("the launcher is gone: stopping the job"));
+        supervisor_.request_stop();
+      }
+    }
+  }
+}
+
+}  // namespace davincirun::detail

@@ -1,0 +1,72 @@
+// The supervisor process's side of the lifeline (job_protocol.hpp): frames
+// out to the launcher, commands in from it.
+#pragma once
+
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "davincirun/console_sink.hpp"
+#include "davincirun/supervisor.hpp"
+#include "davincirun/unique_fd.hpp"
+#include "job/wire.hpp"
+
+namespace davincirun::detail {
+
+/// The one writer of the lifeline socket: frames from the main thread and
+/// from the console's writer thread never interleave. Once the launcher is
+/// gone, everything is dropped quietly.
+class Lifeline {
+ public:
+  explicit Lifeline(int fd) : fd_(fd) {}
+  /// Sends one frame whose payload is `head` then `body`.
+  void send(Frame type, std::string_view head, std::string_view body = {});
+
+ private:
+  int fd_;
+  std::mutex mutex_;
+  bool broken_ = false;
+};
+
+/// The console of ConsoleRoute::relay: every LineSink call as a frame.
+class RelaySink final : public LineSink {
+ public:
+  explicit RelaySink(Lifeline& lifeline) : lifeline_(lifeline) {}
+  void write(std::size_t index, std::string_view lines) override;
+  void notice(std::string_view lines) override;
+  void progress(std::size_t index, std::string_view text) override;
+  void rank_exited(std::size_t index, ExitStatus status, bool stopped_by_launcher) override;
+  bool wants_progress() const noexcept override { return true; }
+
+ private:
+  Lifeline& lifeline_;
+};
+
+/// Reads the launcher's commands, and this process's own stop signals
+/// (SIGINT, SIGTERM, SIGHUP, blocked in every thread), on a thread of its own
+/// while the main thread runs the job, and passes them to `supervisor`.
+/// The launcher's end closing stops the job gracefully.
+class CommandListener {
+ public:
+  /// `already_read`: command bytes that came with the job's spec frame.
+  CommandListener(int lifeline_fd, const std::string& already_read, Supervisor& supervisor, LineSink& console);
+  ~CommandListener();
+  CommandListener(const CommandListener&) = delete;
+  CommandListener& operator=(const CommandListener&) = delete;
+
+ private:
+  void handle(char c);
+  void read_signals();
+  void run();
+
+  int fd_;
+  Supervisor& supervisor_;
+  LineSink& console_;
+  UniqueFd signals_;
+  UniqueFd done_;
+  bool expect_signal_ = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+}  // namespace davincirun::detail

@@ -1,0 +1,85 @@
+// IP literals are compared one way everywhere (common/ip_address.hpp): the
+// rank table's uniqueness rules and the search for this machine's server
+// used to canonicalize addresses differently, so a table could pass as two
+// servers and then match this machine twice.
+#include <catch2/catch.hpp>
+
+#include <optional>
+#include <string>
+
+#include "common/ip_address.hpp"
+#include "davincirun/environment.hpp"
+#include "davincirun/errors.hpp"
+#include "davincirun/rank_table.hpp"
+#include "davincirun/server_identity.hpp"
+#include "test_rank_table_support.hpp"
+
+using namespace davincirun;
+using davincirun::detail::address_key;
+using davincirun::detail::canonical_ip;
+using rank_table_test::parse_error;
+
+namespace {
+
+// A 1.0 table of two servers named by `a` and `b`, one device each.
+std::string two_servers(const std::string& a, const std::string& b, const std::string& ip_a = "192.168.1.1",
+                        const std::string& ip_b = "192.168.1.2") {
+  return R"({"version": "1.0", "server_list": [{"server_id": ")" + a +
+         R"(", "device": [{"device_id": "0", "rank_id": "0", "device_ip": ")" + ip_a + R"("}]}, {"server_id": ")" +
+         b + R"(", "device": [{"device_id": "0", "rank_id": "1", "device_ip": ")" + ip_b + R"("}]}]})";
+}
+
+}  // namespace
+
+TEST_CASE("canonical_ip: one text per address, zones dropped, IPv4-mapped IPv6 is IPv4", "[ip_address]") {
+  CHECK(canonical_ip("10.0.0.1") == std::optional<std::string>("10.0.0.1"));
+  CHECK(canonical_ip("0:0::1") == std::optional<std::string>("::1"));
+  CHECK(canonical_ip("FE80:0::1") == std::optional<std::string>("fe80::1"));
+  CHECK(canonical_ip("fe80::1%eth0") == std::optional<std::string>("fe80::1"));
+  CHECK(canonical_ip("::ffff:10.0.0.1") == std::optional<std::string>("10.0.0.1"));
+  CHECK(canonical_ip("::FFFF:a00:1") == std::optional<std::string>("10.0.0.1"));
+  for (const char* not_an_address : {"", "node1", "10.0.0", "10.0.0.256", "010.0.0.1", "10.0.0.1%eth0",
+                                     "1.2.3.4 ", "::g"}) {
+    INFO(not_an_address);
+    CHECK_FALSE(canonical_ip(not_an_address));
+  }
+  CHECK_FALSE(canonical_ip(std::string("10.0.0.1\0x", 10)));  // inet_pton would stop at the NUL
+  CHECK(address_key("node1.cluster") == "node1.cluster");
+  CHECK(address_key("::ffff:192.168.0.9") == "192.168.0.9");
+}
+
+TEST_CASE("two server_ids naming one address are one server twice: refused, not matched twice", "[ip_address]") {
+  // Before, the parser compared server ids as text and accepted this table,
+  // and identify_server() then found this machine (10.0.0.1) in both servers.
+  for (const auto& [a, b] : {std::pair<std::string, std::string>{"10.0.0.1", "::ffff:10.0.0.1"},
+                             {"fe80::1", "FE80:0:0::1"}}) {
+    INFO(a << " and " << b);
+    const RankTableError e = parse_error(two_servers(a, b));
+    CHECK(e.kind() == RankTableError::Kind::duplicate);
+    CHECK(e.pointer() == std::optional<std::string>("/server_list/1/server_id"));
+    CHECK_THAT(e.detail(), Catch::Matchers::Contains("listed twice (also at /server_list/0/server_id)"));
+  }
+  // Names are not addresses: compared as text.
+  CHECK(parse_rank_table(two_servers("node1", "Node1"), "t.json").servers.size() == 2);
+}
+
+TEST_CASE("device_ips naming one address are duplicates, a zone is not part of a device's address",
+          "[ip_address]") {
+  const RankTableError mapped = parse_error(two_servers("a", "b", "10.1.0.1", "::ffff:10.1.0.1"));
+  CHECK(mapped.kind() == RankTableError::Kind::duplicate);
+  CHECK(mapped.pointer() == std::optional<std::string>("/server_list/1/device/0/device_ip"));
+  const RankTableError zoned = parse_error(two_servers("a", "b", "10.1.0.1", "fe80::1%eth0"));
+  CHECK(zoned.kind() == RankTableError::Kind::bad_value);
+  CHECK_THAT(zoned.detail(), Catch::Matchers::Contains("is not an IP address"));
+}
+
+TEST_CASE("server matching compares a table's addresses the way the parser does", "[ip_address]") {
+  const RankTable table = parse_rank_table(two_servers("::ffff:10.0.0.1", "10.0.0.2"), "t.json");
+  MachineIdentity machine;
+  machine.addresses = {"127.0.0.1", "10.0.0.1"};
+  const ServerMatch match = identify_server(table, Environment{}, machine, std::nullopt);
+  CHECK(match.index == 0);
+  Environment env;
+  env.set("MA_CURRENT_HOST_IP", "::FFFF:10.0.0.2");
+  CHECK(identify_server(table, env, MachineIdentity{}, std::nullopt).index == 1);
+}
