@@ -20,13 +20,9 @@ from .errors import (
     RankTableError,
     SpawnError,
 )
+from .job import DistributedJob
+from .launch import start_and_wait_distributed_train, start_distributed_train, wait_distributed_train
 from .rank_table import init_rank_table
-from .launch import (
-    DistributedJob,
-    start_and_wait_distributed_train,
-    start_distributed_train,
-    wait_distributed_train,
-)
 
 __all__ = [
     "DavincirunError",

@@ -80,7 +80,7 @@ class ConsoleWriter:
 
     def note(self, text):
         """Shows one line of the launcher's own, e.g. where the logs are."""
-        self.lines("[davincirun] " + text.rstrip("\n") + "\n")
+        self.lines(_core.NOTICE_PREFIX + text.rstrip("\n") + "\n")
 
     def _write(self, text):
         if self._broken:

@@ -20,7 +20,6 @@ CSS_COLOURS = ("#1f6feb", "#a23cbf", "#0f8b8d", "#4169e1", "#c04fc0", "#1b9fb5")
 # The last line kept per rank for the status table, in characters.
 LAST_LINE_CHARS = 120
 
-_RANK_LABEL = re.compile(r"^rank (\d+)$")
 # Terminal control sequences (CSI such as colours and cursor moves, OSC such
 # as titles, other two-byte escapes) and control characters: what a rank
 # wrote for a terminal, not for a table cell.
@@ -105,7 +104,6 @@ class JobStatus:
         self.run_dir = run_dir
         self.started = time.monotonic()
         self.rows = [RankRow(r.rank, r.physical_device_id, pid) for r, pid in zip(plan.ranks, pids)]
-        self._by_rank = {row.rank: row for row in self.rows}
         self.shown = None if shown is None else set(shown)
         self.lines_seen = 0  # lines that reached the view's recent output, shown or skipped
         self.outcome = None  # set by finish(): "succeeded" | "failed" | "stopped" | "timed out"
@@ -114,26 +112,26 @@ class JobStatus:
 
     # ---------------------------------------------------------- feeding
 
-    def _row(self, label):
-        match = _RANK_LABEL.match(label)
-        return self._by_rank.get(int(match.group(1))) if match else None
+    def _row(self, index):
+        return self.rows[index] if 0 <= index < len(self.rows) else None
 
-    def feed_last_line(self, label, text):
-        """`text` is the latest whole line of the rank labelled `label` ("rank N")."""
-        row = self._row(label)
+    def feed_last_line(self, index, text):
+        """`text` is the latest whole line of the rank at `index` (its position in the plan)."""
+        row = self._row(index)
         if row is not None:
             row.last_line = _clip(text)
 
-    def feed_progress(self, label, text):
-        """`text` is what the rank's unfinished line shows now ("" once finished)."""
-        row = self._row(label)
+    def feed_progress(self, index, text):
+        """`text` is what the unfinished line of the rank at `index` shows now ("" once finished)."""
+        row = self._row(index)
         if row is not None:
             row.progress = _clip(text)
 
     def feed_exit(self, index, exit_code, signal, stopped_by_launcher):
-        if not 0 <= index < len(self.rows):
+        """The rank at `index` exited (exit code or signal; stopped by the launcher first or not)."""
+        row = self._row(index)
+        if row is None:
             return
-        row = self.rows[index]
         row.state, row.status = describe_exit(exit_code, signal, stopped_by_launcher)
         row.ended = time.monotonic()
         row.progress = ""

@@ -131,10 +131,10 @@ class LiveOutput:
         data, skipped, progress, exits, last_lines = self._core.take_output(final, lines)
         text = self._decoder.decode(data) if data else ""
         if self._view is not None:
-            for label, line in last_lines:
-                self.status.feed_last_line(label, line)
-            for label, line in progress:
-                self.status.feed_progress(label, line)
+            for index, line in last_lines:
+                self.status.feed_last_line(index, line)
+            for index, line in progress:
+                self.status.feed_progress(index, line)
             for index, exit_code, signal, stopped in exits:
                 self.status.feed_exit(index, exit_code, signal, stopped)
         if streaming:

@@ -1,12 +1,15 @@
 """Rank-table helpers kept from davincirunsdk 0.1.x."""
 
+from __future__ import annotations
+
 import os
 import tempfile
+from typing import Dict, Union
 
 from . import _core
 
 
-def init_rank_table(wait_timeout=300):
+def init_rank_table(wait_timeout: float = 300) -> Union[Dict[str, str], bool]:
     """Prepares ``RANK_TABLE_FILE`` for a script that starts its own processes.
 
     As in davincirunsdk 0.1.x (where ModelArts training jobs provide a 0.1
@@ -26,22 +29,21 @@ def init_rank_table(wait_timeout=300):
 
     Raises:
         RankTableError: the table is invalid, or did not become ready in time.
-        LaunchConfigError: this machine is not one of the table's servers.
+        LaunchConfigError: this machine is not one of the table's servers, or
+            its server holds several pods and none is named this pod's
+            (``MA_CURRENT_INSTANCE_NAME``); ``wait_timeout`` out of range.
     """
     source = os.environ.get("RANK_TABLE_FILE")
     if not source:
         return False
-    table, _resolved = _core.wait_for_rank_table(source, float(wait_timeout))
-    index, _reason = _core.identify_server(table)
-    server = table.servers[index]
+    table, _resolved = _core.wait_for_rank_table(source, wait_timeout)
+    # This machine's server, narrowed to this pod's devices when pods of a 0.1 table share it.
+    server = _core.find_local_server(table).server
     directory = tempfile.mkdtemp(prefix="davincirun-rank-table-")
     path = os.path.join(directory, "hccl.json")
     _core.write_normalized_rank_table(table, path)
     os.environ["RANK_TABLE_FILE"] = path
     os.environ["RANK_SIZE"] = str(table.world_size)
-    # Two pods sharing a host in a 0.1 table are one server; RANK_START is this pod's.
-    pod = os.environ.get("MA_CURRENT_INSTANCE_NAME") or os.environ.get("BATCH_TASK_CURRENT_INSTANCE")
-    pod_ranks = [d.rank_id for d in server.devices if pod and d.pod_name == pod]
-    os.environ["RANK_START"] = str(min(pod_ranks) if pod_ranks else server.rank_start)
+    os.environ["RANK_START"] = str(server.rank_start)
     os.environ.setdefault("MA_CURRENT_HOST_IP", server.host_ip or server.server_id)
     return os.environ.copy()

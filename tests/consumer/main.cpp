@@ -3,8 +3,7 @@
 // job's exit code. The supervisor program comes from the package config.
 #include <cstdio>
 
-#include "davincirun/errors.hpp"
-#include "davincirun/launcher.hpp"
+#include "davincirun/davincirun.hpp"
 
 int main(int argc, char** argv) {
   if (argc < 4) {
@@ -13,7 +12,7 @@ int main(int argc, char** argv) {
   }
   try {
     davincirun::LaunchOptions options;
-    options.rank_table_file = argv[1];
+    options.rank_table = argv[1];
     options.log_dir = argv[2];
     options.command.assign(argv + 3, argv + argc);
     options.supervisor_program = DAVINCIRUN_SUPERVISOR_PROGRAM;

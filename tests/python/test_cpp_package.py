@@ -26,7 +26,7 @@ def test_installed_package_builds_a_consumer(tmp_path, rank_table, job_env):
         run([CMAKE, "--build", build, "-j", "2"])
     prefix = tmp_path / "prefix"
     run([CMAKE, "--install", build, "--prefix", str(prefix)])
-    assert (prefix / "include" / "davincirun" / "launcher.hpp").is_file()
+    assert (prefix / "include" / "davincirun" / "davincirun.hpp").is_file()
 
     consumer = tmp_path / "consumer"
     run([CMAKE, "-S", os.path.join(REPO, "tests", "consumer"), "-B", str(consumer),

@@ -27,13 +27,13 @@ def test_rows_follow_the_plan_and_lines_feed_the_last_output(tmp_path, rank_tabl
     assert [(row.rank, row.device, row.pid) for row in status.rows] == [
         (r.rank, r.physical_device_id, pid) for r, pid in zip(job.plan.ranks, job.pids)
     ]
-    for label, line in [("rank 0", "first"), ("rank 1", "one"), ("rank 0", "second"), ("rank 7", "not ours"),
-                        ("rank 2", "\x1b[31mred\x1b[0m\x00 \x1b]0;title\x07text")]:
-        status.feed_last_line(label, line)
+    for index, line in [(0, "first"), (1, "one"), (0, "second"), (7, "not ours"), (-1, "not ours either"),
+                        (2, "\x1b[31mred\x1b[0m\x00 \x1b]0;title\x07text")]:
+        status.feed_last_line(index, line)
     # Terminal control sequences and control characters do not reach a table cell.
     assert [row.last_line for row in status.rows] == ["second", "one", "red text"]
-    status.feed_progress("rank 1", "45%|####")
-    status.feed_progress("rank 9", "ignored")
+    status.feed_progress(1, "45%|####")
+    status.feed_progress(9, "ignored")
     table = status.text(now=status.started + 2.0).splitlines()
     assert table[0] == "davincirun job %s: 3 rank(s) of 3 on server 127.0.0.1, 3 running" % job.job_id
     assert table[1].split() == ["rank", "device", "pid", "status", "time", "last", "output"]
@@ -42,7 +42,7 @@ def test_rows_follow_the_plan_and_lines_feed_the_last_output(tmp_path, rank_tabl
     # Columns line up.
     assert len({line.index("running") for line in table[2:5]}) == 1
     assert table[5] == "logs: " + job.run_dir
-    status.feed_progress("rank 1", "")  # the bar finished
+    status.feed_progress(1, "")  # the bar finished
     assert status.text().splitlines()[3].split()[-1] == "one"
 
 
@@ -65,7 +65,7 @@ def test_exits_and_the_final_summary_of_a_failed_job(tmp_path, rank_table, job_e
 def test_ranks_not_shown_live_say_so(tmp_path, rank_table, job_env):
     job = finished_job(rank_table, tmp_path, job_env, "pass", n=2)
     status = JobStatus(job.plan, job.pids, job.run_dir, shown=[0])
-    status.feed_last_line("rank 0", "visible")
+    status.feed_last_line(0, "visible")
     rows = status.text().splitlines()[2:4]
     assert rows[0].endswith("visible") and rows[1].endswith("(log file only)")
 
@@ -73,7 +73,7 @@ def test_ranks_not_shown_live_say_so(tmp_path, rank_table, job_env):
 def test_html_escapes_rank_output_and_colours_each_rank(tmp_path, rank_table, job_env):
     job = finished_job(rank_table, tmp_path, job_env, "pass", n=2)
     status = JobStatus(job.plan, job.pids, job.run_dir)
-    status.feed_last_line("rank 0", "<img src=x onerror=alert(1)> & more")
+    status.feed_last_line(0, "<img src=x onerror=alert(1)> & more")
     page = status.html(tail="[rank 1] <b>not bold</b>\nplain <i>\n")
     assert "<img" not in page and "&lt;img src=x onerror=alert(1)&gt; &amp; more" in page
     assert "<b>not bold</b>" not in page and "&lt;b&gt;not bold&lt;/b&gt;" in page

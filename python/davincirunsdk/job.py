@@ -1,0 +1,207 @@
+"""The handle of a running distributed job, and the error a failed one raises."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any, List, Optional
+
+from . import _core
+from ._cache_dir import remove_cache_dir
+from ._console import in_ipython_kernel
+from ._live import WAKE_SECONDS, LiveOutput
+from .errors import DistributedRuntimeError
+
+
+class DistributedJob:
+    """A running distributed job, as returned by :func:`start_distributed_train`.
+
+    Attributes:
+        run_dir (str): this run's log directory (``<log_dir>/<UTC time>-<job id>``),
+            holding ``rank_<rank>.device_<physical device id>.log`` per rank.
+        job_id (str): the ``JOB_ID`` every rank sees.
+        pids (list[int]): the ranks' process ids, by rank.
+        supervisor_pid (int): the job's ``davincirun-supervisor`` process, the
+            parent of every rank. It stops the whole job, and every process the
+            ranks started, when the job ends or when this Python process dies
+            (even by SIGKILL); see docs/architecture.md, "Process model".
+        plan (LaunchPlan): the launch plan (ranks, devices, environments).
+
+    Keep the handle until the job is over: a job whose handle is dropped
+    (garbage-collected) before it ends is killed, so that nothing is ever left
+    running unwatched.
+    """
+
+    run_dir: str
+    job_id: str
+    pids: List[int]
+    supervisor_pid: int
+    plan: _core.LaunchPlan
+
+    def __init__(
+        self,
+        plan: _core.LaunchPlan,
+        console: _core.ConsoleMode,
+        cache_dir: Optional[str] = None,
+        ranks_to_show: Optional[List[int]] = None,
+        background: bool = True,
+    ) -> None:
+        self.plan = plan
+        self.job_id = plan.job_id
+        self._cache_dir = cache_dir
+        self._core = _core.Job(plan, console)
+        self.run_dir = self._core.run_dir
+        self.pids = list(self._core.pids)
+        self.supervisor_pid = self._core.supervisor_pid
+        self._result: Optional[_core.JobResult] = None
+        self._terminated = False
+        self._live = LiveOutput(self._core, plan, console, ranks_to_show, in_ipython_kernel(), background)
+
+    def __del__(self) -> None:
+        core = getattr(self, "_core", None)
+        if core is None:
+            return
+        if not core.done:
+            core.request_kill_dropped()
+        if getattr(self, "_cache_dir", None):
+            while not core.wait_for(WAKE_SECONDS):
+                pass
+            remove_cache_dir(self._cache_dir)
+            self._cache_dir = None
+
+    def _finish(self, waited: bool = False) -> _core.JobResult:
+        if self._result is None:
+            self._result = self._core.result()
+            if self._cache_dir:
+                remove_cache_dir(self._cache_dir)
+                self._cache_dir = None
+            for rank in self._result.ranks:
+                if rank.log_error:
+                    warnings.warn(
+                        "the log of rank %d is incomplete (%s): %s" % (rank.rank, rank.log_path, rank.log_error),
+                        RuntimeWarning,
+                        stacklevel=3,
+                    )
+            if self._result.summary_error:
+                warnings.warn(
+                    "the job summary %s could not be written: %s"
+                    % (os.path.join(self.run_dir, "summary.json"), self._result.summary_error),
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+        self._live.finish(self._result, waited)
+        return self._result
+
+    def __repr__(self) -> str:
+        state = "finished" if self._core.done else "running"
+        return "<DistributedJob %s: %d rank(s), %s, logs in %s>" % (self.job_id, len(self.pids), state, self.run_dir)
+
+    def _repr_html_(self) -> str:
+        """The job's status table (rank, device, pid, status, time, last output) in a notebook."""
+        return self._live.status.html()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """The same table as text, for IPython's text/plain form."""
+        printer.text(self._live.status.text())
+
+    def terminate(self) -> None:
+        """Stops every rank: SIGTERM to each rank's process group, SIGKILL after
+        the grace period. Calling it twice kills at once. Returns immediately;
+        call :meth:`wait` to wait for the end, which then returns 130 (or 0
+        when every rank had already exited 0) instead of raising, unless a
+        rank failed before the stop."""
+        self._terminated = True
+        self._core.request_stop()
+
+    @property
+    def result(self) -> Optional[_core.JobResult]:
+        """The job's result once it is over, else ``None``: ``ranks`` (each with
+        ``rank``, ``pid``, ``log_path``, ``exit_code``, ``signal``,
+        ``returncode``, ``terminated_by_launcher``, ``killed_by_launcher``,
+        ``started``/``ended`` in seconds since the epoch, ``output_bytes``,
+        ``log_error``), ``first_failure``, ``stop_reason``, ``exit_code``,
+        ``summary_error`` (why ``summary.json`` could not be written, else None)."""
+        if not self._core.done:
+            return None
+        return self._finish()
+
+    def poll(self) -> Optional[int]:
+        """``None`` while the job runs, else its exit code (see :meth:`wait`)."""
+        if not self._core.done:
+            return None
+        return self._finish().exit_code
+
+    def wait(self, destroy_when_finished: bool = True, raise_exception: bool = True) -> int:
+        """Waits for the job to end, showing the ranks' output live.
+
+        The GIL is released while waiting. Ctrl-C (KeyboardInterrupt) stops
+        every rank (SIGTERM, then SIGKILL after the grace period; a second
+        Ctrl-C kills at once) and is re-raised once they are gone.
+
+        Args:
+            destroy_when_finished: kept for 0.1.x compatibility. Every process
+                of a job is always stopped when the job ends, so ``False``
+                changes nothing and gives a warning.
+            raise_exception: when a rank fails, raise DistributedRuntimeError
+                (default) instead of returning its code.
+
+        Returns:
+            int: 0 when every rank exited 0; otherwise (with
+            ``raise_exception=False``) the first failed rank's exit code, or
+            128 + N when signal N killed it; 130 after :meth:`terminate`.
+
+        Raises:
+            DistributedRuntimeError: a rank failed (``raise_exception=True``).
+            KeyboardInterrupt: after stopping every rank on Ctrl-C.
+
+        Any exception raised while waiting stops every rank gracefully before
+        it propagates. A log file that could not take every byte (e.g. a full
+        disk) is reported with a RuntimeWarning.
+        """
+        if not destroy_when_finished:
+            warnings.warn(
+                "destroy_when_finished=False has no effect: davincirunsdk always stops "
+                "every process of a job when it ends",
+                stacklevel=2,
+            )
+        try:
+            self._live.wait()
+        except BaseException:  # Ctrl-C, or anything else that ends the wait early
+            self._stop_after_interrupt()
+            raise
+        result = self._finish(waited=True)
+        if result.success:
+            return 0
+        if raise_exception and (result.first_failure is not None or not self._terminated):
+            raise runtime_error(result)
+        return result.exit_code
+
+    def _stop_after_interrupt(self) -> None:
+        self._terminated = True  # the caller's own stop, as with terminate()
+        self._core.request_stop()
+        while True:
+            try:
+                self._live.wait()
+                break
+            except KeyboardInterrupt:
+                self._core.request_stop()  # a second Ctrl-C: kill now
+        self._finish(waited=True)
+
+
+def runtime_error(result: _core.JobResult) -> DistributedRuntimeError:
+    """The DistributedRuntimeError of a failed job: its failure report, and
+    the first failed rank's details as attributes."""
+    report = result.failure_report()
+    error = DistributedRuntimeError("distributed training failed: " + report.rstrip("\n"))
+    error.result = result
+    if result.first_failure is not None:
+        failed = result.ranks[result.first_failure]
+        error.rank = failed.rank
+        error.exit_code = failed.exit_code
+        error.signal = failed.signal
+        error.returncode = failed.returncode
+        error.log_file = failed.log_path
+        error.log_tail = _core.read_log_tail(failed.log_path)
+    else:
+        error.returncode = result.exit_code
+    return error
