@@ -48,7 +48,8 @@ class PyJob {
         } else {
           // Ranks' lines to fd 1, notices to fd 2, written by the job's
           // supervisor process through a queue that never slows the ranks.
-          job_ = std::make_unique<Job>(plan, mode == ConsoleMode::terminal ? ConsoleTarget::stdio : ConsoleTarget::none);
+          job_ =
+              std::make_unique<Job>(plan, mode == ConsoleMode::terminal ? ConsoleTarget::stdio : ConsoleTarget::none);
         }
       } catch (...) {
         started.set_exception(std::current_exception());
@@ -156,28 +157,32 @@ void bind_job(py::module_& m) {
       "parent_pid", [](pid_t pid) { return parent_pid(pid); }, py::arg("pid"),
       "The parent of process `pid`, from /proc; None when it does not exist.");
 
-  m.def("colourize_prefixes", [](std::string_view lines) { return colourize_prefixes(lines); }, py::arg("lines"),
-        "`lines` with each rank prefix in its rank's colour and each [davincirun] prefix in bold (ANSI).");
+  m.def(
+      "colourize_prefixes", [](std::string_view lines) { return colourize_prefixes(lines); }, py::arg("lines"),
+      "`lines` with each rank prefix in its rank's colour and each [davincirun] prefix in bold (ANSI).");
 
-  m.def("read_log_tail",
-        [](const std::string& path, std::size_t max_lines, std::size_t max_bytes) {
-          return lenient_text(read_log_tail(path, max_lines, max_bytes));
-        },
-        py::arg("path"), py::arg("max_lines") = 20,
-        py::arg("max_bytes") = 16 * 1024, "The last lines of a log file, as text (empty if unreadable).");
+  m.def(
+      "read_log_tail",
+      [](const std::string& path, std::size_t max_lines, std::size_t max_bytes) {
+        return lenient_text(read_log_tail(path, max_lines, max_bytes));
+      },
+      py::arg("path"), py::arg("max_lines") = 20, py::arg("max_bytes") = 16 * 1024,
+      "The last lines of a log file, as text (empty if unreadable).");
 
   py::class_<RankResult>(m, "RankResult")
       .def_readonly("rank", &RankResult::rank)
       .def_readonly("pid", &RankResult::pid)
       .def_readonly("log_path", &RankResult::log_path)
-      .def_property_readonly("exit_code", [](const RankResult& r) -> std::optional<int> {
-        if (r.status.kind == ExitStatus::Kind::exited) return r.status.value;
-        return std::nullopt;
-      })
-      .def_property_readonly("signal", [](const RankResult& r) -> std::optional<int> {
-        if (r.status.kind == ExitStatus::Kind::signaled) return r.status.value;
-        return std::nullopt;
-      })
+      .def_property_readonly("exit_code",
+                             [](const RankResult& r) -> std::optional<int> {
+                               if (r.status.kind == ExitStatus::Kind::exited) return r.status.value;
+                               return std::nullopt;
+                             })
+      .def_property_readonly("signal",
+                             [](const RankResult& r) -> std::optional<int> {
+                               if (r.status.kind == ExitStatus::Kind::signaled) return r.status.value;
+                               return std::nullopt;
+                             })
       .def_property_readonly("returncode", [](const RankResult& r) { return r.status.shell_code(); })
       .def_property_readonly("success", [](const RankResult& r) { return r.status.success(); })
       .def_property_readonly("status", [](const RankResult& r) { return r.status.describe(); })
@@ -198,9 +203,10 @@ void bind_job(py::module_& m) {
       .def_property_readonly("stop_reason", [](const JobResult& r) { return to_string(r.stop_reason); })
       .def_property_readonly("success", &JobResult::success)
       .def_property_readonly("exit_code", &JobResult::exit_code)
-      .def("failure_report",
-           [](const JobResult& r, std::size_t tail_lines) { return lenient_text(failure_report(r, tail_lines)); },
-           py::arg("tail_lines") = 20);
+      .def(
+          "failure_report",
+          [](const JobResult& r, std::size_t tail_lines) { return lenient_text(failure_report(r, tail_lines)); },
+          py::arg("tail_lines") = 20);
 
   py::enum_<ConsoleMode>(m, "ConsoleMode")
       .value("python", ConsoleMode::python)

@@ -25,7 +25,8 @@ void def_seconds(py::class_<LaunchOptions>& cls, const char* name, const char* d
   cls.def_property(
       name, [option](const LaunchOptions& o) { return o.seconds(option); },
       [option](LaunchOptions& o, const py::object& value) {
-        if (py::isinstance<py::bool_>(value) || !(py::isinstance<py::int_>(value) || py::isinstance<py::float_>(value))) {
+        if (py::isinstance<py::bool_>(value) ||
+            !(py::isinstance<py::int_>(value) || py::isinstance<py::float_>(value))) {
           throw py::type_error(option + ": expected a number of seconds, got " + py::repr(value).cast<std::string>());
         }
         o.set_seconds(option, value.cast<double>());
@@ -60,8 +61,7 @@ Rule violations raise LaunchConfigError naming the option.)");
           "command", [](const LaunchOptions& o) { return fs_texts(o.command); },
           [](LaunchOptions& o, std::vector<std::string> v) { o.command = std::move(v); },
           "The program every rank runs and its arguments (no shell).")
-      .def_readwrite("rank_table", &LaunchOptions::rank_table,
-                     "Rank table file or directory; empty: $RANK_TABLE_FILE.")
+      .def_readwrite("rank_table", &LaunchOptions::rank_table, "Rank table file or directory; empty: $RANK_TABLE_FILE.")
       .def_readwrite("work_dir", &LaunchOptions::work_dir, "Working directory of the ranks. Default \".\".")
       .def_readwrite("log_dir", &LaunchOptions::log_dir, "Where each run's log directory is made. Default \"./log\".")
       .def_readwrite("server_id", &LaunchOptions::server_id, "This machine's server_id in the table, or None.")
@@ -85,7 +85,8 @@ Rule violations raise LaunchConfigError naming the option.)");
                      "The davincirun-supervisor executable; empty: found by the library.")
       .def_readwrite("device_lock_dir", &LaunchOptions::device_lock_dir,
                      "Where devices are locked; empty: $DAVINCIRUN_LOCK_DIR or /tmp/davincirun-locks; \"off\".");
-  def_seconds(options, "wait_timeout", "Seconds to wait for a rank table still being written; 0: no waiting. Default 300.");
+  def_seconds(options, "wait_timeout",
+              "Seconds to wait for a rank table still being written; 0: no waiting. Default 300.");
   def_seconds(options, "grace_period", "Seconds between SIGTERM and SIGKILL when ranks are stopped. Default 10.");
   def_seconds(options, "drain_timeout", "Seconds a rank's output may stay open after it exited. Default 2.");
   def_seconds(options, "job_timeout", "Seconds the job may run before every rank is stopped; 0: no limit.");
@@ -104,8 +105,7 @@ Rule violations raise LaunchConfigError naming the option.)");
       .def_property_readonly("world_size", [](const LaunchPlan& p) { return p.job.world_size; })
       .def_property_readonly("master_addr", [](const LaunchPlan& p) { return p.job.master_addr; })
       .def_property_readonly("master_port", [](const LaunchPlan& p) { return p.job.master_port; })
-      .def_property_readonly("server_id",
-                             [](const LaunchPlan& p) { return p.table.servers[p.server_index].server_id; })
+      .def_property_readonly("server_id", [](const LaunchPlan& p) { return p.table.servers[p.server_index].server_id; })
       .def_readonly("warnings", &LaunchPlan::warnings, "What was accepted with a warning, one sentence each.")
       .def_readonly("ranks", &LaunchPlan::ranks, "This server's ranks, by rank.")
       .def_property_readonly("work_dir", [](const LaunchPlan& p) { return fs_text(p.work_dir); })

@@ -49,9 +49,10 @@ void bind_rank_table(py::module_& m) {
       .def_readonly("world_size", &RankTable::world_size)
       .def_readonly("warnings", &RankTable::warnings);
   m.def("load_rank_table", &load_rank_table, py::arg("path"), py::call_guard<py::gil_scoped_release>());
-  m.def("parse_rank_table",
-        [](const std::string& text, const std::string& source) { return parse_rank_table(text, source); },
-        py::arg("text"), py::arg("source") = "<string>");
+  m.def(
+      "parse_rank_table",
+      [](const std::string& text, const std::string& source) { return parse_rank_table(text, source); },
+      py::arg("text"), py::arg("source") = "<string>");
   m.def(
       "wait_for_rank_table",
       [](const std::string& path, double wait_timeout) {

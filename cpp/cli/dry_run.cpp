@@ -20,8 +20,8 @@ std::string describe_plan(const LaunchPlan& plan, const Environment& inherited) 
       "device locks: {}\n",
       plan.job.job_id, plan.job.rank_table_file, to_string(plan.table.format), server.server_id,
       plan.table.servers.size(), plan.job.rank_start, plan.job.rank_start + plan.job.local_world_size - 1,
-      plan.job.world_size, plan.job.master_addr, plan.job.master_port, plan.work_dir, plan.log_dir,
-      server.server_id, plan.server_reason, plan.device_lock_dir.empty() ? "off" : plan.device_lock_dir);
+      plan.job.world_size, plan.job.master_addr, plan.job.master_port, plan.work_dir, plan.log_dir, server.server_id,
+      plan.server_reason, plan.device_lock_dir.empty() ? "off" : plan.device_lock_dir);
   for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
     const RankAssignment& a = plan.ranks[i];
     out += fmt::format("\nrank {} (local rank {}): physical device {}, logical device {}{}, log {}\n", a.rank,

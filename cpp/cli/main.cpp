@@ -36,19 +36,19 @@ void on_forwarded_signal(int sig) {
 }
 
 void install_signal_handlers() {
-  struct sigaction sa {};
+  struct sigaction sa{};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
-    struct sigaction old {};
+    struct sigaction old{};
     ::sigaction(sig, nullptr, &old);
     if (old.sa_handler == SIG_IGN) continue;  // nohup, or a background job of a script
     ::sigaction(sig, &sa, nullptr);
   }
   sa.sa_handler = on_forwarded_signal;
   for (int sig : {SIGUSR1, SIGUSR2}) {
-    struct sigaction old {};
+    struct sigaction old{};
     ::sigaction(sig, nullptr, &old);
     if (old.sa_handler == SIG_IGN) continue;
     ::sigaction(sig, &sa, nullptr);
@@ -97,8 +97,8 @@ int run(const davincirun::cli::CliOptions& cli) {
   Job job(plan, ConsoleTarget::stdio);
   running_job.store(&job);
   if (stop_signal) job.request_stop();  // a signal that came during start-up
-  inform(fmt::format("job {}: {} rank(s) on server {} (world size {}), logs in {}", plan.job.job_id,
-                     plan.ranks.size(), server.server_id, plan.job.world_size, job.run_dir()));
+  inform(fmt::format("job {}: {} rank(s) on server {} (world size {}), logs in {}", plan.job.job_id, plan.ranks.size(),
+                     server.server_id, plan.job.world_size, job.run_dir()));
   if (verbosity >= 2) {
     say(fmt::format("this machine is server {}: {}", server.server_id, plan.server_reason));
     say(fmt::format("job supervisor process: pid {} (tracking exits with {})", job.supervisor_pid(),
@@ -106,15 +106,16 @@ int run(const davincirun::cli::CliOptions& cli) {
     const auto& pids = job.pids();
     for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
       const RankAssignment& a = plan.ranks[i];
-      say(fmt::format("rank {} (pid {}): physical device {}, logical device {}", a.rank, pids[i],
-                      a.physical_device_id, a.logical_device_id));
+      say(fmt::format("rank {} (pid {}): physical device {}, logical device {}", a.rank, pids[i], a.physical_device_id,
+                      a.logical_device_id));
     }
   }
   JobResult result = job.wait();  // every queued line has reached the terminal
   running_job.store(nullptr);
 
   for (const auto& r : result.ranks) {
-    if (r.log_error) say(fmt::format("warning: the log of rank {} is incomplete ({}): {}", r.rank, r.log_path, *r.log_error));
+    if (r.log_error)
+      say(fmt::format("warning: the log of rank {} is incomplete ({}): {}", r.rank, r.log_path, *r.log_error));
   }
   if (result.success()) {
     inform(fmt::format("all {} rank(s) exited 0; logs in {}", result.ranks.size(), job.run_dir()));

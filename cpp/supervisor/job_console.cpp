@@ -13,10 +13,10 @@ namespace {
 enum class StdoutKind { file, null, other };
 
 StdoutKind classify_stdout() {
-  struct stat st {};
+  struct stat st{};
   if (::fstat(STDOUT_FILENO, &st) != 0) return StdoutKind::other;
   if (S_ISREG(st.st_mode)) return StdoutKind::file;
-  struct stat null_st {};
+  struct stat null_st{};
   if (S_ISCHR(st.st_mode) && ::stat("/dev/null", &null_st) == 0 && st.st_rdev == null_st.st_rdev) {
     return StdoutKind::null;
   }
@@ -41,7 +41,7 @@ JobConsole::JobConsole(ConsoleRoute route, Lifeline& lifeline, std::vector<std::
              std::move(labels)),
       relay_(lifeline) {
   const StdoutKind stdout_kind = classify_stdout();
-  direct_ = route == ConsoleRoute::relay ? static_cast<LineSink*>(&relay_)
+  direct_ = route == ConsoleRoute::relay   ? static_cast<LineSink*>(&relay_)
             : route == ConsoleRoute::stdio ? static_cast<LineSink*>(&stdio_)
                                            : static_cast<LineSink*>(&null_);
   // A console that falls behind (a terminal or pipe nobody reads) must never

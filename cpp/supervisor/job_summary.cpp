@@ -2,8 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "davincirun/errors.hpp"
 #include "common/private_file.hpp"
+#include "davincirun/errors.hpp"
 
 namespace davincirun::detail {
 

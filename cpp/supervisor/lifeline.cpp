@@ -81,8 +81,8 @@ void CommandListener::read_signals() {
   while (::read(signals_.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
     const int signo = static_cast<int>(info.ssi_signo);
     const char* name = signal_name(signo);
-    console_.notice(notice_line(fmt::format("the job supervisor got signal {} (SIG{}): stopping every rank", signo,
-                                            name ? name : "?")));
+    console_.notice(notice_line(
+        fmt::format("the job supervisor got signal {} (SIG{}): stopping every rank", signo, name ? name : "?")));
     supervisor_.request_stop_by_signal(signo);
   }
 }

@@ -27,15 +27,14 @@ void make_dirs(const std::string& path) {
       throw ConfigError(fmt::format("cannot create log directory '{}': {}", part, std::strerror(errno)));
     }
   }
-  struct stat st {};
+  struct stat st{};
   if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     throw ConfigError(fmt::format("log directory '{}' is not a directory", path));
   }
 }
 
 std::string make_run_dir(const std::string& log_dir, const std::string& job_id) {
-  const std::string base =
-      fmt::format("{}/{}-{}", log_dir, utc_time(std::time(nullptr), "%Y%m%d-%H%M%S"), job_id);
+  const std::string base = fmt::format("{}/{}-{}", log_dir, utc_time(std::time(nullptr), "%Y%m%d-%H%M%S"), job_id);
   // A new run never reuses a directory: mkdir fails on an existing one.
   for (int attempt = 0; attempt < 1000; ++attempt) {
     const std::string dir = attempt == 0 ? base : fmt::format("{}.{}", base, attempt);
@@ -70,7 +69,7 @@ std::string RunDir::log_path(const RankAssignment& rank) const { return path_ + 
 
 void RunDir::point_latest() const {
   const std::string latest = log_dir_ + "/latest";
-  struct stat st {};
+  struct stat st{};
   if (::lstat(latest.c_str(), &st) == 0 && !S_ISLNK(st.st_mode)) return;
   const std::string tmp = fmt::format("{}/.latest.{}", log_dir_, ::getpid());
   ::unlink(tmp.c_str());

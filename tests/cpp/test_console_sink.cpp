@@ -65,7 +65,8 @@ TEST_CASE("a console that stops reading makes lines dropped, never the caller bl
   const auto shown = static_cast<std::uint64_t>(davincirun_test::RecordingSink::occurrences(text, "[rank 0] "));
   CHECK(shown + skipped == 51);
   std::uint64_t counted = 0;
-  for (std::size_t at = text.find("line(s) not shown"); at != std::string::npos; at = text.find("line(s) not shown", at + 1)) {
+  for (std::size_t at = text.find("line(s) not shown"); at != std::string::npos;
+       at = text.find("line(s) not shown", at + 1)) {
     const std::size_t start = text.rfind("[davincirun] ", at) + 13;
     counted += std::strtoull(text.c_str() + start, nullptr, 10);
   }

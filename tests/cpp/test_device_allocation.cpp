@@ -32,8 +32,7 @@ RankTable table_of(const std::vector<std::pair<std::string, std::vector<Device>>
               R"(", "rank_id": ")" + std::to_string(d.rank_id) + R"(", "device_ip": "192.168.1.)" +
               std::to_string(ip++) + "\"}";
     }
-    list += std::string(list.empty() ? "" : ",") + R"({"server_id": ")" + server_id + R"(", "device": [)" +
-            devs + "]}";
+    list += std::string(list.empty() ? "" : ",") + R"({"server_id": ")" + server_id + R"(", "device": [)" + devs + "]}";
   }
   const std::string json = R"({"version": "1.0", "status": "completed", "server_count": ")" +
                            std::to_string(servers.size()) + R"(", "server_list": [)" + list + "]}";
@@ -53,8 +52,8 @@ std::vector<std::vector<int>> summary(const std::vector<RankAssignment>& assignm
 
 TEST_CASE("present_devices lists the N of each /dev/davinciN, sorted", "[device_allocation]") {
   TempDir dev;
-  for (const char* name : {"davinci7", "davinci5", "davinci4", "davinci6", "davinci_manager",
-                           "davinci_manager_docker", "davinciX", "davinci", "davinci1a", "hisi_hdc", "null"}) {
+  for (const char* name : {"davinci7", "davinci5", "davinci4", "davinci6", "davinci_manager", "davinci_manager_docker",
+                           "davinciX", "davinci", "davinci1a", "hisi_hdc", "null"}) {
     write_file(dev / name, "");
   }
   CHECK(present_devices(dev.path()) == std::vector<int>{4, 5, 6, 7});

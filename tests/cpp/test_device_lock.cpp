@@ -39,7 +39,8 @@ std::string read_line(int fd, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string line;
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     pollfd p{fd, POLLIN, 0};
     if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) return line + "<timeout>";
     char c;
@@ -96,7 +97,7 @@ int as_nobody(const std::function<int()>& body) {
 }
 
 struct stat stat_of(const std::string& path) {
-  struct stat st {};
+  struct stat st{};
   REQUIRE(::lstat(path.c_str(), &st) == 0);
   return st;
 }
@@ -200,7 +201,7 @@ TEST_CASE("device locks: this process cannot lock a device twice", "[device_lock
   CHECK(e->holder_pid() == ::getpid());
   CHECK_THAT(e->what(), Contains("device 0 is already locked by this process"));
   CHECK(LockHolder(dir, "0").line() == "busy " + std::to_string(::getpid()));  // still held
-  CHECK(LockHolder(dir, "1").line() == "locked");                               // not taken by the refusal
+  CHECK(LockHolder(dir, "1").line() == "locked");                              // not taken by the refusal
   DeviceLocks other(dir, {1}, test_holder);
 }
 
@@ -219,9 +220,8 @@ TEST_CASE("device locks: the directory is made sticky and shared, lock files 066
   ::umask(old_umask);
   CHECK((stat_of(dir).st_mode & 07777) == 01777);
   CHECK((stat_of(dir + "/device7.lock").st_mode & 07777) == 0666);
-  CHECK_THAT(read_file(dir + "/device7.lock"),
-             StartsWith("pid=" + std::to_string(::getpid()) + " started=") &&
-                 EndsWith(" job=test-job command=davincirun_tests\n"));
+  CHECK_THAT(read_file(dir + "/device7.lock"), StartsWith("pid=" + std::to_string(::getpid()) + " started=") &&
+                                                   EndsWith(" job=test-job command=davincirun_tests\n"));
 }
 
 TEST_CASE("device locks: a symbolic link as lock file is refused, its target untouched", "[device_lock]") {
@@ -315,9 +315,10 @@ TEST_CASE("device locks: a FIFO, a directory or a hard-linked file as lock file 
   if (::access((tmp / "other").c_str(), F_OK) == 0) CHECK(read_file(tmp / "other") == "other data\n");
 }
 
-TEST_CASE("device locks: another user's lock file is locked but never written nor truncated, one that is not "
-          "writable is refused unless busy",
-          "[device_lock]") {
+TEST_CASE(
+    "device locks: another user's lock file is locked but never written nor truncated, one that is not "
+    "writable is refused unless busy",
+    "[device_lock]") {
   if (::geteuid() != 0) {
     WARN("needs root (chown to another user, and a child with another uid): skipped");
     return;
@@ -431,12 +432,10 @@ TEST_CASE("device locks: a hard link to another user's file is refused by either
   CHECK(stat_of(victim).st_mtim.tv_sec == 1'000'000'000);
 }
 
-TEST_CASE("device locks: the plan takes an absolute lock directory only, empty means the default",
-          "[device_lock]") {
+TEST_CASE("device locks: the plan takes an absolute lock directory only, empty means the default", "[device_lock]") {
   TempDir tmp;
-  write_file(tmp / "table.json",
-             R"({"version": "1.0", "server_count": "1", "status": "completed", "server_list": [)"
-             R"({"server_id": "127.0.0.1", "device": [{"device_id": "0", "rank_id": "0"}]}]})");
+  write_file(tmp / "table.json", R"({"version": "1.0", "server_count": "1", "status": "completed", "server_list": [)"
+                                 R"({"server_id": "127.0.0.1", "device": [{"device_id": "0", "rank_id": "0"}]}]})");
   LaunchOptions options;
   options.command = {"true"};
   options.rank_table = tmp / "table.json";

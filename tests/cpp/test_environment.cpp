@@ -201,8 +201,8 @@ TEST_CASE("identity_variable_names lists exactly what extra cannot override", "[
 }
 
 TEST_CASE("rank-table mode scrubs MindSpore's dynamic-cluster variables", "[environment]") {
-  const Environment inherited({"MS_ROLE=MS_WORKER", "MS_SCHED_HOST=10.0.0.1", "MS_SCHED_PORT=8118",
-                               "MS_WORKER_NUM=8", "MS_NODE_ID=3", "MS_OTHER=kept"});
+  const Environment inherited({"MS_ROLE=MS_WORKER", "MS_SCHED_HOST=10.0.0.1", "MS_SCHED_PORT=8118", "MS_WORKER_NUM=8",
+                               "MS_NODE_ID=3", "MS_OTHER=kept"});
   SECTION("inherited values are removed, others kept") {
     const auto env = as_map(rank_environment(inherited, a_job(), a_rank()));
     for (std::string_view name : scrubbed_variable_names()) CHECK(env.count(std::string(name)) == 0);
@@ -218,6 +218,6 @@ TEST_CASE("MA_CURRENT_HOST_IP defaults to the server's address and keeps a platf
   JobEnvironment job = a_job();
   job.host_ip = "10.0.2.21";
   CHECK(as_map(rank_environment(Environment(), job, a_rank())).at("MA_CURRENT_HOST_IP") == "10.0.2.21");
-  CHECK(as_map(rank_environment(Environment({"MA_CURRENT_HOST_IP=1.2.3.4"}), job, a_rank()))
-            .at("MA_CURRENT_HOST_IP") == "1.2.3.4");
+  CHECK(as_map(rank_environment(Environment({"MA_CURRENT_HOST_IP=1.2.3.4"}), job, a_rank())).at("MA_CURRENT_HOST_IP") ==
+        "1.2.3.4");
 }

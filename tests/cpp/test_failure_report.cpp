@@ -43,13 +43,16 @@ JobResult failed_job(const TempDir& dir, int n, int failed, int killed = -1) {
 TEST_CASE("a failure report names the failed rank, its log's end as shown, then the others", "[failure_report]") {
   TempDir dir;
   const std::string report = failure_report(failed_job(dir, 4, 1));
-  CHECK(report == "rank 1 (pid 1001) failed with exit code 3 after 0.0 s\n"
-                  "log: " + dir / "rank_1.log" + "\n"
-                  "last lines of its log:\n"
-                  "step 1\n90%\nTraceback: boom\n"
-                  "rank 0 (pid 1000): stopped by the launcher (SIGTERM)\n"
-                  "rank 2 (pid 1002): stopped by the launcher (SIGTERM)\n"
-                  "rank 3 (pid 1003): stopped by the launcher (SIGTERM)\n");
+  CHECK(report ==
+        "rank 1 (pid 1001) failed with exit code 3 after 0.0 s\n"
+        "log: " +
+            dir / "rank_1.log" +
+            "\n"
+            "last lines of its log:\n"
+            "step 1\n90%\nTraceback: boom\n"
+            "rank 0 (pid 1000): stopped by the launcher (SIGTERM)\n"
+            "rank 2 (pid 1002): stopped by the launcher (SIGTERM)\n"
+            "rank 3 (pid 1003): stopped by the launcher (SIGTERM)\n");
 }
 
 TEST_CASE("more than four ranks with one outcome share one line", "[failure_report]") {
@@ -69,9 +72,10 @@ TEST_CASE("a job stopped by a signal to its supervisor says so", "[failure_repor
   result.stop_reason = StopReason::signaled;
   result.stop_signal = SIGTERM;
   CHECK(result.exit_code() == 128 + SIGTERM);
-  CHECK(failure_report(result) == "the job was stopped by signal 15 (SIGTERM) to its supervisor process\n"
-                                  "rank 0 (pid 1000): stopped by the launcher (SIGTERM)\n"
-                                  "rank 1 (pid 1001): stopped by the launcher (SIGTERM)\n");
+  CHECK(failure_report(result) ==
+        "the job was stopped by signal 15 (SIGTERM) to its supervisor process\n"
+        "rank 0 (pid 1000): stopped by the launcher (SIGTERM)\n"
+        "rank 1 (pid 1001): stopped by the launcher (SIGTERM)\n");
 }
 
 TEST_CASE("a job stopped by its timeout says how long it ran", "[failure_report]") {
@@ -88,7 +92,8 @@ TEST_CASE("a job stopped by its timeout says how long it ran", "[failure_report]
     result.ranks.push_back(r);
   }
   result.stop_reason = StopReason::timed_out;
-  CHECK(failure_report(result) == "the job ran past its timeout and was stopped; it ran 2.5 s in all\n"
-                                  "rank 0 (pid 2000): stopped by the launcher (SIGTERM)\n"
-                                  "rank 1 (pid 2001): stopped by the launcher (SIGTERM)\n");
+  CHECK(failure_report(result) ==
+        "the job ran past its timeout and was stopped; it ran 2.5 s in all\n"
+        "rank 0 (pid 2000): stopped by the launcher (SIGTERM)\n"
+        "rank 1 (pid 2001): stopped by the launcher (SIGTERM)\n");
 }

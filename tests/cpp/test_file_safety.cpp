@@ -10,10 +10,10 @@
 #include <functional>
 #include <string>
 
+#include "common/private_file.hpp"
 #include "davincirun/console_sink.hpp"
 #include "davincirun/errors.hpp"
 #include "davincirun/log_streamer.hpp"
-#include "common/private_file.hpp"
 #include "test_support.hpp"
 
 using namespace davincirun;
@@ -32,7 +32,7 @@ void make_victim(const std::string& path) {
 
 void check_victim(const std::string& path) {
   CHECK(read_file(path) == "precious\n");
-  struct stat st {};
+  struct stat st{};
   REQUIRE(::stat(path.c_str(), &st) == 0);
   CHECK(st.st_mtim.tv_sec == long_ago);
 }
@@ -55,10 +55,9 @@ void create_private(const std::string& path) { detail::write_private_file(path, 
 
 }  // namespace
 
-TEST_CASE("job files: a planted symlink or file at their path is refused, never followed nor written",
-          "[security]") {
-  const std::function<void(const std::string&)> create = GENERATE(as<std::function<void(const std::string&)>>{},
-                                                                  create_log, create_private);
+TEST_CASE("job files: a planted symlink or file at their path is refused, never followed nor written", "[security]") {
+  const std::function<void(const std::string&)> create =
+      GENERATE(as<std::function<void(const std::string&)>>{}, create_log, create_private);
   TempDir tmp;
   const std::string victim = tmp / "victim";
   make_victim(victim);
@@ -79,8 +78,8 @@ TEST_CASE("job files: a planted symlink or file at their path is refused, never 
 }
 
 TEST_CASE("job files: created with mode 0600 even with umask 0", "[security]") {
-  const std::function<void(const std::string&)> create = GENERATE(as<std::function<void(const std::string&)>>{},
-                                                                  create_log, create_private);
+  const std::function<void(const std::string&)> create =
+      GENERATE(as<std::function<void(const std::string&)>>{}, create_log, create_private);
   TempDir tmp;
   const std::string path = tmp / "file";
   const mode_t old = ::umask(0);
@@ -91,7 +90,7 @@ TEST_CASE("job files: created with mode 0600 even with umask 0", "[security]") {
     throw;
   }
   ::umask(old);
-  struct stat st {};
+  struct stat st{};
   REQUIRE(::lstat(path.c_str(), &st) == 0);
   CHECK(S_ISREG(st.st_mode));
   CHECK((st.st_mode & 07777) == 0600);

@@ -18,7 +18,8 @@ using namespace davincirun;
 using namespace davincirun::detail;
 
 TEST_CASE("shell_quote writes what a shell reads back, cut at a limit", "[helpers]") {
-  CHECK(shell_quote({"python", "train.py", "--lr=0.1", "a/b.c@d%e+f,g:h"}) == "python train.py --lr=0.1 a/b.c@d%e+f,g:h");
+  CHECK(shell_quote({"python", "train.py", "--lr=0.1", "a/b.c@d%e+f,g:h"}) ==
+        "python train.py --lr=0.1 a/b.c@d%e+f,g:h");
   CHECK(shell_quote({"python", "-c", "print('hi')", "", "a b"}) == R"(python -c 'print('\''hi'\'')' '' 'a b')");
   CHECK(shell_quote({}).empty());
   CHECK(shell_quote({"abcdef", "ghij"}, 8) == "abcdef g...");
@@ -32,7 +33,8 @@ TEST_CASE("signal_name names the standard signals by their macro, nothing else",
   CHECK(std::string(signal_name(SIGUSR1)) == "USR1");
   CHECK(signal_name(0) == nullptr);
   CHECK(signal_name(SIGRTMIN) == nullptr);
-  CHECK(ExitStatus{ExitStatus::Kind::signaled, SIGABRT}.describe() == "signal " + std::to_string(SIGABRT) + " (SIGABRT)");
+  CHECK(ExitStatus{ExitStatus::Kind::signaled, SIGABRT}.describe() ==
+        "signal " + std::to_string(SIGABRT) + " (SIGABRT)");
   CHECK(ExitStatus{ExitStatus::Kind::signaled, SIGRTMIN + 1}.describe() == "signal " + std::to_string(SIGRTMIN + 1));
 }
 

@@ -25,8 +25,8 @@ namespace {
 std::string two_servers(const std::string& a, const std::string& b, const std::string& ip_a = "192.168.1.1",
                         const std::string& ip_b = "192.168.1.2") {
   return R"({"version": "1.0", "server_list": [{"server_id": ")" + a +
-         R"(", "device": [{"device_id": "0", "rank_id": "0", "device_ip": ")" + ip_a + R"("}]}, {"server_id": ")" +
-         b + R"(", "device": [{"device_id": "0", "rank_id": "1", "device_ip": ")" + ip_b + R"("}]}]})";
+         R"(", "device": [{"device_id": "0", "rank_id": "0", "device_ip": ")" + ip_a + R"("}]}, {"server_id": ")" + b +
+         R"(", "device": [{"device_id": "0", "rank_id": "1", "device_ip": ")" + ip_b + R"("}]}]})";
 }
 
 }  // namespace
@@ -38,8 +38,8 @@ TEST_CASE("canonical_ip: one text per address, zones dropped, IPv4-mapped IPv6 i
   CHECK(canonical_ip("fe80::1%eth0") == std::optional<std::string>("fe80::1"));
   CHECK(canonical_ip("::ffff:10.0.0.1") == std::optional<std::string>("10.0.0.1"));
   CHECK(canonical_ip("::FFFF:a00:1") == std::optional<std::string>("10.0.0.1"));
-  for (const char* not_an_address : {"", "node1", "10.0.0", "10.0.0.256", "010.0.0.1", "10.0.0.1%eth0",
-                                     "1.2.3.4 ", "::g"}) {
+  for (const char* not_an_address :
+       {"", "node1", "10.0.0", "10.0.0.256", "010.0.0.1", "10.0.0.1%eth0", "1.2.3.4 ", "::g"}) {
     INFO(not_an_address);
     CHECK_FALSE(canonical_ip(not_an_address));
   }
@@ -51,8 +51,8 @@ TEST_CASE("canonical_ip: one text per address, zones dropped, IPv4-mapped IPv6 i
 TEST_CASE("two server_ids naming one address are one server twice: refused, not matched twice", "[ip_address]") {
   // Before, the parser compared server ids as text and accepted this table,
   // and identify_server() then found this machine (10.0.0.1) in both servers.
-  for (const auto& [a, b] : {std::pair<std::string, std::string>{"10.0.0.1", "::ffff:10.0.0.1"},
-                             {"fe80::1", "FE80:0:0::1"}}) {
+  for (const auto& [a, b] :
+       {std::pair<std::string, std::string>{"10.0.0.1", "::ffff:10.0.0.1"}, {"fe80::1", "FE80:0:0::1"}}) {
     INFO(a << " and " << b);
     const RankTableError e = parse_error(two_servers(a, b));
     CHECK(e.kind() == RankTableError::Kind::duplicate);
@@ -63,8 +63,7 @@ TEST_CASE("two server_ids naming one address are one server twice: refused, not 
   CHECK(parse_rank_table(two_servers("node1", "Node1"), "t.json").servers.size() == 2);
 }
 
-TEST_CASE("device_ips naming one address are duplicates, a zone is not part of a device's address",
-          "[ip_address]") {
+TEST_CASE("device_ips naming one address are duplicates, a zone is not part of a device's address", "[ip_address]") {
   const RankTableError mapped = parse_error(two_servers("a", "b", "10.1.0.1", "::ffff:10.1.0.1"));
   CHECK(mapped.kind() == RankTableError::Kind::duplicate);
   CHECK(mapped.pointer() == std::optional<std::string>("/server_list/1/device/0/device_ip"));

@@ -16,8 +16,8 @@
 #include <typeinfo>
 
 #include "davincirun/errors.hpp"
-#include "job/job_protocol.hpp"
 #include "helpers/pattern.hpp"
+#include "job/job_protocol.hpp"
 #include "test_support.hpp"
 
 using namespace davincirun;
@@ -247,7 +247,8 @@ TEST_CASE("lines, progress and rank exits round-trip and reach a sink through de
   const ProgressUpdate update = decode_progress(encode_progress(7, "45%|" + bad_utf8 + with_nul));
   CHECK(update.index == 7);
   CHECK(update.text == "45%|" + bad_utf8 + with_nul);
-  const RankExited exited = decode_rank_exited(encode_rank_exited({5, ExitStatus{ExitStatus::Kind::signaled, 9}, true}));
+  const RankExited exited =
+      decode_rank_exited(encode_rank_exited({5, ExitStatus{ExitStatus::Kind::signaled, 9}, true}));
   CHECK(exited.index == 5);
   CHECK(exited.status.kind == ExitStatus::Kind::signaled);
   CHECK(exited.status.value == 9);
@@ -281,9 +282,8 @@ TEST_CASE("job result: every field round-trips", "[job_protocol]") {
     check_same(decode_result(encode_result(want)), want);
   }
   SECTION("every stop reason") {
-    for (StopReason reason :
-         {StopReason::none, StopReason::rank_failed, StopReason::requested, StopReason::timed_out,
-          StopReason::signaled}) {
+    for (StopReason reason : {StopReason::none, StopReason::rank_failed, StopReason::requested, StopReason::timed_out,
+                              StopReason::signaled}) {
       JobResult want = sample_result();
       want.stop_reason = reason;
       want.stop_signal = reason == StopReason::signaled ? 15 : 0;
@@ -398,8 +398,8 @@ TEST_CASE("corrupt counts and out-of-range enums are refused", "[job_protocol]")
   SECTION("a huge element count does not allocate, it is refused") {
     // The command's count follows five strings (8-byte length + bytes) and world_size.
     std::size_t offset = 8;
-    for (const std::string* s : {&spec.log_dir, &spec.job_id, &spec.rank_table_json, &spec.rank_table_source,
-                                 &spec.server_id}) {
+    for (const std::string* s :
+         {&spec.log_dir, &spec.job_id, &spec.rank_table_json, &spec.rank_table_source, &spec.server_id}) {
       offset += 8 + s->size();
     }
     REQUIRE(static_cast<unsigned char>(payload[offset]) == spec.command.size());

@@ -88,7 +88,6 @@ std::optional<std::string> receive_all(int fd) {
   }
 }
 
-
 }  // namespace
 
 TEST_CASE("write_frame writes the type byte, the little-endian length and the payload", "[job_protocol]") {
@@ -112,8 +111,7 @@ TEST_CASE("write_frame writes the type byte, the little-endian length and the pa
   CHECK(received->substr(0, 5) == "N"s + static_cast<char>(small.size()) + "\0\0\0"s);
 }
 
-TEST_CASE("FrameReader reassembles frames that arrive one byte at a time, then sees a clean end",
-          "[job_protocol]") {
+TEST_CASE("FrameReader reassembles frames that arrive one byte at a time, then sees a clean end", "[job_protocol]") {
   SocketPair pair;
   const std::vector<std::pair<Frame, std::string>> frames{
       {Frame::spec, with_nul + bad_utf8 + newlines},
@@ -183,8 +181,7 @@ TEST_CASE("FrameReader: a stream cut inside a frame throws SystemError", "[job_p
   }
 }
 
-TEST_CASE("FrameReader: an empty stream is a clean end, bytes after a frame are handed over",
-          "[job_protocol]") {
+TEST_CASE("FrameReader: an empty stream is a clean end, bytes after a frame are handed over", "[job_protocol]") {
   SocketPair pair;
   FrameReader reader(pair.b);
   Frame type{};
@@ -221,8 +218,7 @@ TEST_CASE("FrameReader refuses a length beyond max_frame_bytes", "[job_protocol]
   }
 }
 
-TEST_CASE("write_frame to a closed peer returns false, and SIGPIPE does not kill the process",
-          "[job_protocol]") {
+TEST_CASE("write_frame to a closed peer returns false, and SIGPIPE does not kill the process", "[job_protocol]") {
   SignalDisposition default_sigpipe(SIGPIPE, SIG_DFL);  // a SIGPIPE would end this test binary
   SocketPair pair;
   SECTION("peer closed before a small frame") {

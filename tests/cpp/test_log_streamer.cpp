@@ -129,8 +129,8 @@ TEST_CASE("a line longer than max_line_bytes reaches the console in marked chunk
 
   CHECK((read_file(dir / "r.log") == data));
   CHECK(log.bytes() == data.size());
-  const std::string expected = "[r] " + line.substr(0, max) + "\n" + "[r]+ " + line.substr(max, max) + "\n" +
-                               "[r]+ " + line.substr(2 * max) + "\n" + "[r] next\n" +
+  const std::string expected = "[r] " + line.substr(0, max) + "\n" + "[r]+ " + line.substr(max, max) + "\n" + "[r]+ " +
+                               line.substr(2 * max) + "\n" + "[r] next\n" +
                                // an overlong unterminated last line: chunks, the rest at finish()
                                "[r] " + line.substr(0, max) + "\n" + "[r]+ " + line.substr(max, 5) + "\n";
   const std::string text = console.text();
@@ -177,7 +177,7 @@ TEST_CASE("the log file is created private and never over an existing path or sy
   SECTION("created with mode 0600") {
     Pipe pipe;
     RankLog log(0, "r", UniqueFd(pipe.read_fd), dir / "new.log", console);
-    struct stat st {};
+    struct stat st{};
     REQUIRE(::lstat((dir / "new.log").c_str(), &st) == 0);
     CHECK(S_ISREG(st.st_mode));
     CHECK((st.st_mode & 07777) == 0600);

@@ -35,9 +35,9 @@ TEST_CASE("within its capacity the queue gives everything back, in order", "[out
   std::vector<std::string> got;
   while (!q.empty()) {
     const OutputQueue::Entry e = q.pop();
-    got.push_back(std::string(to_string(e.kind)) + " " + std::to_string(e.index) + " " + e.text +
-                  (e.kind == OutputQueue::Kind::exit ? e.status.describe() + (e.stopped_by_launcher ? " stopped" : "")
-                                                     : ""));
+    got.push_back(
+        std::string(to_string(e.kind)) + " " + std::to_string(e.index) + " " + e.text +
+        (e.kind == OutputQueue::Kind::exit ? e.status.describe() + (e.stopped_by_launcher ? " stopped" : "") : ""));
   }
   CHECK(got == std::vector<std::string>{"lines 0 " + lines(0, 0, 2), "notice 0 [davincirun] n\n", "progress 1 50%",
                                         "exit 1 exit code 3 stopped"});
@@ -45,8 +45,7 @@ TEST_CASE("within its capacity the queue gives everything back, in order", "[out
   CHECK(q.take_dropped() == 0);
 }
 
-TEST_CASE("over capacity, the oldest whole lines of the rank with most waiting go, and are counted",
-          "[output_queue]") {
+TEST_CASE("over capacity, the oldest whole lines of the rank with most waiting go, and are counted", "[output_queue]") {
   OutputQueue q(200);
   q.push_lines(0, "[rank 0] quiet rank's last words\n");
   int written = 0;

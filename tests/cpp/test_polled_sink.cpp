@@ -9,8 +9,8 @@
 #include "davincirun/polled_sink.hpp"
 
 using davincirun::ExitStatus;
-using davincirun::RankLog;
 using davincirun::PolledSink;
+using davincirun::RankLog;
 
 namespace {
 
@@ -82,7 +82,8 @@ TEST_CASE("the rank with the most waiting loses its oldest lines first", "[polle
   PolledSink q;
   q.set_budget(1000);
   q.write(0, "[rank 0] last words of a quiet rank\n");
-  for (int i = 0; i < 2000; ++i) q.write(static_cast<std::size_t>(1 + i % 3), lines(1 + i % 3, i * 10, 10));  // ranks 1-3 flood
+  for (int i = 0; i < 2000; ++i)
+    q.write(static_cast<std::size_t>(1 + i % 3), lines(1 + i % 3, i * 10, 10));  // ranks 1-3 flood
   const PolledSink::Batch b = q.take(true);
   CHECK(b.lines.rfind("[rank 0] last words of a quiet rank\n", 0) == 0);
   CHECK(b.skipped_lines > 0);

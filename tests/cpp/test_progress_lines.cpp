@@ -200,8 +200,7 @@ TEST_CASE("a console that does not want progress (a terminal) gets none, and the
   const std::string data = "\r10%\r20%\rdone\nloading...";
   REQUIRE(::write(fds[1], data.data(), data.size()) == static_cast<ssize_t>(data.size()));
   ::close(fds[1]);
-  while (log.read_available(scratch, 1 << 20) != RankLog::ReadResult::eof) {
-  }
+  while (log.read_available(scratch, 1 << 20) != RankLog::ReadResult::eof) {}
   log.finish();
   CHECK(console.text == "[rank 0] done\n[rank 0] loading...\n");
   CHECK(console.progress_calls == 0);
@@ -239,11 +238,11 @@ TEST_CASE("a terminal console shows progress in a status line under the finished
   REQUIRE(n > 0);
   got.resize(static_cast<std::size_t>(n));
   CHECK(got ==
-        "\r[rank 0] 10%|#\x1b[K"                                 // drawn
-        "\r\x1b[K\r[rank 0] 10%|# | [rank 1] 5%|\x1b[K"          // redrawn with rank 1
+        "\r[rank 0] 10%|#\x1b[K"                                           // drawn
+        "\r\x1b[K\r[rank 0] 10%|# | [rank 1] 5%|\x1b[K"                    // redrawn with rank 1
         "\r\x1b[K[rank 0] epoch 1\n\r[rank 0] 10%|# | [rank 1] 5%|\x1b[K"  // a line above it
-        "\r\x1b[K\r[rank 1] 5%|\x1b[K"                           // rank 0's bar finished
-        "\r\x1b[K");                                             // and rank 1's: the line is gone
+        "\r\x1b[K\r[rank 1] 5%|\x1b[K"                                     // rank 0's bar finished
+        "\r\x1b[K");                                                       // and rank 1's: the line is gone
 }
 
 TEST_CASE("the status line is cut to the width at a character boundary", "[console_sink]") {

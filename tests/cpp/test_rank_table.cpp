@@ -8,12 +8,12 @@
 #include "davincirun/rank_table.hpp"
 #include "test_rank_table_support.hpp"
 
+using Catch::Matchers::Contains;
 using davincirun::load_rank_table;
 using davincirun::parse_rank_table;
 using davincirun::RankTable;
 using davincirun::RankTableError;
 using davincirun::RankTableFormat;
-using Catch::Matchers::Contains;
 using Kind = RankTableError::Kind;
 using namespace rank_table_test;
 
@@ -36,8 +36,7 @@ Json two_servers() {
 
 // The text of `doc` with `key` written a second time, last, in the object at
 // `object` (a Json cannot hold a repeated key; the text can).
-std::string with_repeated_key(Json doc, const std::string& object, const std::string& key,
-                              const Json& value) {
+std::string with_repeated_key(Json doc, const std::string& object, const std::string& key, const Json& value) {
   doc[at(object)]["@repeat@"] = value;
   std::string text = doc.dump();
   const std::string placeholder = "\"@repeat@\"";
@@ -123,8 +122,8 @@ TEST_CASE("a syntax error names line, column and byte", "[rank_table]") {
   auto e = parse_error(text);
   CHECK(e.kind() == Kind::syntax);
   CHECK_FALSE(e.pointer().has_value());
-  CHECK_THAT(e.detail(), Contains("not valid JSON at line 3, column 3 (byte " +
-                                  std::to_string(byte) + "): invalid literal"));
+  CHECK_THAT(e.detail(),
+             Contains("not valid JSON at line 3, column 3 (byte " + std::to_string(byte) + "): invalid literal"));
   CHECK_THAT(e.detail(), !Contains("last read"));
 
   // The byte offset is in the file, BOM included; lines and columns ignore it.
@@ -140,19 +139,20 @@ TEST_CASE("a syntax error names line, column and byte", "[rank_table]") {
 // Found by fuzzing: nlohmann throws its own out_of_range for such a number,
 // which escaped parse_rank_table.
 TEST_CASE("a number beyond a double's range is a syntax error at its position", "[rank_table]") {
-  const std::string head = "{\n  \"version\": \"1.0\",\n  \"server_list\": [{\"server_id\": \"a\", \"device\": [\n"
-                           "    {\"device_id\": ";
+  const std::string head =
+      "{\n  \"version\": \"1.0\",\n  \"server_list\": [{\"server_id\": \"a\", \"device\": [\n"
+      "    {\"device_id\": ";
   for (const std::string& number : {std::string("1e400"), std::string("-1e400"), std::string("123456789e999"),
-                                   "1" + std::string(400, '0') + ".5"}) {
+                                    "1" + std::string(400, '0') + ".5"}) {
     CAPTURE(number);
     const std::string text = head + number + ", \"rank_id\": \"0\"}]}]}";
     auto e = parse_error(text);
     CHECK(e.kind() == Kind::syntax);
     CHECK_FALSE(e.pointer().has_value());
     const std::size_t byte = head.size();
-    CHECK_THAT(e.detail(), Contains("not valid JSON at line 4, column 19 (byte " + std::to_string(byte) +
-                                    "): number ") &&
-                               Contains(" is out of range"));
+    CHECK_THAT(e.detail(),
+               Contains("not valid JSON at line 4, column 19 (byte " + std::to_string(byte) + "): number ") &&
+                   Contains(" is out of range"));
     CHECK(e.detail().size() < 200);  // a long number is shortened
     // With a BOM: the byte counts it, the column does not.
     e = parse_error("\xEF\xBB\xBF" + text);
@@ -203,17 +203,15 @@ TEST_CASE("a key repeated in one object is refused where it repeats", "[rank_tab
   const Case cases[] = {
       {"top level", two_servers(), "", "server_list", "/server_list"},
       {"server", two_servers(), "/server_list/1", "server_id", "/server_list/1/server_id"},
-      {"device", two_servers(), "/server_list/0/device/1", "rank_id",
-       "/server_list/0/device/1/rank_id"},
-      {"0.1 device", corpus_doc("valid/v0_two_pods_out_of_order.json"),
-       "/group_list/0/instance_list/1/devices/2", "device_id",
-       "/group_list/0/instance_list/1/devices/2/device_id"},
-      {"0.1 pod", corpus_doc("valid/v0_two_pods_out_of_order.json"),
-       "/group_list/0/instance_list/0", "pod_name", "/group_list/0/instance_list/0/pod_name"},
-      {"1.2 super pod", corpus_doc("valid/v1_2_superpod_two_pods.json"), "/super_pod_list/1",
-       "super_pod_id", "/super_pod_list/1/super_pod_id"},
-      {"1.2 super pod server", corpus_doc("valid/v1_2_superpod_two_pods.json"),
-       "/super_pod_list/0/server_list/0", "server_id", "/super_pod_list/0/server_list/0/server_id"},
+      {"device", two_servers(), "/server_list/0/device/1", "rank_id", "/server_list/0/device/1/rank_id"},
+      {"0.1 device", corpus_doc("valid/v0_two_pods_out_of_order.json"), "/group_list/0/instance_list/1/devices/2",
+       "device_id", "/group_list/0/instance_list/1/devices/2/device_id"},
+      {"0.1 pod", corpus_doc("valid/v0_two_pods_out_of_order.json"), "/group_list/0/instance_list/0", "pod_name",
+       "/group_list/0/instance_list/0/pod_name"},
+      {"1.2 super pod", corpus_doc("valid/v1_2_superpod_two_pods.json"), "/super_pod_list/1", "super_pod_id",
+       "/super_pod_list/1/super_pod_id"},
+      {"1.2 super pod server", corpus_doc("valid/v1_2_superpod_two_pods.json"), "/super_pod_list/0/server_list/0",
+       "server_id", "/super_pod_list/0/server_list/0/server_id"},
       {"unknown field, escaped", unknown, "/server_list/0/device/0/vendor~1x", "a/b~c",
        "/server_list/0/device/0/vendor~1x/a~1b~0c"},
   };
@@ -227,12 +225,9 @@ TEST_CASE("a key repeated in one object is refused where it repeats", "[rank_tab
     CHECK_THAT(e.detail(), Contains("the key " + Json(c.key).dump() + " appears twice"));
   }
 
-  const auto e = parse_error(with_repeated_key(two_servers(), "/server_list/0/device/1",
-                                               "rank_id", "5"));
-  CHECK(e.detail() ==
-        R"(the key "rank_id" appears twice in the same object; a rank table must not repeat keys)");
-  CHECK_THAT(std::string(e.what()),
-             Contains("test.json: /server_list/0/device/1/rank_id: the key \"rank_id\""));
+  const auto e = parse_error(with_repeated_key(two_servers(), "/server_list/0/device/1", "rank_id", "5"));
+  CHECK(e.detail() == R"(the key "rank_id" appears twice in the same object; a rank table must not repeat keys)");
+  CHECK_THAT(std::string(e.what()), Contains("test.json: /server_list/0/device/1/rank_id: the key \"rank_id\""));
 
   // Indices count every element (scalars, arrays and objects) of nested arrays.
   const std::string nested = R"({"version": "1.0", "x": [1, [], {"k": 1}, [null, [{"": 1, "": 2}]]],
@@ -250,10 +245,9 @@ TEST_CASE("the same key in different objects is not a repeat", "[rank_table]") {
   CHECK(parse_doc(doc).world_size == 4);
 }
 
-TEST_CASE("a repeated key is found while parsing: before shape checks, after earlier syntax",
-          "[rank_table]") {
+TEST_CASE("a repeated key is found while parsing: before shape checks, after earlier syntax", "[rank_table]") {
   Json doc = two_servers();
-  doc["server_count"] = "x";                           // a bad value, earlier in the document
+  doc["server_count"] = "x";                            // a bad value, earlier in the document
   doc[at("/server_list/0/device/0")].erase("rank_id");  // a missing field, earlier too
   const std::string text = with_repeated_key(doc, "/server_list/1", "device", Json::array());
   CHECK(parse_error(text).kind() == Kind::duplicate);
@@ -328,7 +322,8 @@ TEST_CASE("the table integer parser takes decimal digits only", "[rank_table]") 
   for (const char* json : {"true", "null", "[]", "{}"}) {
     CAPTURE(json);
     const std::string text = R"({"version": "1.0", "server_list": [{"server_id": "a", "device": [
-                               {"rank_id": "0", "device_id": )" + std::string(json) + "}]}]}";
+                               {"rank_id": "0", "device_id": )" +
+                             std::string(json) + "}]}]}";
     CHECK(parse_error(text).kind() == Kind::shape);
   }
 }
@@ -367,8 +362,7 @@ TEST_CASE("messages name what is wrong", "[rank_table]") {
     CHECK(e.kind() == Kind::duplicate);
     CHECK(e.pointer() == some("/server_list/1/device/0/rank_id"));
     CHECK(e.detail() == "rank 1 appears twice (also at /server_list/0/device/1/rank_id)");
-    CHECK_THAT(std::string(e.what()),
-               Contains("test.json: /server_list/1/device/0/rank_id: rank 1 appears twice"));
+    CHECK_THAT(std::string(e.what()), Contains("test.json: /server_list/1/device/0/rank_id: rank 1 appears twice"));
   }
   SECTION("duplicate device_ip, compared as addresses") {
     doc[at("/server_list/0/device/0/device_ip")] = "fe80::1";
@@ -405,8 +399,7 @@ TEST_CASE("messages name what is wrong", "[rank_table]") {
   }
   SECTION("device_ip: placeholder, malformed, required on several servers") {
     doc[at("/server_list/1/device/1/device_ip")] = "-.-.-.-";
-    CHECK_THAT(doc_error(doc).detail(),
-               Contains("\"-.-.-.-\" is not an IP address (the placeholder"));
+    CHECK_THAT(doc_error(doc).detail(), Contains("\"-.-.-.-\" is not an IP address (the placeholder"));
     // inet_pton would stop at the NUL.
     doc[at("/server_list/1/device/1/device_ip")] = std::string("10.0.0.1\0x", 10);
     CHECK_THAT(doc_error(doc).detail(), Contains("is not an IP address"));
@@ -442,8 +435,8 @@ TEST_CASE("messages name what is wrong", "[rank_table]") {
 TEST_CASE("several problems: the first by precedence is reported", "[rank_table]") {
   Json doc = two_servers();
   SECTION("element checks come before uniqueness, whatever the order in the file") {
-    doc[at("/server_list/0/device/1/rank_id")] = "0";          // duplicate, early
-    doc[at("/server_list/1/device/1/device_id")] = "x";        // bad value, later
+    doc[at("/server_list/0/device/1/rank_id")] = "0";    // duplicate, early
+    doc[at("/server_list/1/device/1/device_id")] = "x";  // bad value, later
     CHECK(doc_error(doc).pointer() == some("/server_list/1/device/1/device_id"));
   }
   SECTION("element checks follow document order") {
@@ -458,9 +451,9 @@ TEST_CASE("several problems: the first by precedence is reported", "[rank_table]
     doc[at("/server_list/1/device/1/device_ip")] = "192.1.11.10";  // device_ip
     doc[at("/server_list/1/device/1/rank_id")] = "2";              // rank_id
     CHECK_THAT(doc_error(doc).detail(), Contains("rank 2 appears twice"));
-    doc[at("/server_list/1/device/1/device_id")] = "0";            // device_id
+    doc[at("/server_list/1/device/1/device_id")] = "0";  // device_id
     CHECK_THAT(doc_error(doc).detail(), Contains("device 0 listed twice on server 10.0.0.12"));
-    doc[at("/server_list/1/server_id")] = "10.0.0.11";             // server_id
+    doc[at("/server_list/1/server_id")] = "10.0.0.11";  // server_id
     CHECK_THAT(doc_error(doc).detail(), Contains("server 10.0.0.11 listed twice"));
   }
   SECTION("table-wide: numbering, then blocks, then server_count") {

@@ -13,6 +13,8 @@
 #include "davincirun/rank_table_loader.hpp"
 #include "test_rank_table_support.hpp"
 
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
 using davincirun::load_rank_table;
 using davincirun::LoadedRankTable;
 using davincirun::parse_rank_table;
@@ -21,8 +23,6 @@ using davincirun::RankTableError;
 using davincirun::RankTableFormat;
 using davincirun::RankTableLoadOptions;
 using davincirun::wait_for_rank_table;
-using Catch::Matchers::Contains;
-using Catch::Matchers::StartsWith;
 using Kind = RankTableError::Kind;
 using namespace rank_table_test;
 
@@ -102,8 +102,7 @@ void check_valid_entry(const std::string& path, const Json& entry) {
   // The copy for the ranks reads back as the same table, in format 1.x.
   const RankTable copy = parse_rank_table(table.normalized_json, "normalized");
   check_same_layout(copy, table);
-  CHECK(copy.format == (table.format == RankTableFormat::v1_2 ? RankTableFormat::v1_2
-                                                              : RankTableFormat::v1_0));
+  CHECK(copy.format == (table.format == RankTableFormat::v1_2 ? RankTableFormat::v1_2 : RankTableFormat::v1_0));
 }
 
 void check_error_entry(const std::string& path, const Json& entry) {

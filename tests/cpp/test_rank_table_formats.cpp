@@ -7,11 +7,11 @@
 #include "davincirun/rank_table.hpp"
 #include "test_rank_table_support.hpp"
 
+using Catch::Matchers::Contains;
 using davincirun::parse_rank_table;
 using davincirun::RankTable;
 using davincirun::RankTableError;
 using davincirun::RankTableFormat;
-using Catch::Matchers::Contains;
 using Kind = RankTableError::Kind;
 using namespace rank_table_test;
 
@@ -63,14 +63,12 @@ TEST_CASE("0.1: pods sharing a server_id become one server", "[rank_table]") {
   Json doc = v0_table();
   doc[at("/group_list/0/instance_list/0/server_id")] = "10.0.0.21";
   for (int d = 0; d < 4; ++d) {
-    doc[at("/group_list/0/instance_list/0/devices/" + std::to_string(d) + "/device_id")] =
-        std::to_string(d + 4);
+    doc[at("/group_list/0/instance_list/0/devices/" + std::to_string(d) + "/device_id")] = std::to_string(d + 4);
   }
   const RankTable table = parse_doc(doc);
   REQUIRE(table.servers.size() == 1);
   const auto& server = table.servers[0];
-  CHECK(server.pod_names ==
-        std::vector<std::string>{"job0a1b2c3d-job-demo-0", "job0a1b2c3d-job-demo-1"});
+  CHECK(server.pod_names == std::vector<std::string>{"job0a1b2c3d-job-demo-0", "job0a1b2c3d-job-demo-1"});
   REQUIRE(server.devices.size() == 8);
   CHECK(server.devices[3].pod_name == some("job0a1b2c3d-job-demo-0"));
   CHECK(server.devices[4].pod_name == some("job0a1b2c3d-job-demo-1"));
@@ -85,8 +83,9 @@ TEST_CASE("0.1: pods sharing a server_id become one server", "[rank_table]") {
     const auto e = doc_error(doc);
     CHECK(e.kind() == Kind::duplicate);
     CHECK(e.pointer() == some("/group_list/0/instance_list/0/devices/2/device_id"));
-    CHECK(e.detail() == "device 1 listed twice on server 10.0.0.21 (also at "
-                        "/group_list/0/instance_list/1/devices/1/device_id)");
+    CHECK(e.detail() ==
+          "device 1 listed twice on server 10.0.0.21 (also at "
+          "/group_list/0/instance_list/1/devices/1/device_id)");
   }
   SECTION("pods of one server must be adjacent in rank order") {
     Json three = doc;
@@ -101,8 +100,8 @@ TEST_CASE("0.1: pods sharing a server_id become one server", "[rank_table]") {
     const auto e = doc_error(three);
     CHECK(e.kind() == Kind::inconsistent);
     CHECK(e.pointer() == some("/group_list/0/instance_list/0/server_id"));
-    CHECK_THAT(e.detail(), Contains("share server 10.0.0.21") &&
-                               Contains("\"job0a1b2c3d-job-demo-2\" comes between them"));
+    CHECK_THAT(e.detail(),
+               Contains("share server 10.0.0.21") && Contains("\"job0a1b2c3d-job-demo-2\" comes between them"));
   }
 }
 
@@ -212,8 +211,7 @@ TEST_CASE("0.1: one pod, unknown fields, status", "[rank_table]") {
   CHECK(table.servers[0].devices[1].rank_id == 1);
   CHECK_FALSE(table.servers[0].devices[1].device_ip.has_value());
   REQUIRE(table.warnings.size() == 1);
-  CHECK_THAT(table.warnings[0],
-             Contains("t.json: /group_list/0/instance_list/0/devices/1/device_ip: \"-.-.-.-\""));
+  CHECK_THAT(table.warnings[0], Contains("t.json: /group_list/0/instance_list/0/devices/1/device_ip: \"-.-.-.-\""));
   const Json copy = Json::parse(table.normalized_json);
   CHECK(copy == Json::parse(R"({"status": "initializing", "version": "1.0", "server_count": "1",
       "server_list": [{"server_id": "10.0.0.5", "device": [
@@ -327,16 +325,14 @@ TEST_CASE("device_ip placeholder: absent with a warning on one server", "[rank_t
   const RankTable table = parse_doc(doc);
   CHECK_FALSE(table.servers[0].devices[2].device_ip.has_value());
   REQUIRE(table.warnings.size() == 2);
-  CHECK_THAT(table.warnings[0], Contains("t.json: /server_list/0/device/2/device_ip: ") &&
-                                    Contains("read as absent"));
+  CHECK_THAT(table.warnings[0], Contains("t.json: /server_list/0/device/2/device_ip: ") && Contains("read as absent"));
   // The copy for the ranks leaves it out, and so has no warning.
   const Json copy = Json::parse(table.normalized_json);
   CHECK_FALSE(copy[at("/server_list/0/device/2")].contains("device_ip"));
   CHECK(copy[at("/server_list/0/device/3/device_ip")] == doc[at("/server_list/0/device/3/device_ip")]);
   CHECK(parse_rank_table(table.normalized_json, "copy").warnings.empty());
   // Several servers need it: an error there (the corpus has that case at /server_list/0).
-  const auto e = error_of([] {
-    parse_rank_table(read_text(corpus_dir + "invalid/device_ip_placeholder.json"), "p.json");
-  });
+  const auto e =
+      error_of([] { parse_rank_table(read_text(corpus_dir + "invalid/device_ip_placeholder.json"), "p.json"); });
   CHECK(e.kind() == Kind::bad_value);
 }

@@ -17,6 +17,8 @@
 #include "test_rank_table_support.hpp"
 #include "test_support.hpp"
 
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
 using davincirun::parse_rank_table;
 using davincirun::RankTable;
 using davincirun::RankTableError;
@@ -27,8 +29,6 @@ using davincirun::write_normalized_rank_table;
 using davincirun_test::Joined;
 using davincirun_test::TempDir;
 using davincirun_test::write_file;
-using Catch::Matchers::Contains;
-using Catch::Matchers::StartsWith;
 using Kind = RankTableError::Kind;
 using namespace rank_table_test;
 using namespace std::chrono_literals;
@@ -109,8 +109,7 @@ TEST_CASE("with waiting off, problems are reported at once", "[rank_table]") {
   CHECK(error_of([&] { wait_for_rank_table("", no_wait()); }).kind() == Kind::io);
 }
 
-TEST_CASE("waiting: a table that is missing, empty, half-written or initializing is read again",
-          "[rank_table]") {
+TEST_CASE("waiting: a table that is missing, empty, half-written or initializing is read again", "[rank_table]") {
   TempDir dir;
   const std::string path = dir / "hccl.json";
   std::string initializing = good_table;
@@ -137,8 +136,8 @@ TEST_CASE("waiting: a table that is missing, empty, half-written or initializing
     }
     CHECK(seconds_since(start) < 5);
     REQUIRE_FALSE(wait.messages.empty());
-    CHECK_THAT(wait.messages[0], StartsWith("waiting for rank table " + path + ": " + state) &&
-                                     Contains("giving up in 20 s"));
+    CHECK_THAT(wait.messages[0],
+               StartsWith("waiting for rank table " + path + ": " + state) && Contains("giving up in 20 s"));
   }
 }
 
@@ -208,14 +207,14 @@ TEST_CASE("waiting: the timeout names the file, the time and the last state", "[
 
 TEST_CASE("the normalized copy is written once, privately, and reads back alike", "[rank_table]") {
   TempDir dir;
-  for (const char* name : {"valid/v1_integers_not_strings.json", "valid/v0_two_pods_out_of_order.json",
-                           "valid/v1_2_superpod_two_pods.json", "valid/v1_unknown_fields_ignored.json",
-                           "valid/v1_utf8_bom.json"}) {
+  for (const char* name :
+       {"valid/v1_integers_not_strings.json", "valid/v0_two_pods_out_of_order.json",
+        "valid/v1_2_superpod_two_pods.json", "valid/v1_unknown_fields_ignored.json", "valid/v1_utf8_bom.json"}) {
     CAPTURE(name);
     const RankTable table = davincirun::load_rank_table(corpus_dir + name);
     const std::string path = dir / (std::filesystem::path(name).stem().string() + ".json");
     write_normalized_rank_table(table, path);
-    struct stat info {};
+    struct stat info{};
     REQUIRE(::stat(path.c_str(), &info) == 0);
     CHECK((info.st_mode & 07777) == 0600);
     const RankTable copy = davincirun::load_rank_table(path);

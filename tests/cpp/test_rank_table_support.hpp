@@ -47,9 +47,7 @@ inline davincirun::RankTableError parse_error(const std::string& text) {
 
 inline davincirun::RankTableError doc_error(const Json& doc) { return parse_error(doc.dump()); }
 
-inline davincirun::RankTable parse_doc(const Json& doc) {
-  return davincirun::parse_rank_table(doc.dump(), "t.json");
-}
+inline davincirun::RankTable parse_doc(const Json& doc) { return davincirun::parse_rank_table(doc.dump(), "t.json"); }
 
 inline Json::json_pointer at(const std::string& pointer) { return Json::json_pointer(pointer); }
 
@@ -64,15 +62,13 @@ inline void check_hostile_variants(const std::string& text, const std::string& s
     REQUIRE_NOTHROW([&] {
       try {
         davincirun::parse_rank_table(text.substr(0, n), "t.json");
-      } catch (const davincirun::RankTableError&) {
-      }
+      } catch (const davincirun::RankTableError&) {}
       for (const char c : swaps) {
         std::string mutated = text;
         mutated[n] = c;
         try {
           davincirun::parse_rank_table(mutated, "t.json");
-        } catch (const davincirun::RankTableError&) {
-        }
+        } catch (const davincirun::RankTableError&) {}
       }
     }());
   }

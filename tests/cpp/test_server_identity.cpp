@@ -159,8 +159,7 @@ TEST_CASE("several servers matching one rule is an error naming them", "[server_
   CHECK_THROWS_WITH(identify_server(operator_table, Environment({"MA_CURRENT_HOST_IP=10.0.0.2"}), nowhere, {}),
                     Contains("matches 2 servers of the rank table by host_ip/server_id") &&
                         Contains("pod-b (host_ip 10.0.0.2 matches MA_CURRENT_HOST_IP)") &&
-                        Contains("pod-c (host_ip 10.0.0.2 matches MA_CURRENT_HOST_IP)") &&
-                        Contains("--server-id"));
+                        Contains("pod-c (host_ip 10.0.0.2 matches MA_CURRENT_HOST_IP)") && Contains("--server-id"));
   CHECK_THROWS_WITH(identify_server(two, Environment(), MachineIdentity{{"10.0.0.12", "10.0.0.11"}, "vm"}, {}),
                     Contains("by server_id: 10.0.0.11 (server_id 10.0.0.11 matches an address of this machine), "
                              "10.0.0.12 (server_id 10.0.0.12 matches an address of this machine)"));

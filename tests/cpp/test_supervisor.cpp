@@ -69,8 +69,8 @@ TEST_CASE("ranks that all exit 0 make a successful job", "[supervisor]") {
   for (int i = 0; i < 4; ++i) {
     const std::string exit = "exit " + std::to_string(i) + ": exit code 0";
     CHECK(std::count(events.begin(), events.end(), exit) == 1);
-    const auto said = std::find(events.begin(), events.end(), "lines [rank " + std::to_string(i) + "] hello from " +
-                                                                  std::to_string(i) + "\n");
+    const auto said = std::find(events.begin(), events.end(),
+                                "lines [rank " + std::to_string(i) + "] hello from " + std::to_string(i) + "\n");
     CHECK(said < std::find(events.begin(), events.end(), exit));
   }
   check_nothing_left(result);
@@ -106,8 +106,7 @@ TEST_CASE("a failing rank stops the others with SIGTERM at once", "[supervisor]"
   // The rank's last words reach the console before the verdict on it.
   const std::string text = console.text();
   const auto words = text.find("[rank 2] bye\n");
-  const auto verdict =
-      text.find("rank 2 (pid " + std::to_string(result.ranks[2].pid) + ") failed with exit code 3");
+  const auto verdict = text.find("rank 2 (pid " + std::to_string(result.ranks[2].pid) + ") failed with exit code 3");
   REQUIRE(words != std::string::npos);
   REQUIRE(verdict != std::string::npos);
   CHECK(words < verdict);
@@ -340,8 +339,7 @@ class MessyHost {
 };
 }  // namespace
 
-TEST_CASE("ranks start clean: default signals, own process group, stdin /dev/null, no leaked fds",
-          "[supervisor]") {
+TEST_CASE("ranks start clean: default signals, own process group, stdin /dev/null, no leaked fds", "[supervisor]") {
   FOR_EACH_SUPERVISION_MODE(mode, Modes::all);
   TempDir dir;
   NullLineSink console;
@@ -446,7 +444,6 @@ TEST_CASE("a process holding a rank's output after leaving its group cannot hang
   CHECK(processes_with_arg(tag).empty());
   check_nothing_left(result);
 }
-
 
 TEST_CASE("a rank not shown live writes only to its log file, notices still reach the console", "[supervisor]") {
   FOR_EACH_SUPERVISION_MODE(mode, Modes::all);

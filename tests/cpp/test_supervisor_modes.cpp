@@ -103,8 +103,7 @@ class KillAllOnExit {
     for (pid_t pid : pids_) ::kill(pid, SIGKILL);
     for (pid_t pid : pids_) {
       int status;
-      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
     }
   }
 
@@ -119,7 +118,9 @@ std::set<pid_t> as_set(const std::vector<pid_t>& pids) { return {pids.begin(), p
 TEST_CASE("SIGCHLD is blocked in every test thread, as owns_all_children needs", "[supervisor][modes]") {
   CHECK(sigchld_blocked_here());
   bool in_thread = false;
-  { Joined thread([&] { in_thread = sigchld_blocked_here(); }); }
+  {
+    Joined thread([&] { in_thread = sigchld_blocked_here(); });
+  }
   CHECK(in_thread);
 }
 
@@ -143,8 +144,7 @@ TEST_CASE("process tracking 'sigchld' is refused without owns_all_children", "[s
   CHECK(no_children_left());
 }
 
-TEST_CASE("owns_all_children is refused while SIGCHLD is not blocked in the calling thread",
-          "[supervisor][modes]") {
+TEST_CASE("owns_all_children is refused while SIGCHLD is not blocked in the calling thread", "[supervisor][modes]") {
   FOR_EACH_SUPERVISION_MODE(mode, Modes::owning);
   TempDir dir;
   NullLineSink console;
@@ -225,7 +225,7 @@ TEST_CASE("a setsid() process a rank left running is swept only by a supervisor 
   if (mode.owns_all_children) {
     CHECK(elapsed < 2s);
     CHECK(result.leftover_processes_killed == 1);  // the holder, and nothing else
-    CHECK(reaped(holder));  // killed, and reaped by the supervisor: not even a zombie is left
+    CHECK(reaped(holder));                         // killed, and reaped by the supervisor: not even a zombie is left
     CHECK_THAT(text, Contains("[davincirun] killed 1 process(es) the ranks left running"));
     CHECK_THAT(text, !Contains("still holds its output open"));
   } else {
@@ -288,8 +288,8 @@ TEST_CASE("members of a rank's own process group are never counted as leftovers"
   for (int attempt = 0; attempt < 10; ++attempt) {
     TempDir dir;
     RecordingSink console;
-    Supervisor sup({launch(dir, 0, {helper("child_sleep"), "0.02", "grandchild", unique_tag("group")})},
-                   mode.options(), console);
+    Supervisor sup({launch(dir, 0, {helper("child_sleep"), "0.02", "grandchild", unique_tag("group")})}, mode.options(),
+                   console);
     const auto [result, elapsed] = run_with_deadline(sup, 10s);
     INFO("attempt " << attempt << ", console:\n" << console.text());
     REQUIRE(result.ranks.size() == 1);
@@ -311,12 +311,12 @@ TEST_CASE("an orphan re-parented to this process is reaped during the run only b
   TempDir dir;
   RecordingSink console;
   const std::string tag = unique_tag("orphan");
-  Supervisor sup({launch(dir, 0, {helper("child_orphan"), "300", tag}),
-                  launch(dir, 1, {helper("child_sleep"), "60", tag})},
-                 mode.options({10s, default_drain_timeout}), console);
+  Supervisor sup(
+      {launch(dir, 0, {helper("child_orphan"), "300", tag}), launch(dir, 1, {helper("child_sleep"), "60", tag})},
+      mode.options({10s, default_drain_timeout}), console);
   KillAndReapOnExit cleanup;
   pid_t orphan = -1;
-  bool reparented = false;   // it became this process's child while it slept
+  bool reparented = false;  // it became this process's child while it slept
   bool reaped_in_run = false;
   bool zombie_in_run = false;
   std::optional<Outcome> outcome;

@@ -63,9 +63,9 @@ inline std::vector<SupervisionMode> supervision_modes(Modes which = Modes::all) 
 /// supervision mode that `which` selects (Modes::all, Modes::owning or
 /// Modes::not_owning), declaring `mode`; every failure names the mode. Put it before the first
 /// SECTION (Catch2 generators must precede the sections they multiply).
-#define FOR_EACH_SUPERVISION_MODE(mode, which)                                                     \
-  const ::davincirun_test::SupervisionMode mode =                                                  \
-      GENERATE(from_range(::davincirun_test::supervision_modes(::davincirun_test::which)));        \
+#define FOR_EACH_SUPERVISION_MODE(mode, which)                                              \
+  const ::davincirun_test::SupervisionMode mode =                                           \
+      GENERATE(from_range(::davincirun_test::supervision_modes(::davincirun_test::which))); \
   INFO("supervision mode: " << mode.name)
 
 namespace davincirun_test {
@@ -133,8 +133,7 @@ class KillAndReapOnExit {
     if (pid_ <= 0) return;
     ::kill(pid_, SIGKILL);
     int status;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {}
   }
 
  private:

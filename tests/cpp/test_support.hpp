@@ -286,7 +286,7 @@ inline long long value_after(const std::string& text, const std::string& key, in
 class SignalDisposition {
  public:
   SignalDisposition(int signal, void (*handler)(int)) : signal_(signal) {
-    struct sigaction action {};
+    struct sigaction action{};
     action.sa_handler = handler;
     ::sigaction(signal_, &action, &old_);
   }
@@ -300,8 +300,6 @@ class SignalDisposition {
 };
 
 /// A tag unique to this test process, for finding its helpers in /proc.
-inline std::string unique_tag(const std::string& what) {
-  return "tag=" + what + "-" + std::to_string(::getpid());
-}
+inline std::string unique_tag(const std::string& what) { return "tag=" + what + "-" + std::to_string(::getpid()); }
 
 }  // namespace davincirun_test

@@ -195,8 +195,7 @@ double now_ms() {
 
 void sleep_ms(long ms) {
   timespec ts{ms / 1000, (ms % 1000) * 1000000L};
-  while (::nanosleep(&ts, &ts) < 0 && errno == EINTR) {
-  }
+  while (::nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
 }
 
 bool read_plan(const char* path, int rank, int& ranks, Plan& p) {
@@ -228,8 +227,7 @@ void start_daemon(bool hold_output) {
     for (;;) ::pause();
   }
   int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {}
 }
 
 bool is_dead(pid_t pid) {

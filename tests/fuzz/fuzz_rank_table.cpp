@@ -150,8 +150,7 @@ void check_table(const RankTable& table) {
       const auto it = pod_of_server.find(server.server_id);
       const std::size_t pod = it == pod_of_server.end() ? table.super_pods.size() : it->second;
       for (const auto& device : server.devices) {
-        expect(super_ids.emplace(pod, *device.super_device_id).second,
-               "super_device_id repeated within a super pod");
+        expect(super_ids.emplace(pod, *device.super_device_id).second, "super_device_id repeated within a super pod");
       }
     }
   }
@@ -191,8 +190,7 @@ void check_round_trip(const RankTable& table) {
       const auto& y = b.devices[j];
       expect(x.device_id == y.device_id && x.rank_id == y.rank_id && x.device_ip == y.device_ip &&
                  x.super_device_id == y.super_device_id,
-             "a device changed by normalizing (server " + a.server_id + ", device " +
-                 std::to_string(j) + ")");
+             "a device changed by normalizing (server " + a.server_id + ", device " + std::to_string(j) + ")");
     }
   }
   expect(again.super_pods.size() == table.super_pods.size(), "super pod count changed by normalizing");
@@ -201,8 +199,8 @@ void check_round_trip(const RankTable& table) {
                again.super_pods[p].server_ids == table.super_pods[p].server_ids,
            "a super pod changed by normalizing");
   }
-  expect(again.warnings.empty(), "the normalized table has warnings: " +
-                                     (again.warnings.empty() ? std::string() : again.warnings.front()));
+  expect(again.warnings.empty(),
+         "the normalized table has warnings: " + (again.warnings.empty() ? std::string() : again.warnings.front()));
   expect(again.normalized_json == table.normalized_json, "normalizing is not idempotent");
 }
 
@@ -236,8 +234,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   check_table(*table);
   // A top-level string status is the table's; without one it reads "completed".
-  expect(table->status == status.value_or("completed"),
-         "top_level_status disagrees with the parsed status");
+  expect(table->status == status.value_or("completed"), "top_level_status disagrees with the parsed status");
   check_round_trip(*table);
   return 0;
 }

@@ -83,10 +83,7 @@ struct ConsoleStyle {
 class FdLineSink final : public LineSink {
  public:
   explicit FdLineSink(int fd, int notice_fd = -1, ConsoleStyle style = {}, std::vector<std::string> labels = {})
-      : fd_(fd),
-        notice_fd_(notice_fd < 0 ? fd : notice_fd),
-        style_(style),
-        labels_(std::move(labels)) {
+      : fd_(fd), notice_fd_(notice_fd < 0 ? fd : notice_fd), style_(style), labels_(std::move(labels)) {
     style_.status_line = style_.status_line && fd >= 0;
   }
   void write(std::size_t index, std::string_view lines) override;

@@ -69,8 +69,7 @@ inline constexpr int default_hccl_connect_timeout_s = 1800;
 ///  4. identity, always overwritten: RANK_TABLE_FILE, RANK_ID, RANK_SIZE,
 ///     RANK_START, DEVICE_ID, ASCEND_DEVICE_ID, JOB_ID, RANK, LOCAL_RANK,
 ///     WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
-Environment rank_environment(const Environment& inherited, const JobEnvironment& job,
-                             const RankAssignment& rank,
+Environment rank_environment(const Environment& inherited, const JobEnvironment& job, const RankAssignment& rank,
                              const std::vector<std::pair<std::string, std::string>>& extra = {});
 
 /// The rank identity names rank_environment() always sets itself; values

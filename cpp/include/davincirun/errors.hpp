@@ -45,8 +45,7 @@ class RankTableError : public Error {
   /// `source`: file path or label of the document. `pointer`: RFC 6901 JSON
   /// Pointer of the offending value ("" is the whole document), or nullopt
   /// when the problem is not one value (e.g. missing rank numbers).
-  RankTableError(Kind kind, std::string source, std::optional<std::string> pointer,
-                 std::string detail);
+  RankTableError(Kind kind, std::string source, std::optional<std::string> pointer, std::string detail);
 
   Kind kind() const noexcept { return kind_; }
   const std::string& source() const noexcept { return source_; }
@@ -87,7 +86,8 @@ class OptionError : public ConfigError {
 
 /// Devices of this job are locked by another job (device_lock.hpp); nothing
 /// was started. `what()` names the devices and every holder, e.g.
-/// `devices 0, 1 are in use by another job: pid 1234 (job 20261130-ab12, started 2026-11-30T20:01:02Z): python train.py`.
+/// `devices 0, 1 are in use by another job: pid 1234 (job 20261130-ab12, started 2026-11-30T20:01:02Z): python
+/// train.py`.
 class DeviceBusyError : public ConfigError {
  public:
   DeviceBusyError(std::vector<int> devices, pid_t holder_pid, std::string holder_description, std::string message);

@@ -58,9 +58,9 @@ class RankLog {
   RankLog& operator=(const RankLog&) = delete;
 
   enum class ReadResult {
-    would_block,  ///< the pipe is empty for now
-    budget_spent, ///< more may be waiting; come back after serving others
-    eof,          ///< every writer closed the pipe; call finish()
+    would_block,   ///< the pipe is empty for now
+    budget_spent,  ///< more may be waiting; come back after serving others
+    eof,           ///< every writer closed the pipe; call finish()
   };
   /// Reads what the pipe holds, up to `budget` bytes, into the file and the
   /// console.
@@ -93,10 +93,10 @@ class RankLog {
   UniqueFd file_;
   std::string log_path_;
   LineSink* console_;
-  std::string partial_;      // bytes of the current line not yet sent to the console
+  std::string partial_;  // bytes of the current line not yet sent to the console
   bool partial_is_continuation_ = false;
-  bool redrawing_ = false;       // the current line contained a '\r' (before its end)
-  std::string progress_shown_;   // the last text given to LineSink::progress()
+  bool redrawing_ = false;           // the current line contained a '\r' (before its end)
+  std::string progress_shown_;       // the last text given to LineSink::progress()
   std::string positioned_progress_;  // the last bar that moved the cursor up
   std::uint64_t bytes_ = 0;
   std::optional<std::string> file_error_;
@@ -108,7 +108,6 @@ const char* to_string(RankLog::ReadResult result) noexcept;
 /// The last `max_lines` lines of the file at `path`, reading at most
 /// `max_bytes` from its end, each as a terminal shows it (a line redrawn
 /// with '\r' in its last state). Empty when the file cannot be read.
-std::string read_log_tail(const std::string& path, std::size_t max_lines = 20,
-                          std::size_t max_bytes = 16 * 1024);
+std::string read_log_tail(const std::string& path, std::size_t max_lines = 20, std::size_t max_bytes = 16 * 1024);
 
 }  // namespace davincirun

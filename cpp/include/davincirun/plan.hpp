@@ -114,14 +114,14 @@ struct LaunchOptions {
 struct LaunchPlan {
   LaunchOptions options;
   RankTable table;
-  std::size_t server_index = 0;      ///< this machine's server in `table`
-  std::string server_reason;         ///< why, e.g. "server_id 10.0.0.11 is an address of this machine"
-  JobEnvironment job;                  ///< job-wide values (job id, master address...)
-  std::vector<RankAssignment> ranks;   ///< this server's ranks, by rank
+  std::size_t server_index = 0;           ///< this machine's server in `table`
+  std::string server_reason;              ///< why, e.g. "server_id 10.0.0.11 is an address of this machine"
+  JobEnvironment job;                     ///< job-wide values (job id, master address...)
+  std::vector<RankAssignment> ranks;      ///< this server's ranks, by rank
   std::vector<Environment> environments;  ///< one per entry of `ranks`
-  std::string work_dir;                ///< absolute
-  std::string log_dir;                 ///< absolute; the run directory is made inside it
-  std::string device_lock_dir;         ///< absolute; empty: the devices are not locked
+  std::string work_dir;                   ///< absolute
+  std::string log_dir;                    ///< absolute; the run directory is made inside it
+  std::string device_lock_dir;            ///< absolute; empty: the devices are not locked
   /// What was accepted with a warning, one sentence each: the table's
   /// (RankTable::warnings), then the options' (an identity variable in `env`).
   std::vector<std::string> warnings;

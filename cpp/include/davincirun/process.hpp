@@ -24,9 +24,7 @@ struct ExitStatus {
 
   bool success() const noexcept { return kind == Kind::exited && value == 0; }
   /// The shell's convention: the exit code, or 128 + N for signal N; 255 for unknown.
-  int shell_code() const noexcept {
-    return kind == Kind::exited ? value : kind == Kind::signaled ? 128 + value : 255;
-  }
+  int shell_code() const noexcept { return kind == Kind::exited ? value : kind == Kind::signaled ? 128 + value : 255; }
   /// "exit code 3", "signal 11 (SIGSEGV)" or "unknown exit status".
   std::string describe() const;
 };
@@ -130,7 +128,6 @@ std::optional<pid_t> parent_pid(pid_t pid);
 /// as they are (relative to the child's work_dir); others are searched in
 /// `path_list` (a PATH value). Returns nullopt and sets `error` to the errno
 /// to report (ENOENT when not found, EACCES when found but not executable).
-std::optional<std::string> find_executable(const std::string& argv0, const std::string& path_list,
-                                           int& error);
+std::optional<std::string> find_executable(const std::string& argv0, const std::string& path_list, int& error);
 
 }  // namespace davincirun

@@ -64,11 +64,11 @@ std::string_view to_string(RankTableFormat format);
 
 /// One NPU of a server, as listed in the table.
 struct RankTableDevice {
-  int device_id = 0;                     ///< physical NPU number (N of /dev/davinciN), >= 0
-  int rank_id = 0;                       ///< global rank, 0..world_size-1
-  std::optional<std::string> device_ip;  ///< IPv4/IPv6 literal; optional on one-server tables
+  int device_id = 0;                            ///< physical NPU number (N of /dev/davinciN), >= 0
+  int rank_id = 0;                              ///< global rank, 0..world_size-1
+  std::optional<std::string> device_ip;         ///< IPv4/IPv6 literal; optional on one-server tables
   std::optional<std::int64_t> super_device_id;  ///< format 1.2 only (always set there)
-  std::optional<std::string> pod_name;   ///< format 0.1 only: the pod this device belongs to
+  std::optional<std::string> pod_name;          ///< format 0.1 only: the pod this device belongs to
 };
 
 /// One server (machine or pod) of the table.
@@ -96,8 +96,8 @@ struct RankTable {
   /// "initializing" is returned as such (the caller decides; see
   /// wait_for_rank_table in rank_table_loader.hpp).
   std::string status;
-  std::vector<RankTableServer> servers;  ///< in file order (0.1: rank order); never empty
-  int world_size = 0;                    ///< total number of ranks (RANK_SIZE)
+  std::vector<RankTableServer> servers;       ///< in file order (0.1: rank order); never empty
+  int world_size = 0;                         ///< total number of ranks (RANK_SIZE)
   std::vector<RankTableSuperPod> super_pods;  ///< format 1.2 with super_pod_list; else empty
   /// Problems that do not stop a launch, each "<source>: <pointer>: <what>".
   std::vector<std::string> warnings;

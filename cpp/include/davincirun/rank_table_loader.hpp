@@ -57,7 +57,6 @@ struct LoadedRankTable {
 /// syntax). With waiting off, a table whose status is not "completed" is
 /// returned as is, as is (waiting or not) one whose status is neither
 /// "initializing" nor "completed": the caller decides.
-LoadedRankTable wait_for_rank_table(const std::string& path_or_dir,
-                                    const RankTableLoadOptions& options = {});
+LoadedRankTable wait_for_rank_table(const std::string& path_or_dir, const RankTableLoadOptions& options = {});
 
 }  // namespace davincirun

@@ -56,8 +56,8 @@ ServerMatch identify_server(const RankTable& table, const Environment& env, cons
 
 /// This machine's part of the table.
 struct LocalServer {
-  std::size_t index = 0;   ///< into table.servers
-  std::string reason;      ///< as ServerMatch::reason
+  std::size_t index = 0;  ///< into table.servers
+  std::string reason;     ///< as ServerMatch::reason
   /// table.servers[index], narrowed to this pod's devices (and rank_start)
   /// when pods of a 0.1 table share the server.
   RankTableServer server;

@@ -72,8 +72,8 @@ struct SupervisorOptions {
 struct RankLaunch {
   int rank = 0;
   ProcessSpec process;
-  std::string log_path;  ///< created by the supervisor; must not exist yet
-  std::string label;     ///< console prefix, e.g. "rank 3"
+  std::string log_path;         ///< created by the supervisor; must not exist yet
+  std::string label;            ///< console prefix, e.g. "rank 3"
   bool show_on_console = true;  ///< false: its output goes to its log file only
 };
 
@@ -87,8 +87,8 @@ struct RankResult {
   bool killed_by_launcher = false;      ///< got SIGKILL after the grace period
   std::chrono::system_clock::time_point started;
   std::chrono::system_clock::time_point ended;
-  std::uint64_t output_bytes = 0;       ///< bytes the rank wrote (stdout + stderr)
-  std::optional<std::string> log_error; ///< the log file could not take every byte
+  std::uint64_t output_bytes = 0;        ///< bytes the rank wrote (stdout + stderr)
+  std::optional<std::string> log_error;  ///< the log file could not take every byte
 };
 
 enum class StopReason {
@@ -184,16 +184,16 @@ class Supervisor {
   SupervisorOptions options_;
   LineSink* console_;
   UniqueFd epoll_fd_;
-  UniqueFd stop_fd_;    // eventfd written by request_stop() and request_kill()
-  UniqueFd signal_fd_;  // eventfd written by forward_signal()
-  UniqueFd child_fd_;   // signalfd for SIGCHLD (owns_all_children only)
+  UniqueFd stop_fd_;         // eventfd written by request_stop() and request_kill()
+  UniqueFd signal_fd_;       // eventfd written by forward_signal()
+  UniqueFd child_fd_;        // signalfd for SIGCHLD (owns_all_children only)
   std::vector<Rank> ranks_;  // after the descriptors: destroyed (killed and reaped) first
   ProcessTracking tracking_ = ProcessTracking::pidfd;
   bool swept_ = false;
   std::size_t leftovers_killed_ = 0;
   std::atomic<std::uint32_t> signals_to_forward_{0};  // bit N: signal N
-  std::atomic<int> stop_signal_{0};  // set by request_stop_by_signal()
-  std::atomic<bool> dropped_{false};  // set by request_kill_dropped()
+  std::atomic<int> stop_signal_{0};                   // set by request_stop_by_signal()
+  std::atomic<bool> dropped_{false};                  // set by request_kill_dropped()
   void forward_pending_signals();
   StreamScratch scratch_;
   NullLineSink hidden_;  // the console of ranks not shown live

@@ -37,8 +37,7 @@ const char* to_string(RankTableError::Kind kind) noexcept {
   return "unknown";
 }
 
-RankTableError::RankTableError(Kind kind, std::string source, std::optional<std::string> pointer,
-                               std::string detail)
+RankTableError::RankTableError(Kind kind, std::string source, std::optional<std::string> pointer, std::string detail)
     : Error(rank_table_message(source, pointer, detail)),
       kind_(kind),
       source_(std::move(source)),

@@ -2,8 +2,8 @@
 // DistributedRuntimeError carries.
 #include "davincirun/failure_report.hpp"
 
-#include <algorithm>
 #include <signal.h>
+#include <algorithm>
 
 #include <fmt/format.h>
 

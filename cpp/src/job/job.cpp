@@ -80,7 +80,8 @@ struct Job::Connection {
   UniqueFd lifeline;
   ChildProcess host;
   detail::FrameReader reader;
-  Connection(UniqueFd fd, ChildProcess child) : lifeline(std::move(fd)), host(std::move(child)), reader(lifeline.get()) {}
+  Connection(UniqueFd fd, ChildProcess child)
+      : lifeline(std::move(fd)), host(std::move(child)), reader(lifeline.get()) {}
 };
 
 Job::Job(const LaunchPlan& plan, LineSink& console) : console_(&console) { start(plan, ConsoleTarget::none); }
@@ -200,12 +201,12 @@ JobResult Job::wait() {
   const std::size_t swept =
       tag_.empty() ? 0 : detail::kill_tagged_processes("DAVINCIRUN_JOB_TAG=" + tag_, std::chrono::seconds(5));
   if (broken) std::rethrow_exception(broken);
-  throw Error(fmt::format("the job supervisor process (pid {}) ended with {} before reporting the result; its "
-                          "ranks were killed with it{}",
-                          host_pid, host_status.describe(),
-                          swept ? fmt::format("; {} more process(es) of the job were still running and are killed",
-                                              swept)
-                                : std::string()));
+  throw Error(
+      fmt::format("the job supervisor process (pid {}) ended with {} before reporting the result; its "
+                  "ranks were killed with it{}",
+                  host_pid, host_status.describe(),
+                  swept ? fmt::format("; {} more process(es) of the job were still running and are killed", swept)
+                        : std::string()));
 }
 
 }  // namespace davincirun

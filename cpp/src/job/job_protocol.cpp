@@ -317,12 +317,8 @@ void rethrow_error(std::string_view data) {
       r.finish();
       throw DeviceBusyError(std::move(devices), holder_pid, std::move(description), std::move(message));
     }
-    case ErrorType::config:
-      r.finish();
-      throw ConfigError(message);
-    default:
-      r.finish();
-      throw Error(message);
+    case ErrorType::config: r.finish(); throw ConfigError(message);
+    default: r.finish(); throw Error(message);
   }
 }
 

@@ -17,7 +17,7 @@ namespace davincirun::detail {
 namespace {
 
 bool is_executable_file(const std::string& path) {
-  struct stat st {};
+  struct stat st{};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
 }
 
@@ -50,9 +50,10 @@ std::string find_supervisor_program(const std::string& configured) {
   for (const auto& path : tried) {
     if (is_executable_file(path)) return path;
   }
-  throw ConfigError(fmt::format("cannot find the davincirun-supervisor program (tried {}); set "
-                                "DAVINCIRUN_SUPERVISOR to its path",
-                                fmt::join(tried, ", ")));
+  throw ConfigError(
+      fmt::format("cannot find the davincirun-supervisor program (tried {}); set "
+                  "DAVINCIRUN_SUPERVISOR to its path",
+                  fmt::join(tried, ", ")));
 }
 
 }  // namespace davincirun::detail

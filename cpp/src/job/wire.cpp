@@ -191,5 +191,4 @@ bool FrameReader::next(Frame& type, std::string& payload) {
   return true;
 }
 
-
 }  // namespace davincirun::detail

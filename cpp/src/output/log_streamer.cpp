@@ -217,7 +217,7 @@ std::string read_log_tail(const std::string& path, std::size_t max_lines, std::s
   if (max_lines == 0 || max_bytes == 0) return {};
   const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return {};
-  struct stat st {};
+  struct stat st{};
   std::string data;
   if (::fstat(fd.get(), &st) == 0 && st.st_size > 0) {
     const auto size = static_cast<std::size_t>(st.st_size);

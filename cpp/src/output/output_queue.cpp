@@ -126,7 +126,8 @@ void OutputQueue::release(Queued& entry, std::size_t bytes) {
 // that stopped writing keeps its last lines while others flood.
 void OutputQueue::drop_to_capacity() {
   while (line_bytes_ > capacity_) {
-    const auto busiest = static_cast<std::size_t>(std::max_element(waiting_.begin(), waiting_.end()) - waiting_.begin());
+    const auto busiest =
+        static_cast<std::size_t>(std::max_element(waiting_.begin(), waiting_.end()) - waiting_.begin());
     const auto it = std::find_if(entries_.begin(), entries_.end(),
                                  [&](const Queued& e) { return e.kind == Kind::lines && e.index == busiest; });
     const std::string_view rest = std::string_view(it->text).substr(it->offset);

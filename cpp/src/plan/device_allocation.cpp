@@ -24,7 +24,8 @@ std::vector<int> present_devices(const std::string& dev_dir) {
     // Only davinciN: not davinci_manager, davinci_manager_docker_... etc.
     if (name.size() <= prefix.size() || name.substr(0, prefix.size()) != prefix) continue;
     std::string_view digits = name.substr(prefix.size());
-    if (digits.size() > 6 || !std::all_of(digits.begin(), digits.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+    if (digits.size() > 6 || !std::all_of(digits.begin(), digits.end(),
+                                          [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
       continue;
     }
     ids.push_back(std::atoi(std::string(digits).c_str()));
@@ -47,8 +48,8 @@ std::vector<int> parse_visible_devices(const std::string& value) {
     }
     const int id = std::atoi(item.c_str());
     if (!ids.empty() && id <= ids.back()) {
-      throw ConfigError(fmt::format(
-          "ASCEND_RT_VISIBLE_DEVICES='{}': ids must be in ascending order without repeats", value));
+      throw ConfigError(
+          fmt::format("ASCEND_RT_VISIBLE_DEVICES='{}': ids must be in ascending order without repeats", value));
     }
     ids.push_back(id);
     pos = comma + 1;
@@ -76,9 +77,9 @@ std::vector<RankAssignment> allocate_ranks(const RankTableServer& server, const 
   for (const auto& d : server.devices) {
     auto it = std::lower_bound(numbering.begin(), numbering.end(), d.device_id);
     if (it == numbering.end() || *it != d.device_id) {
-      throw ConfigError(fmt::format(
-          "server {}: device {} (rank {}) is not present on this machine (/dev/davinciN found: {})",
-          server.server_id, d.device_id, d.rank_id, fmt::join(present, ", ")));
+      throw ConfigError(
+          fmt::format("server {}: device {} (rank {}) is not present on this machine (/dev/davinciN found: {})",
+                      server.server_id, d.device_id, d.rank_id, fmt::join(present, ", ")));
     }
     RankAssignment a;
     a.rank = d.rank_id;
@@ -89,9 +90,9 @@ std::vector<RankAssignment> allocate_ranks(const RankTableServer& server, const 
       // The runtime renumbers the devices it is allowed to see from 0.
       auto vis = std::find(rt_visible->begin(), rt_visible->end(), a.logical_device_id);
       if (vis == rt_visible->end()) {
-        throw ConfigError(fmt::format(
-            "server {}: device {} (rank {}, logical id {}) is not in ASCEND_RT_VISIBLE_DEVICES", server.server_id,
-            d.device_id, d.rank_id, a.logical_device_id));
+        throw ConfigError(
+            fmt::format("server {}: device {} (rank {}, logical id {}) is not in ASCEND_RT_VISIBLE_DEVICES",
+                        server.server_id, d.device_id, d.rank_id, a.logical_device_id));
       }
       a.logical_device_id = static_cast<int>(vis - rt_visible->begin());
     }

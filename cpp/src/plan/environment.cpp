@@ -69,9 +69,9 @@ void Environment::unset(std::string_view name) {
 }
 
 const std::vector<std::string_view>& identity_variable_names() {
-  static const std::vector<std::string_view> names = {
-      "RANK_TABLE_FILE", "RANK_ID", "RANK_SIZE", "RANK_START", "DEVICE_ID", "ASCEND_DEVICE_ID",
-      "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR"};
+  static const std::vector<std::string_view> names = {"RANK_TABLE_FILE", "RANK_ID",          "RANK_SIZE",  "RANK_START",
+                                                      "DEVICE_ID",       "ASCEND_DEVICE_ID", "RANK",       "LOCAL_RANK",
+                                                      "WORLD_SIZE",      "LOCAL_WORLD_SIZE", "MASTER_ADDR"};
   return names;
 }
 

@@ -19,8 +19,8 @@ using std::chrono::milliseconds;
 // its longest value, and what 0 means, if anything special.
 struct DurationRule {
   std::string_view name;
-  milliseconds LaunchOptions::*field;       // set when the field is a direct member
-  milliseconds SupervisorOptions::*nested;  // else a member of LaunchOptions::supervisor
+  milliseconds LaunchOptions::* field;       // set when the field is a direct member
+  milliseconds SupervisorOptions::* nested;  // else a member of LaunchOptions::supervisor
   milliseconds max;
   const char* zero_means;  // "" or e.g. " (no limit)"
   const char* max_means;   // e.g. " (one year)"

@@ -46,7 +46,7 @@ std::string absolute(const std::string& path) {
 }
 
 std::string resolve_work_dir(const std::string& work_dir) {
-  struct stat st {};
+  struct stat st{};
   const std::string dir = work_dir.empty() ? "." : work_dir;
   if (::stat(dir.c_str(), &st) != 0) {
     throw ConfigError(fmt::format("work_dir '{}' cannot be used: {}", dir, std::strerror(errno)));
@@ -98,9 +98,10 @@ std::string device_lock_dir_from(const Environment& env, const std::string& conf
   if (dir.empty()) {
     dir = env.get("DAVINCIRUN_LOCK_DIR").value_or("");
     if (!dir.empty() && dir != "off" && dir[0] != '/') {
-      throw ConfigError(fmt::format("DAVINCIRUN_LOCK_DIR must be an absolute path (or \"off\"), got '{}': jobs "
-                                    "started from other directories would not see each other's device locks",
-                                    dir));
+      throw ConfigError(
+          fmt::format("DAVINCIRUN_LOCK_DIR must be an absolute path (or \"off\"), got '{}': jobs "
+                      "started from other directories would not see each other's device locks",
+                      dir));
     }
   }
   if (dir.empty()) dir = default_device_lock_dir;
@@ -133,8 +134,8 @@ LoadedRankTable load_completed_table(const LaunchOptions& options, const Environ
   LoadedRankTable loaded = wait_for_rank_table(path, load);
   if (loaded.table.status != "completed") {
     // The platform is still writing it (Kubernetes operator, ModelArts).
-    throw ConfigError(fmt::format("rank table {} is not ready: its status is '{}', not 'completed'", path,
-                                  loaded.table.status));
+    throw ConfigError(
+        fmt::format("rank table {} is not ready: its status is '{}', not 'completed'", path, loaded.table.status));
   }
   return loaded;
 }

@@ -50,10 +50,10 @@ struct Probe {
 };
 
 struct Rule {
-  const char* name;                                // "container_ip": the table field(s) it reads
+  const char* name;  // "container_ip": the table field(s) it reads
   std::vector<Field> (*fields)(const RankTableServer&);
   std::vector<Probe> probes;
-  std::vector<std::string> looked_at;              // for the no-match error
+  std::vector<std::string> looked_at;  // for the no-match error
 };
 
 std::string server_list(const RankTable& table) {
@@ -74,8 +74,9 @@ void probe_variable(Rule& rule, const Environment& env, const char* name, Matche
 
 void probe_addresses(Rule& rule, const MachineIdentity& machine) {
   for (const auto& a : machine.addresses) rule.probes.push_back({"an address of this machine", a, same_host});
-  rule.looked_at.push_back(machine.addresses.empty() ? "no interface addresses"
-                                                     : fmt::format("interface addresses {}", fmt::join(machine.addresses, ", ")));
+  rule.looked_at.push_back(machine.addresses.empty()
+                               ? "no interface addresses"
+                               : fmt::format("interface addresses {}", fmt::join(machine.addresses, ", ")));
 }
 
 // The single server matching `rule`, nullopt when none does; throws when
@@ -136,15 +137,18 @@ ServerMatch identify_server(const RankTable& table, const Environment& env, cons
         return {i, fmt::format("server_id {} was given explicitly", *explicit_server_id)};
       }
     }
-    throw ConfigError(fmt::format("server id '{}' is not in the rank table (servers: {})", *explicit_server_id,
-                                  server_list(table)));
+    throw ConfigError(
+        fmt::format("server id '{}' is not in the rank table (servers: {})", *explicit_server_id, server_list(table)));
   }
 
-  Rule pod{"pod_name", [](const RankTableServer& s) {
+  Rule pod{"pod_name",
+           [](const RankTableServer& s) {
              std::vector<Field> f;
              for (const auto& p : s.pod_names) f.emplace_back("pod_name", p);
              return f;
-           }, {}, {}};
+           },
+           {},
+           {}};
   // Only the first variable set counts: the launcher narrows the server's
   // devices to the pod that same variable names.
   for (const char* name : pod_variables) {
@@ -152,30 +156,36 @@ ServerMatch identify_server(const RankTable& table, const Environment& env, cons
     if (!pod.probes.empty()) break;
   }
 
-  Rule container{"container_ip", [](const RankTableServer& s) {
+  Rule container{"container_ip",
+                 [](const RankTableServer& s) {
                    return s.container_ip ? std::vector<Field>{{"container_ip", *s.container_ip}} : std::vector<Field>{};
-                 }, {}, {}};
+                 },
+                 {},
+                 {}};
   probe_variable(container, env, "POD_IP", same_host);
   probe_variable(container, env, "MA_CURRENT_IP", same_host);
   probe_addresses(container, machine);
 
-  Rule host{"host_ip/server_id", [](const RankTableServer& s) {
+  Rule host{"host_ip/server_id",
+            [](const RankTableServer& s) {
               std::vector<Field> f;
               if (s.host_ip) f.emplace_back("host_ip", *s.host_ip);
               f.emplace_back("server_id", s.server_id);
               return f;
-            }, {}, {}};
+            },
+            {},
+            {}};
   probe_variable(host, env, "MA_CURRENT_HOST_IP", same_host);
   probe_variable(host, env, "XDL_IP", same_host);
 
-  Rule local{"server_id", [](const RankTableServer& s) { return std::vector<Field>{{"server_id", s.server_id}}; },
-             {}, {}};
+  Rule local{
+      "server_id", [](const RankTableServer& s) { return std::vector<Field>{{"server_id", s.server_id}}; }, {}, {}};
   probe_addresses(local, machine);
   if (machine.host_name.empty()) {
     local.looked_at.push_back("host name unknown");
   } else {
-    local.probes.push_back({fmt::format("this machine's host name '{}'", machine.host_name), machine.host_name,
-                            same_host_name});
+    local.probes.push_back(
+        {fmt::format("this machine's host name '{}'", machine.host_name), machine.host_name, same_host_name});
     local.looked_at.push_back(fmt::format("host name '{}'", machine.host_name));
   }
 
@@ -185,10 +195,10 @@ ServerMatch identify_server(const RankTable& table, const Environment& env, cons
     tried.push_back(fmt::format("{}: {}", rule->name, fmt::join(rule->looked_at, "; ")));
   }
   if (table.servers.size() == 1) return {0, "the rank table has one server"};
-  throw ConfigError(fmt::format(
-      "cannot tell which of the {} servers of the rank table ({}) this machine is; tried {}; "
-      "say which one it is with server_id / --server-id",
-      table.servers.size(), server_list(table), fmt::join(tried, " | ")));
+  throw ConfigError(
+      fmt::format("cannot tell which of the {} servers of the rank table ({}) this machine is; tried {}; "
+                  "say which one it is with server_id / --server-id",
+                  table.servers.size(), server_list(table), fmt::join(tried, " | ")));
 }
 
 LocalServer find_local_server(const RankTable& table, const Environment& env, const MachineIdentity& machine,

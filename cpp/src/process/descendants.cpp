@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <string>
 #include <set>
+#include <string>
 #include <thread>
 #include <unordered_map>
 

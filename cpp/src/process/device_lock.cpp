@@ -18,8 +18,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "davincirun/errors.hpp"
 #include "common/text.hpp"
+#include "davincirun/errors.hpp"
 #include "davincirun/unique_fd.hpp"
 
 namespace davincirun {
@@ -112,7 +112,7 @@ UniqueFd open_lock_dir(const std::string& dir, struct stat& st) {
   UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) {
     const int err = errno;
-    struct stat entry {};
+    struct stat entry{};
     const bool exists = ::lstat(dir.c_str(), &entry) == 0;
     if (exists && S_ISLNK(entry.st_mode)) {
       throw ConfigError(fmt::format("the device lock directory '{}' is a symbolic link; refusing to use it", dir));
@@ -138,7 +138,7 @@ UniqueFd open_lock_dir(const std::string& dir, struct stat& st) {
 struct LockFile {
   UniqueFd fd;
   bool writable = false;
-  struct stat st {};
+  struct stat st{};
 };
 
 LockFile open_lock_file(int dir_fd, const std::string& path, const std::string& name) {
@@ -171,8 +171,8 @@ LockFile open_lock_file(int dir_fd, const std::string& path, const std::string& 
     }
     // A hard link could make us write our description into another file.
     if (file.st.st_nlink != 1) {
-      throw ConfigError(fmt::format("the device lock file '{}' has {} hard links; refusing to use it", path,
-                                    file.st.st_nlink));
+      throw ConfigError(
+          fmt::format("the device lock file '{}' has {} hard links; refusing to use it", path, file.st.st_nlink));
     }
     return file;
   }
@@ -189,7 +189,7 @@ std::vector<int> sorted_unique(std::vector<int> devices) {
 std::string lock_file_name(int device) { return fmt::format("device{}.lock", device); }
 
 struct flock whole_file(short type) {
-  struct flock lock {};
+  struct flock lock{};
   lock.l_type = type;
   lock.l_whence = SEEK_SET;  // l_start 0, l_len 0: the whole file, however long
   return lock;
@@ -266,7 +266,7 @@ DeviceLocks::DeviceLocks(const std::string& dir, const std::vector<int>& devices
     : state_(std::make_unique<State>()) {
   const std::vector<int> wanted = sorted_unique(devices);
 
-  struct stat dir_st {};
+  struct stat dir_st{};
   const UniqueFd dir_fd = open_lock_dir(dir, dir_st);
   state_->dir_dev = dir_st.st_dev;
   state_->dir_ino = dir_st.st_ino;
@@ -328,7 +328,7 @@ void check_devices_free(const std::string& dir, const std::vector<int>& devices)
       throw ConfigError(fmt::format("cannot open the device lock file '{}/{}': {}", dir, name,
                                     errno == ELOOP ? "it is a symbolic link" : std::strerror(errno)));
     }
-    struct stat st {};
+    struct stat st{};
     if (::fstat(fd.get(), &st) != 0) throw SystemError("stat " + dir + "/" + name, errno);
     if (!S_ISREG(st.st_mode)) {
       throw ConfigError(fmt::format("the device lock file '{}/{}' is not a regular file", dir, name));

@@ -20,9 +20,9 @@
 
 #include <fmt/format.h>
 
-#include "davincirun/errors.hpp"
 #include "common/proc.hpp"
 #include "common/text.hpp"
+#include "davincirun/errors.hpp"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434  // the same number on every architecture
@@ -55,8 +55,7 @@ std::optional<pid_t> parent_pid(pid_t pid) {
   return std::nullopt;
 }
 
-std::optional<std::string> find_executable(const std::string& argv0, const std::string& path_list,
-                                           int& error) {
+std::optional<std::string> find_executable(const std::string& argv0, const std::string& path_list, int& error) {
   error = 0;
   if (argv0.empty()) {
     error = ENOENT;
@@ -71,7 +70,7 @@ std::optional<std::string> find_executable(const std::string& argv0, const std::
     // An empty PATH entry means the current directory, as in execvp.
     std::string dir = path_list.substr(start, end - start);
     std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + argv0;
-    struct stat st {};
+    struct stat st{};
     if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
       if (::access(candidate.c_str(), X_OK) == 0) return candidate;
       found_not_executable = true;
@@ -98,14 +97,14 @@ struct ChildSetup {
   char* const* envp;
   const char* work_dir;  // nullptr = inherit
   int stdin_fd;
-  int output_fd;         // -1 = keep the parent's stdout and stderr
-  const int* pass_fds;   // dup'd to 3, 4, ...; each is above 2 + pass_count
+  int output_fd;        // -1 = keep the parent's stdout and stderr
+  const int* pass_fds;  // dup'd to 3, 4, ...; each is above 2 + pass_count
   int pass_count;
   bool new_session;
   bool die_with_parent;
-  int report_fd;         // above 2 + pass_count too
-  int fd_limit;          // descriptors are below this (RLIMIT_NOFILE, capped)
-  pid_t parent;  // the launcher, to detect that it died before prctl took effect
+  int report_fd;  // above 2 + pass_count too
+  int fd_limit;   // descriptors are below this (RLIMIT_NOFILE, capped)
+  pid_t parent;   // the launcher, to detect that it died before prctl took effect
 };
 
 void report_and_exit(const ChildSetup& s, int step) {
@@ -119,7 +118,7 @@ int child_main(void* arg) {
   const auto& s = *static_cast<const ChildSetup*>(arg);
   // Default dispositions for every signal (Python ignores SIGPIPE, Catch2
   // and CLIs install handlers), then an empty mask: ranks start clean.
-  struct sigaction dfl {};
+  struct sigaction dfl{};
   dfl.sa_handler = SIG_DFL;
   for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);
   sigset_t empty;
@@ -139,8 +138,7 @@ int child_main(void* arg) {
     if (::getppid() != s.parent) ::_exit(127);
   }
   if (::dup2(s.stdin_fd, STDIN_FILENO) < 0) report_and_exit(s, 2);
-  if (s.output_fd >= 0 &&
-      (::dup2(s.output_fd, STDOUT_FILENO) < 0 || ::dup2(s.output_fd, STDERR_FILENO) < 0)) {
+  if (s.output_fd >= 0 && (::dup2(s.output_fd, STDOUT_FILENO) < 0 || ::dup2(s.output_fd, STDERR_FILENO) < 0)) {
     report_and_exit(s, 2);
   }
   // dup2 clears close-on-exec on the copy: these survive the exec.
@@ -203,7 +201,7 @@ UniqueFd high_copy(int fd, int min_fd) {
 // The bound for the close-on-exec fallback loop: the soft RLIMIT_NOFILE,
 // capped at 1 Mi descriptors so that an "unlimited" limit stays a loop.
 int descriptor_limit() {
-  struct rlimit limit {};
+  struct rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 1 << 20;
   return static_cast<int>(std::min<rlim_t>(limit.rlim_cur, 1 << 20));
 }
@@ -218,8 +216,8 @@ bool pidfd_supported() noexcept {
     const UniqueFd fd(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));
     if (!fd) return false;
     siginfo_t info{};
-    const int rc = ::waitid(static_cast<idtype_t>(3 /* P_PIDFD */), static_cast<id_t>(fd.get()), &info,
-                            WEXITED | WNOHANG);
+    const int rc =
+        ::waitid(static_cast<idtype_t>(3 /* P_PIDFD */), static_cast<id_t>(fd.get()), &info, WEXITED | WNOHANG);
     return rc < 0 && errno == ECHILD;
   }();
   return supported;
@@ -236,8 +234,7 @@ ChildProcess ChildProcess::spawn(const ProcessSpec& spec, int rank) {
   if (!executable) {
     throw SpawnError(rank, command, lookup_error,
                      fmt::format("rank {}: cannot run '{}': {} (searched PATH={})", rank, spec.argv[0],
-                                 lookup_error == ENOENT ? "command not found" : ::strerror(lookup_error),
-                                 path_list));
+                                 lookup_error == ENOENT ? "command not found" : ::strerror(lookup_error), path_list));
   }
 
   std::vector<char*> argv;
@@ -272,18 +269,12 @@ ChildProcess ChildProcess::spawn(const ProcessSpec& spec, int rank) {
   if (out_write && out_write.get() < first_free) out_write = high_copy(out_write.get(), first_free);
   if (dev_null.get() < first_free) dev_null = high_copy(dev_null.get(), first_free);
 
-  ChildSetup setup{executable->c_str(),
-                   argv.data(),
-                   envp.data(),
-                   spec.work_dir.empty() ? nullptr : spec.work_dir.c_str(),
-                   dev_null.get(),
-                   out_write ? out_write.get() : -1,
-                   pass_fds.data(),
-                   static_cast<int>(pass_fds.size()),
-                   spec.new_session,
-                   spec.die_with_parent,
-                   report_write.get(),
-                   descriptor_limit(),
+  ChildSetup setup{executable->c_str(), argv.data(),
+                   envp.data(),         spec.work_dir.empty() ? nullptr : spec.work_dir.c_str(),
+                   dev_null.get(),      out_write ? out_write.get() : -1,
+                   pass_fds.data(),     static_cast<int>(pass_fds.size()),
+                   spec.new_session,    spec.die_with_parent,
+                   report_write.get(),  descriptor_limit(),
                    ::getpid()};
 
   // clone(CLONE_VM | CLONE_VFORK) like posix_spawn: no copy of a large host
@@ -315,20 +306,20 @@ ChildProcess ChildProcess::spawn(const ProcessSpec& spec, int rank) {
   } while (n < 0 && errno == EINTR);
   if (n > 0) {
     int status;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    const char* step = failure.step == 0 ? "cannot enter work directory" : failure.step == 1 ? "cannot execute" : "cannot set up stdio for";
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    const char* step = failure.step == 0   ? "cannot enter work directory"
+                       : failure.step == 1 ? "cannot execute"
+                                           : "cannot set up stdio for";
     std::string reason = ::strerror(failure.error);
     if (failure.step == 1 && failure.error == EACCES) {
       // execve says EACCES for a directory too: say what it really is.
-      const std::string path = (*executable)[0] == '/' || spec.work_dir.empty() ? *executable
-                                                                               : spec.work_dir + "/" + *executable;
-      struct stat st {};
+      const std::string path =
+          (*executable)[0] == '/' || spec.work_dir.empty() ? *executable : spec.work_dir + "/" + *executable;
+      struct stat st{};
       if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) reason = "it is a directory";
     }
     std::string target = failure.step == 0 ? spec.work_dir : *executable;
-    throw SpawnError(rank, command, failure.error,
-                     fmt::format("rank {}: {} '{}': {}", rank, step, target, reason));
+    throw SpawnError(rank, command, failure.error, fmt::format("rank {}: {} '{}': {}", rank, step, target, reason));
   }
 
   return ChildProcess(pid, std::move(pidfd_owner), std::move(out_read));
@@ -338,9 +329,7 @@ ChildProcess::ChildProcess(pid_t pid, UniqueFd pidfd, UniqueFd output_fd) noexce
     : pid_(pid), pidfd_(std::move(pidfd)), output_fd_(std::move(output_fd)) {}
 
 ChildProcess::ChildProcess(ChildProcess&& other) noexcept
-    : pid_(std::exchange(other.pid_, -1)),
-      pidfd_(std::move(other.pidfd_)),
-      output_fd_(std::move(other.output_fd_)) {}
+    : pid_(std::exchange(other.pid_, -1)), pidfd_(std::move(other.pidfd_)), output_fd_(std::move(other.output_fd_)) {}
 
 ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
   if (this != &other) {
@@ -359,8 +348,7 @@ void ChildProcess::kill_and_reap() noexcept {
     ::kill(-pid_, SIGKILL);
     ::kill(pid_, SIGKILL);  // in case it left its group
     siginfo_t info{};
-    while (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED) < 0 && errno == EINTR) {
-    }
+    while (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED) < 0 && errno == EINTR) {}
     pid_ = -1;
   }
   pidfd_.reset();

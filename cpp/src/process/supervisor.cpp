@@ -38,21 +38,24 @@ ProcessTracking resolve_tracking(const SupervisorOptions& options) {
   switch (options.tracking) {
     case ProcessTracking::pidfd:
       if (!pidfd_supported()) {
-        throw ConfigError("process tracking 'pidfd' needs Linux >= 5.4 (pidfd_open, waitid P_PIDFD); "
-                          "this kernel lacks it: use 'sigchld' or 'automatic'");
+        throw ConfigError(
+            "process tracking 'pidfd' needs Linux >= 5.4 (pidfd_open, waitid P_PIDFD); "
+            "this kernel lacks it: use 'sigchld' or 'automatic'");
       }
       return ProcessTracking::pidfd;
     case ProcessTracking::sigchld:
       if (!options.owns_all_children) {
-        throw ConfigError("process tracking 'sigchld' is only for a process that owns all its children "
-                          "(SupervisorOptions::owns_all_children)");
+        throw ConfigError(
+            "process tracking 'sigchld' is only for a process that owns all its children "
+            "(SupervisorOptions::owns_all_children)");
       }
       return ProcessTracking::sigchld;
     case ProcessTracking::automatic:
       if (pidfd_supported()) return ProcessTracking::pidfd;
       if (options.owns_all_children) return ProcessTracking::sigchld;
-      throw ConfigError("this kernel has no pidfds (Linux < 5.4), so ranks can only be supervised from a "
-                        "process that owns all its children (the davincirun-supervisor process)");
+      throw ConfigError(
+          "this kernel has no pidfds (Linux < 5.4), so ranks can only be supervised from a "
+          "process that owns all its children (the davincirun-supervisor process)");
   }
   return ProcessTracking::pidfd;
 }
@@ -250,16 +253,15 @@ JobResult Supervisor::run() {
           handle_exit(index_of(data));
           if (child_fd_) reap_children();  // orphans that exited behind this rank
           break;
-        case Source::children:
-          reap_children();
-          break;
+        case Source::children: reap_children(); break;
         case Source::stop: {
           std::uint64_t count = 0;
           if (::read(stop_fd_.get(), &count, sizeof count) == static_cast<ssize_t>(sizeof count)) {
             stop_requests_ += count;
             if (count >= kill_request) {
-              log_notice(dropped_.load() ? "the job was dropped (its handle destroyed) before it ended: killing every rank now"
-                                         : "kill requested: killing every rank now");
+              log_notice(dropped_.load()
+                             ? "the job was dropped (its handle destroyed) before it ended: killing every rank now"
+                             : "kill requested: killing every rank now");
               if (stop_reason_ == StopReason::none) stop_reason_ = StopReason::requested;
               kill_remaining();
             } else if (stop_requests_ == 1 && stop_reason_ == StopReason::none) {
@@ -277,11 +279,8 @@ JobResult Supervisor::run() {
           }
           break;
         }
-        case Source::forward:
-          forward_pending_signals();
-          break;
-        case Source::output:
-          break;
+        case Source::forward: forward_pending_signals(); break;
+        case Source::output: break;
       }
     }
     check_deadlines();
@@ -316,8 +315,8 @@ void Supervisor::close_output(std::size_t index) {
   r.result.output_bytes = r.log.bytes();
   r.result.log_error = r.log.file_error();
   if (r.result.log_error) {
-    log_notice(fmt::format("rank {}: log file {} is incomplete: {}", r.result.rank, r.log.log_path(),
-                           *r.result.log_error));
+    log_notice(
+        fmt::format("rank {}: log file {} is incomplete: {}", r.result.rank, r.log.log_path(), *r.result.log_error));
   }
 }
 
@@ -325,8 +324,7 @@ void Supervisor::handle_exit(std::size_t index) {
   Rank& r = ranks_[index];
   if (r.exited) return;
   // Everything the rank wrote before exiting is in the pipe now: take it.
-  if (r.log.open() &&
-      r.log.read_available(scratch_, exit_drain_budget) == RankLog::ReadResult::eof) {
+  if (r.log.open() && r.log.read_available(scratch_, exit_drain_budget) == RankLog::ReadResult::eof) {
     close_output(index);
   }
   // Leftovers in the rank's process group would hold the NPU: end them while
@@ -342,8 +340,7 @@ void Supervisor::handle_exit(std::size_t index) {
   r.exited = true;
   r.result.status = *status;
   // It may have died of the SIGTERM just before the SIGKILL was sent.
-  if (r.result.killed_by_launcher &&
-      !(status->kind == ExitStatus::Kind::signaled && status->value == SIGKILL)) {
+  if (r.result.killed_by_launcher && !(status->kind == ExitStatus::Kind::signaled && status->value == SIGKILL)) {
     r.result.killed_by_launcher = false;
   }
   r.result.ended = std::chrono::system_clock::now();
@@ -352,16 +349,15 @@ void Supervisor::handle_exit(std::size_t index) {
 
   if (!status->success() && !r.result.terminated_by_launcher && stop_reason_ == StopReason::none) {
     first_failure_ = index;
-    log_notice(fmt::format("rank {} (pid {}) failed with {}; stopping the other ranks", r.result.rank,
-                           r.result.pid, status->describe()));
+    log_notice(fmt::format("rank {} (pid {}) failed with {}; stopping the other ranks", r.result.rank, r.result.pid,
+                           status->describe()));
     begin_stop(StopReason::rank_failed, index);
   }
 }
 
 void Supervisor::reap_children() {
   signalfd_siginfo info[16];
-  while (::read(child_fd_.get(), info, sizeof info) > 0) {
-  }
+  while (::read(child_fd_.get(), info, sizeof info) > 0) {}
   // Peek at each exited child without reaping it (WNOWAIT): a rank goes
   // through handle_exit(), which drains its output and reaps it; anything
   // else is a descendant re-parented to this process, reaped here.
@@ -385,8 +381,7 @@ void Supervisor::reap_children() {
       handle_exit(*rank);
     } else {
       int status = 0;
-      while (::waitpid(peek.si_pid, &status, WNOHANG) < 0 && errno == EINTR) {
-      }
+      while (::waitpid(peek.si_pid, &status, WNOHANG) < 0 && errno == EINTR) {}
     }
   }
 }
@@ -458,9 +453,10 @@ void Supervisor::check_deadlines() {
   for (std::size_t i = 0; i < ranks_.size(); ++i) {
     Rank& r = ranks_[i];
     if (r.drain_deadline && r.log.open() && now >= *r.drain_deadline) {
-      log_notice(fmt::format("rank {}: a process that left the rank's process group still holds its "
-                             "output open; no longer reading it",
-                             r.result.rank));
+      log_notice(
+          fmt::format("rank {}: a process that left the rank's process group still holds its "
+                      "output open; no longer reading it",
+                      r.result.rank));
       close_output(i);
     }
   }

@@ -27,7 +27,7 @@ namespace detail {
 
 namespace {
 
-constexpr std::size_t max_server_id_bytes = 64;    // HCCL's limit
+constexpr std::size_t max_server_id_bytes = 64;      // HCCL's limit
 constexpr std::size_t max_super_pod_id_bytes = 127;  // HCCL: "fewer than 128 characters"
 constexpr std::string_view ip_placeholder = "-.-.-.-";
 
@@ -52,8 +52,7 @@ RankTableFormat Checker::detect_format(const Json& top) const {
   const auto it = top.find("version");
   if (it == top.end()) {
     if (top.contains("group_list")) return RankTableFormat::v0_1;
-    fail(Kind::missing, "/version",
-         "required field missing: version (or group_list, for a format 0.1 table)");
+    fail(Kind::missing, "/version", "required field missing: version (or group_list, for a format 0.1 table)");
   }
   const std::string& version = string_value(*it, "/version");
   for (const auto format : {RankTableFormat::v1_0, RankTableFormat::v1_2}) {
@@ -94,15 +93,12 @@ const std::string& Checker::string_value(const Json& value, const std::string& p
 
 // HCCL writes these scalars as decimal strings; some generators write JSON
 // integers. Only digits are accepted ("007" is 7); no sign, space, hex or exponent.
-std::int64_t Checker::table_integer(const Json& value, const std::string& pointer,
-                                    std::int64_t max) const {
+std::int64_t Checker::table_integer(const Json& value, const std::string& pointer, std::int64_t max) const {
   const auto not_integer = [&] {
-    fail(Kind::bad_value, pointer,
-         "expected a non-negative decimal integer, got " + describe(value));
+    fail(Kind::bad_value, pointer, "expected a non-negative decimal integer, got " + describe(value));
   };
   const auto out_of_range = [&] {
-    fail(Kind::bad_value, pointer,
-         fmt::format("out of range (at most {}), got {}", max, describe(value)));
+    fail(Kind::bad_value, pointer, fmt::format("out of range (at most {}), got {}", max, describe(value)));
   };
   const auto limit = static_cast<std::uint64_t>(max);
   std::uint64_t number = 0;
@@ -139,8 +135,7 @@ std::string Checker::server_id(const Json& value, const std::string& pointer) co
   if (id.empty()) fail(Kind::bad_value, pointer, "server_id must not be empty, got \"\"");
   if (id.size() > max_server_id_bytes) {
     fail(Kind::bad_value, pointer,
-         fmt::format("server_id is longer than {} bytes: {}", max_server_id_bytes,
-                     describe(value)));
+         fmt::format("server_id is longer than {} bytes: {}", max_server_id_bytes, describe(value)));
   }
   return id;
 }
@@ -150,8 +145,7 @@ std::string Checker::server_id(const Json& value, const std::string& pointer) co
 void Checker::require_device_ip_if_multi_server(const Json& device, const std::string& pointer) const {
   // Ranks on different servers reach each other through the device IPs.
   if (multi_server_ && !device.contains("device_ip")) {
-    fail(Kind::missing, child(pointer, "device_ip"),
-         "device_ip is required when the table has more than one server");
+    fail(Kind::missing, child(pointer, "device_ip"), "device_ip is required when the table has more than one server");
   }
 }
 
@@ -160,17 +154,18 @@ std::optional<std::string> Checker::device_ip(const Json& value, const std::stri
   if (ip == ip_placeholder) {
     if (multi_server_) {
       fail(Kind::bad_value, pointer,
-           describe(value) + " is not an IP address (the placeholder a node writes when its NPU "
-                             "network is not configured)");
+           describe(value) +
+               " is not an IP address (the placeholder a node writes when its NPU "
+               "network is not configured)");
     }
-    warn(pointer, describe(value) + " is the placeholder a node writes when its NPU network is "
-                                    "not configured; read as absent (one server needs no device_ip)");
+    warn(pointer, describe(value) +
+                      " is the placeholder a node writes when its NPU network is "
+                      "not configured; read as absent (one server needs no device_ip)");
     return std::nullopt;
   }
   // HCCL reads a plain address: a zone ("%eth0") is refused, not dropped.
   if (!canonical_ip(ip) || ip.find('%') != std::string::npos) {
-    fail(Kind::bad_value, pointer,
-         describe(value) + " is not an IP address (expected an IPv4 or IPv6 literal)");
+    fail(Kind::bad_value, pointer, describe(value) + " is not an IP address (expected an IPv4 or IPv6 literal)");
   }
   return ip;
 }
@@ -185,9 +180,12 @@ RankTable Checker::check_v1(const Json& doc) {
   std::optional<int> server_count;
   for (const auto& [key, value] : doc.get_ref<const Json::object_t&>()) {
     const std::string at = child("", key);
-    if (key == "server_count") server_count = small_integer(value, at);
-    else if (key == "status") table.status = string_value(value, at);
-    else if (key == "server_list") table.servers = servers(value, at);
+    if (key == "server_count")
+      server_count = small_integer(value, at);
+    else if (key == "status")
+      table.status = string_value(value, at);
+    else if (key == "server_list")
+      table.servers = servers(value, at);
     else if (key == "super_pod_list" && format_ == RankTableFormat::v1_2) {
       table.super_pods = super_pods(value, at);
     }
@@ -232,10 +230,14 @@ RankTableServer Checker::server(const Json& value, const std::string& pointer) {
   RankTableServer out;
   for (const auto& [key, field] : value.get_ref<const Json::object_t&>()) {
     const std::string at = child(pointer, key);
-    if (key == "server_id") out.server_id = server_id(field, at);
-    else if (key == "device") out.devices = devices(field, at, name);
-    else if (key == "host_ip") out.host_ip = string_value(field, at);
-    else if (key == "container_ip") out.container_ip = string_value(field, at);
+    if (key == "server_id")
+      out.server_id = server_id(field, at);
+    else if (key == "device")
+      out.devices = devices(field, at, name);
+    else if (key == "host_ip")
+      out.host_ip = string_value(field, at);
+    else if (key == "container_ip")
+      out.container_ip = string_value(field, at);
   }
   const auto by_rank = [](const auto& a, const auto& b) { return a.rank_id < b.rank_id; };
   // devices is never empty here: "device" is required and checked non-empty.
@@ -266,9 +268,12 @@ RankTableDevice Checker::device(const Json& value, const std::string& pointer) {
   RankTableDevice out;
   for (const auto& [key, field] : value.get_ref<const Json::object_t&>()) {
     const std::string at = child(pointer, key);
-    if (key == "device_id") out.device_id = small_integer(field, at);
-    else if (key == "rank_id") out.rank_id = small_integer(field, at);
-    else if (key == "device_ip") out.device_ip = device_ip(field, at);
+    if (key == "device_id")
+      out.device_id = small_integer(field, at);
+    else if (key == "rank_id")
+      out.rank_id = small_integer(field, at);
+    else if (key == "device_ip")
+      out.device_ip = device_ip(field, at);
     else if (key == "super_device_id" && v1_2) {
       out.super_device_id = table_integer(field, at, max_super_device_id);
     }
@@ -276,8 +281,7 @@ RankTableDevice Checker::device(const Json& value, const std::string& pointer) {
   return out;
 }
 
-std::vector<RankTableSuperPod> Checker::super_pods(const Json& list,
-                                                   const std::string& pointer) const {
+std::vector<RankTableSuperPod> Checker::super_pods(const Json& list, const std::string& pointer) const {
   expect_array(list, pointer);
   if (list.empty()) fail(Kind::bad_value, pointer, "super_pod_list is empty");
   std::vector<RankTableSuperPod> out;
@@ -300,8 +304,7 @@ RankTableSuperPod Checker::super_pod(const Json& value, const std::string& point
       out.super_pod_id = string_value(field, at);
       if (out.super_pod_id.empty() || out.super_pod_id.size() > max_super_pod_id_bytes) {
         fail(Kind::bad_value, at,
-             fmt::format("super_pod_id must be 1 to {} bytes long, got {}",
-                         max_super_pod_id_bytes, describe(field)));
+             fmt::format("super_pod_id must be 1 to {} bytes long, got {}", max_super_pod_id_bytes, describe(field)));
       }
     } else if (key == "server_list") {
       expect_array(field, at);
@@ -332,8 +335,7 @@ RankTable parse_rank_table(std::string_view text, const std::string& source) {
   } catch (const detail::Json::exception& e) {
     // Every value's type is tested before it is read, so this would be a bug;
     // still report a bad table rather than let a library exception escape.
-    checker.fail(detail::Kind::shape, std::nullopt,
-                 std::string("cannot read the table: ") + e.what());
+    checker.fail(detail::Kind::shape, std::nullopt, std::string("cannot read the table: ") + e.what());
   }
 }
 

@@ -54,7 +54,7 @@ class FirstSeen {
 /// Where each server and device of a RankTable was read: JSON Pointers into the
 /// original document, so that 0.1 tables are reported in their own terms.
 struct Origins {
-  std::vector<std::string> servers;              ///< the object holding each server's server_id
+  std::vector<std::string> servers;               ///< the object holding each server's server_id
   std::vector<std::vector<std::string>> devices;  ///< each device object, per server
 };
 
@@ -95,11 +95,9 @@ class Checker {
   void warn(const std::string& pointer, const std::string& text);
 
   // Element checks shared by all formats (precedence 2).
-  void require(const Json& object, const std::string& pointer,
-               std::initializer_list<std::string_view> keys) const;
+  void require(const Json& object, const std::string& pointer, std::initializer_list<std::string_view> keys) const;
   const std::string& string_value(const Json& value, const std::string& pointer) const;
-  std::int64_t table_integer(const Json& value, const std::string& pointer,
-                             std::int64_t max = max_table_integer) const;
+  std::int64_t table_integer(const Json& value, const std::string& pointer, std::int64_t max = max_table_integer) const;
   int small_integer(const Json& value, const std::string& pointer) const;
   std::string server_id(const Json& value, const std::string& pointer) const;
   void expect_object(const Json& value, const std::string& pointer) const;
@@ -111,16 +109,15 @@ class Checker {
   RankTable check_v1(const Json& doc);
   std::vector<RankTableServer> servers(const Json& list, const std::string& pointer);
   RankTableServer server(const Json& value, const std::string& pointer);
-  std::vector<RankTableDevice> devices(const Json& list, const std::string& pointer,
-                                       const std::string& server_name);
+  std::vector<RankTableDevice> devices(const Json& list, const std::string& pointer, const std::string& server_name);
   RankTableDevice device(const Json& value, const std::string& pointer);
   std::vector<RankTableSuperPod> super_pods(const Json& list, const std::string& pointer) const;
   RankTableSuperPod super_pod(const Json& value, const std::string& pointer) const;
 
   // Format 0.1 (rank_table_v0.cpp).
   RankTable check_v0(const Json& doc);
-  void v0_group(const Json& value, const std::string& pointer, std::size_t index,
-                std::vector<V0Pod>& pods, std::vector<V0CountMismatch>& counts);
+  void v0_group(const Json& value, const std::string& pointer, std::size_t index, std::vector<V0Pod>& pods,
+                std::vector<V0CountMismatch>& counts);
   V0Pod v0_pod(const Json& value, const std::string& pointer, bool numbered);
   RankTableDevice v0_device(const Json& value, const std::string& pointer);
   void v0_check_pods_unique(const std::vector<V0Pod>& pods) const;

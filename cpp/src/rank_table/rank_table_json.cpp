@@ -51,12 +51,8 @@ class ParseGuard {
         begin_element(level);
         open(level, event == Json::parse_event_t::object_start);
         break;
-      case Json::parse_event_t::key:
-        add_key(level - 1, parsed.get_ref<const std::string&>());
-        break;
-      case Json::parse_event_t::value:
-        begin_element(level);
-        break;
+      case Json::parse_event_t::key: add_key(level - 1, parsed.get_ref<const std::string&>()); break;
+      case Json::parse_event_t::value: begin_element(level); break;
       default:  // a closed container's frame is reused by the next one at its depth
         break;
     }
@@ -66,8 +62,8 @@ class ParseGuard {
  private:
   struct Frame {
     bool object = false;
-    std::size_t elements = 0;        // an array's elements begun so far
-    std::vector<std::string> keys;   // an object's keys so far; the last is being read
+    std::size_t elements = 0;       // an array's elements begun so far
+    std::vector<std::string> keys;  // an object's keys so far; the last is being read
   };
 
   void begin_element(std::size_t level) {
@@ -137,8 +133,7 @@ class OverflowFinder : public nlohmann::json_sax<Json> {
   bool end_object() override { return true; }
   bool start_array(std::size_t) override { return true; }
   bool end_array() override { return true; }
-  bool parse_error(std::size_t position, const std::string& token,
-                   const Json::exception& e) override {
+  bool parse_error(std::size_t position, const std::string& token, const Json::exception& e) override {
     if (e.id == 406 && token.size() <= position) {  // a number's token is plain ASCII
       start = position - token.size();
       number = token;
@@ -177,8 +172,7 @@ Json Checker::parse(std::string_view file, std::size_t skipped) const {
     OverflowFinder finder;
     Json::sax_parse(file.begin(), file.end(), &finder);
     if (!finder.start) fail(Kind::syntax, std::nullopt, "not valid JSON: a number is out of range");
-    syntax_error(file, skipped, *finder.start,
-                 fmt::format("number {} is out of range", shorten(finder.number)));
+    syntax_error(file, skipped, *finder.start, fmt::format("number {} is out of range", shorten(finder.number)));
   } catch (const TooDeep&) {
     fail(Kind::syntax, std::nullopt,
          fmt::format("not a rank table: JSON nested more than {} levels deep", max_nesting));
@@ -209,9 +203,8 @@ void Checker::syntax_error(std::string_view file, std::size_t skipped, std::size
   const std::size_t newline = before.rfind('\n');
   const std::size_t line_start = newline == std::string_view::npos ? 0 : newline + 1;
   fail(Kind::syntax, std::nullopt,
-       fmt::format("not valid JSON at line {}, column {} (byte {}): {}", line,
-                   before.size() - line_start + 1, offset, reason));
+       fmt::format("not valid JSON at line {}, column {} (byte {}): {}", line, before.size() - line_start + 1, offset,
+                   reason));
 }
-
 
 }  // namespace davincirun::detail

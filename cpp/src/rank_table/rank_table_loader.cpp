@@ -16,8 +16,8 @@
 
 #include <fmt/format.h>
 
-#include "rank_table/rank_table_checker.hpp"
 #include "davincirun/unique_fd.hpp"
+#include "rank_table/rank_table_checker.hpp"
 
 namespace davincirun {
 
@@ -32,16 +32,14 @@ constexpr std::size_t max_file_bytes = std::size_t{64} << 20;  // real ones: a f
 constexpr const char* table_names[] = {"jobstart_hccl.json", "hccl.json"};
 
 RankTableError io_error(const std::string& path, std::string_view what, int error) {
-  return RankTableError(Kind::io, path, std::nullopt,
-                        fmt::format("{}: {}", what, std::strerror(error)));
+  return RankTableError(Kind::io, path, std::nullopt, fmt::format("{}: {}", what, std::strerror(error)));
 }
 
 // The file's bytes; nullopt when it does not exist (which a waiting caller retries).
 std::optional<std::string> read_if_exists(const std::string& path) {
   const auto too_large = [&] {
     return RankTableError(Kind::io, path, std::nullopt,
-                          fmt::format("file is larger than {} MiB; not a rank table",
-                                      max_file_bytes >> 20));
+                          fmt::format("file is larger than {} MiB; not a rank table", max_file_bytes >> 20));
   };
   // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below).
   const UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
@@ -49,7 +47,7 @@ std::optional<std::string> read_if_exists(const std::string& path) {
   if (!file) throw io_error(path, "cannot open the rank table", errno);
   const int fd = file.get();
 
-  struct stat info {};
+  struct stat info{};
   if (::fstat(fd, &info) != 0) throw io_error(path, "cannot stat the rank table", errno);
   if (S_ISDIR(info.st_mode)) {
     throw io_error(path, "cannot read the rank table (expected the table's .json file)", EISDIR);
@@ -84,27 +82,25 @@ std::string seconds(milliseconds duration) {
 // waiting on). Any other problem is thrown.
 struct Attempt {
   std::optional<LoadedRankTable> loaded;
-  std::string file;   // the file looked at (path_or_dir when none was found)
-  std::string state;  // e.g. "its status is still 'initializing'"
-  Kind kind = Kind::io;  // of the error to throw if the wait ends in this state
+  std::string file;                     // the file looked at (path_or_dir when none was found)
+  std::string state;                    // e.g. "its status is still 'initializing'"
+  Kind kind = Kind::io;                 // of the error to throw if the wait ends in this state
   std::optional<RankTableError> error;  // what to throw when not waiting
 };
 
 Attempt attempt(const std::string& path_or_dir, bool waiting) {
   Attempt out;
   out.file = path_or_dir;
-  struct stat info {};
+  struct stat info{};
   if (::stat(path_or_dir.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
     const std::string dir = path_or_dir.back() == '/' ? path_or_dir : path_or_dir + '/';
     const auto found = std::find_if(std::begin(table_names), std::end(table_names), [&](auto name) {
-      struct stat entry {};
+      struct stat entry{};
       return ::lstat((dir + name).c_str(), &entry) == 0;  // a dangling link is found, then refused
     });
     if (found == std::end(table_names)) {
-      out.state = fmt::format("neither {} nor {} exists in the directory", table_names[0],
-                              table_names[1]);
-      out.error = RankTableError(Kind::io, path_or_dir, std::nullopt,
-                                 "no rank table in this directory: " + out.state);
+      out.state = fmt::format("neither {} nor {} exists in the directory", table_names[0], table_names[1]);
+      out.error = RankTableError(Kind::io, path_or_dir, std::nullopt, "no rank table in this directory: " + out.state);
       return out;
     }
     out.file = dir + *found;
@@ -135,9 +131,12 @@ Attempt attempt(const std::string& path_or_dir, bool waiting) {
       out.kind = Kind::bad_value;
       return out;
     }
-    if (e.kind() == Kind::empty) out.state = "it is still empty";
-    else if (e.kind() == Kind::syntax) out.state = "it is not valid JSON yet (" + e.detail() + ")";
-    else throw;
+    if (e.kind() == Kind::empty)
+      out.state = "it is still empty";
+    else if (e.kind() == Kind::syntax)
+      out.state = "it is not valid JSON yet (" + e.detail() + ")";
+    else
+      throw;
     out.kind = e.kind();
     return out;
   }
@@ -151,8 +150,7 @@ RankTable load_rank_table(const std::string& path) {
   return parse_rank_table(*text, path);
 }
 
-LoadedRankTable wait_for_rank_table(const std::string& path_or_dir,
-                                    const RankTableLoadOptions& options) {
+LoadedRankTable wait_for_rank_table(const std::string& path_or_dir, const RankTableLoadOptions& options) {
   if (path_or_dir.empty()) {
     throw RankTableError(Kind::io, path_or_dir, std::nullopt, "no rank table path given");
   }
@@ -168,15 +166,14 @@ LoadedRankTable wait_for_rank_table(const std::string& path_or_dir,
     if (!waiting) throw *seen.error;
     const auto now = Clock::now();
     if (now >= deadline) {
-      throw RankTableError(seen.kind, seen.file, std::nullopt,
-                           fmt::format("timed out after {} waiting for the rank table: {}", seconds(timeout),
-                                       seen.state));
+      throw RankTableError(
+          seen.kind, seen.file, std::nullopt,
+          fmt::format("timed out after {} waiting for the rank table: {}", seconds(timeout), seen.state));
     }
     const auto left = std::chrono::duration_cast<milliseconds>(deadline - now);
     if (options.progress && now >= next_progress) {
       const auto left_s = (left.count() + 999) / 1000;  // rounded up: "0 s" would read as over
-      options.progress(fmt::format("waiting for rank table {}: {}; giving up in {} s", seen.file,
-                                   seen.state, left_s));
+      options.progress(fmt::format("waiting for rank table {}: {}; giving up in {} s", seen.file, seen.state, left_s));
       next_progress = now + std::max(options.progress_interval, milliseconds(1));
     }
     if (options.keep_waiting) options.keep_waiting();

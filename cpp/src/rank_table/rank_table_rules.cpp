@@ -50,8 +50,7 @@ std::string describe(const Json& value) {
   if (value.is_object()) return "an object";
   if (value.is_array()) return "an array";
   if (!value.is_string()) return value.dump();
-  return Json(shorten(value.get_ref<const std::string&>()))
-      .dump(-1, ' ', false, Json::error_handler_t::replace);
+  return Json(shorten(value.get_ref<const std::string&>())).dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 // RFC 6901: "~" and "/" inside a reference token are written "~0" and "~1".
@@ -61,9 +60,7 @@ std::string child(const std::string& pointer, std::string_view key) {
   return out;
 }
 
-std::string child(const std::string& pointer, std::size_t index) {
-  return pointer + '/' + std::to_string(index);
-}
+std::string child(const std::string& pointer, std::size_t index) { return pointer + '/' + std::to_string(index); }
 
 // Each duplicate is reported at its second occurrence, naming the first.
 void Checker::check_unique(const RankTable& table) const {
@@ -105,8 +102,8 @@ void Checker::check_unique(const RankTable& table) const {
     if (!device.device_ip) return;
     const std::string pointer = at(i, j, "device_ip");
     if (const auto first = ips.repeat(address_key(*device.device_ip), pointer)) {
-      fail(Kind::duplicate, pointer, fmt::format("device_ip {} appears twice (also at {})",
-                                                 describe(Json(*device.device_ip)), *first));
+      fail(Kind::duplicate, pointer,
+           fmt::format("device_ip {} appears twice (also at {})", describe(Json(*device.device_ip)), *first));
     }
   });
 }
@@ -120,8 +117,7 @@ void Checker::check_super_pods_unique(const RankTable& table) const {
     const std::string& id = table.super_pods[p].super_pod_id;
     const std::string pointer = fmt::format("/super_pod_list/{}/super_pod_id", p);
     if (const auto first = pod_ids.repeat(id, pointer)) {
-      fail(Kind::duplicate, pointer,
-           fmt::format("super pod {} listed twice (also at {})", describe(Json(id)), *first));
+      fail(Kind::duplicate, pointer, fmt::format("super pod {} listed twice (also at {})", describe(Json(id)), *first));
     }
   }
   FirstSeen<std::string> members;
@@ -146,8 +142,8 @@ void Checker::check_super_pods_unique(const RankTable& table) const {
     const std::string pointer = child(origins_.devices[i][j], "super_device_id");
     if (const auto first = super_ids.repeat({pod, *device.super_device_id}, pointer)) {
       fail(Kind::duplicate, pointer,
-           fmt::format("super_device_id {} appears twice in one super pod (also at {})",
-                       *device.super_device_id, *first));
+           fmt::format("super_device_id {} appears twice in one super pod (also at {})", *device.super_device_id,
+                       *first));
     }
   });
 }
@@ -159,8 +155,10 @@ void Checker::check_rank_numbering(const RankTable& table) const {
   std::vector<bool> present(static_cast<std::size_t>(n), false);
   std::vector<int> out_of_range;
   for_each_device(table, [&](std::size_t, std::size_t, const RankTableDevice& device) {
-    if (device.rank_id < n) present[static_cast<std::size_t>(device.rank_id)] = true;
-    else out_of_range.push_back(device.rank_id);
+    if (device.rank_id < n)
+      present[static_cast<std::size_t>(device.rank_id)] = true;
+    else
+      out_of_range.push_back(device.rank_id);
   });
   if (out_of_range.empty()) return;
   std::vector<int> missing;
@@ -223,8 +221,7 @@ void Checker::check_super_pod_servers(const RankTable& table) const {
   for (std::size_t i = 0; i < table.servers.size(); ++i) {
     if (!listed[table.servers[i].server_id]) {
       fail(Kind::inconsistent, child(origins_.servers[i], "server_id"),
-           fmt::format("server {} is in no super pod of super_pod_list",
-                       table.servers[i].server_id));
+           fmt::format("server {} is in no super pod of super_pod_list", table.servers[i].server_id));
     }
   }
 }

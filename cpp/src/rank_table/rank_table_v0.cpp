@@ -74,8 +74,10 @@ RankTable Checker::check_v0(const Json& doc) {
   std::vector<V0CountMismatch> counts;
   for (const auto& [key, value] : doc.get_ref<const Json::object_t&>()) {
     const std::string at = child("", key);
-    if (key == "group_count") group_count = small_integer(value, at);
-    else if (key == "status") status = string_value(value, at);
+    if (key == "group_count")
+      group_count = small_integer(value, at);
+    else if (key == "status")
+      status = string_value(value, at);
     else if (key == "group_list") {
       expect_array(value, at);
       if (value.empty()) fail(Kind::bad_value, at, "group_list is empty");
@@ -90,8 +92,7 @@ RankTable Checker::check_v0(const Json& doc) {
 
   v0_check_pods_unique(pods);
   std::stable_sort(pods.begin(), pods.end(), [](const V0Pod& a, const V0Pod& b) {
-    return std::make_pair(a.group, a.number.value_or(0)) <
-           std::make_pair(b.group, b.number.value_or(0));
+    return std::make_pair(a.group, a.number.value_or(0)) < std::make_pair(b.group, b.number.value_or(0));
   });
   RankTable table = v0_convert(pods);
   table.status = status;
@@ -103,16 +104,15 @@ RankTable Checker::check_v0(const Json& doc) {
   check_contiguous_blocks(table);
   if (group_count && static_cast<std::size_t>(*group_count) != groups) {
     fail(Kind::inconsistent, "/group_count",
-         fmt::format("group_count is {} but group_list has {} {}", *group_count, groups,
-                     entries(groups)));
+         fmt::format("group_count is {} but group_list has {} {}", *group_count, groups, entries(groups)));
   }
   v0_check_counts(counts);
   table.normalized_json = normalized_from_v0(table);
   return table;
 }
 
-void Checker::v0_group(const Json& value, const std::string& pointer, std::size_t index,
-                       std::vector<V0Pod>& pods, std::vector<V0CountMismatch>& counts) {
+void Checker::v0_group(const Json& value, const std::string& pointer, std::size_t index, std::vector<V0Pod>& pods,
+                       std::vector<V0CountMismatch>& counts) {
   expect_object(value, pointer);
   // device_count decides whether the group is read at all, so it comes first.
   std::optional<int> device_count;
@@ -125,7 +125,8 @@ void Checker::v0_group(const Json& value, const std::string& pointer, std::size_
   const std::size_t first = pods.size();
   for (const auto& [key, field] : value.get_ref<const Json::object_t&>()) {
     const std::string at = child(pointer, key);
-    if (key == "instance_count") instance_count = small_integer(field, at);
+    if (key == "instance_count")
+      instance_count = small_integer(field, at);
     else if (key == "instance_list") {
       expect_array(field, at);
       if (field.empty()) fail(Kind::bad_value, at, "a group with devices has no instances (pods)");
@@ -137,16 +138,15 @@ void Checker::v0_group(const Json& value, const std::string& pointer, std::size_
   }
   const std::size_t instances = pods.size() - first;
   if (instance_count && static_cast<std::size_t>(*instance_count) != instances) {
-    counts.push_back({child(pointer, "instance_count"),
-                      fmt::format("instance_count is {} but instance_list has {} {}",
-                                  *instance_count, instances, entries(instances))});
+    counts.push_back({child(pointer, "instance_count"), fmt::format("instance_count is {} but instance_list has {} {}",
+                                                                    *instance_count, instances, entries(instances))});
   }
   std::size_t devices = 0;
   for (std::size_t p = first; p < pods.size(); ++p) devices += pods[p].devices.size();
   if (device_count && static_cast<std::size_t>(*device_count) != devices) {
-    counts.push_back({child(pointer, "device_count"),
-                      fmt::format("device_count is {} but the group's pods list {} {}",
-                                  *device_count, devices, devices == 1 ? "device" : "devices")});
+    counts.push_back(
+        {child(pointer, "device_count"), fmt::format("device_count is {} but the group's pods list {} {}",
+                                                     *device_count, devices, devices == 1 ? "device" : "devices")});
   }
 }
 
@@ -191,8 +191,10 @@ RankTableDevice Checker::v0_device(const Json& value, const std::string& pointer
   RankTableDevice out;
   for (const auto& [key, field] : value.get_ref<const Json::object_t&>()) {
     const std::string at = child(pointer, key);
-    if (key == "device_id") out.device_id = small_integer(field, at);
-    else if (key == "device_ip") out.device_ip = device_ip(field, at);
+    if (key == "device_id")
+      out.device_id = small_integer(field, at);
+    else if (key == "device_ip")
+      out.device_ip = device_ip(field, at);
   }
   return out;
 }
@@ -204,8 +206,7 @@ void Checker::v0_check_pods_unique(const std::vector<V0Pod>& pods) const {
   for (const auto& pod : pods) {
     const std::string at = child(pod.pointer, "pod_name");
     if (const auto first = names.repeat(pod.pod_name, at)) {
-      fail(Kind::duplicate, at,
-           fmt::format("pod {} listed twice (also at {})", describe(Json(pod.pod_name)), *first));
+      fail(Kind::duplicate, at, fmt::format("pod {} listed twice (also at {})", describe(Json(pod.pod_name)), *first));
     }
   }
   FirstSeen<std::pair<std::size_t, int>> numbers;
@@ -260,8 +261,8 @@ void Checker::v0_check_adjacent(const std::vector<V0Pod>& ordered) const {
     fail(Kind::inconsistent, child(pod.pointer, "server_id"),
          fmt::format("pods {} and {} share server {}, but pod {} comes between them in rank "
                      "order; each server's ranks must form one contiguous block",
-                     describe(Json(it->second->pod_name)), describe(Json(pod.pod_name)),
-                     pod.server_id, describe(Json(ordered[p - 1].pod_name))));
+                     describe(Json(it->second->pod_name)), describe(Json(pod.pod_name)), pod.server_id,
+                     describe(Json(ordered[p - 1].pod_name))));
   }
 }
 

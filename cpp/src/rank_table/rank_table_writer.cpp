@@ -11,8 +11,8 @@
 #include <fmt/format.h>
 
 #include "common/private_file.hpp"
-#include "rank_table/rank_table_checker.hpp"
 #include "davincirun/unique_fd.hpp"
+#include "rank_table/rank_table_checker.hpp"
 
 namespace davincirun {
 
