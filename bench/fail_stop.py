@@ -19,7 +19,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import write_table  # noqa: E402
 
-from davincirunsdk import start_and_wait_distributed_train, DistributedRuntimeError  # noqa: E402
+from davincirunsdk import DistributedRuntimeError, start_and_wait_distributed_train  # noqa: E402
 
 RANK = r"""
 import os, signal, sys, time

@@ -1,5 +1,7 @@
-"""Shared fixtures: rank tables describing this machine, and a guard proving
-that no test leaves a process of its jobs behind."""
+"""Shared fixtures: rank tables describing this machine, a guard proving
+that no test leaves a process of its jobs behind, the notebook kernels
+(notebook_support.py) and the rank program of the output tests
+(rank_writer.py)."""
 
 import json
 import os
@@ -11,6 +13,7 @@ import uuid
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fault"))
+from notebook_support import KERNEL_NAMES, checked_kernel  # noqa: E402
 from process_scan import MARKER_VARIABLE, processes_with_marker  # noqa: E402,F401 (used by the tests)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -78,3 +81,17 @@ def job_env():
 def python_command(code):
     """argv running `code` with this interpreter (no shell involved)."""
     return [sys.executable, "-c", code]
+
+
+@pytest.fixture(params=KERNEL_NAMES)
+def kernel_name(request):
+    """A kernelspec name, once per ipykernel major version (notebook_support.py)."""
+    return checked_kernel(request.param)
+
+
+@pytest.fixture
+def child(tmp_path):
+    """argv prefix running the rank program of rank_writer.py, and its side directory."""
+    from rank_writer import rank_program  # it imports this module
+
+    return rank_program(tmp_path)

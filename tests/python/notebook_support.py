@@ -13,9 +13,8 @@ the test process, by nbclient.
     execute_notebook(sources, kernel_name, iopub=messages, linger=1.0)
     iopub_stats(messages, cell_index=1)     # count, bytes, rates of its stream messages
 
-Tests take the `kernel_name` fixture (import it from this module), which
-runs them once per kernel and skips when scripts/notebook_env.sh has not been
-run.
+Tests take the `kernel_name` fixture (conftest.py), which runs them once per
+kernel and skips when scripts/notebook_env.sh has not been run.
 """
 
 import asyncio
@@ -105,20 +104,20 @@ def stale_reason(kernel_name):
     return None
 
 
-@pytest.fixture(params=KERNEL_NAMES)
-def kernel_name(request):
-    """A kernelspec name, once per ipykernel major version. Skips when it is
-    not installed; errors when its davincirunsdk is older than the sources."""
-    reason = kernel_problem(request.param)
+def checked_kernel(name):
+    """`name` (a kernelspec) for the `kernel_name` fixture (conftest.py).
+    Skips when it is not installed; fails when its davincirunsdk is older
+    than the sources."""
+    reason = kernel_problem(name)
     if reason:
         pytest.skip(reason)
     try:
-        stale = stale_reason(request.param)
+        stale = stale_reason(name)
     except (OSError, ValueError, subprocess.CalledProcessError) as e:
         stale = "cannot tell whether %s is up to date: %s" % (ENV_DIR, e)
     if stale:
         pytest.fail("%s: run bash %s" % (stale, SETUP_SCRIPT), pytrace=False)
-    return request.param
+    return name
 
 
 # ---------------------------------------------------------------- notebooks
@@ -127,7 +126,8 @@ def kernel_name(request):
 def new_notebook(sources, kernel_name=None):
     """An nbformat v4 notebook with one code cell per source string."""
     import nbformat
-    from nbformat.v4 import new_code_cell, new_notebook as make
+    from nbformat.v4 import new_code_cell
+    from nbformat.v4 import new_notebook as make
 
     nb = make(cells=[new_code_cell(source) for source in sources])
     if kernel_name:

@@ -11,8 +11,6 @@ import shutil
 import sys
 import time
 
-import pytest
-
 from conftest import MARKER_VARIABLE, processes_with_marker
 
 DAVINCIRUN = shutil.which("davincirun")
@@ -132,9 +130,9 @@ elif mode == "touch":  # touch <dir>: proves that a rank ran
 '''
 
 
-@pytest.fixture
-def child(tmp_path):
-    """argv prefix running the rank program, and its side directory."""
+def rank_program(tmp_path):
+    """argv prefix running the rank program, and its side directory: the
+    `child` fixture (conftest.py)."""
     path = tmp_path / "rank_program.py"
     path.write_text(CHILD)
     side = tmp_path / "side"

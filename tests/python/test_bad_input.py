@@ -7,10 +7,9 @@ import shutil
 import subprocess
 
 import pytest
+from conftest import MARKER_VARIABLE, processes_with_marker
 
 from davincirunsdk import LaunchConfigError, RankTableError, start_and_wait_distributed_train
-
-from conftest import MARKER_VARIABLE, processes_with_marker
 
 DAVINCIRUN = shutil.which("davincirun")
 needs_cli = pytest.mark.skipif(DAVINCIRUN is None, reason="the davincirun command is not installed")

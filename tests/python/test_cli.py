@@ -9,7 +9,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import MARKER_VARIABLE
 
 DAVINCIRUN = shutil.which("davincirun")

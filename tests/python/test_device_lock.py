@@ -13,7 +13,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import MARKER_VARIABLE, processes_with_marker, python_command
 
 from davincirunsdk import DavincirunError, DeviceBusyError, LaunchConfigError, start_distributed_train

@@ -17,14 +17,12 @@ import subprocess
 import time
 
 import pytest
-
 from conftest import MARKER_VARIABLE, REPO, processes_with_marker
-from notebook_support import (  # noqa: F401  (kernel_name is a fixture)
+from notebook_support import (
     SETUP_SCRIPT,
     cell_errors,
     cell_text,
     execute_notebook,
-    kernel_name,
     kernel_python,
     strip_ansi,
 )

@@ -3,11 +3,11 @@ plans and results of real jobs, checked as text and HTML."""
 
 import re
 
+from conftest import python_command
+
 from davincirunsdk import start_distributed_train
 from davincirunsdk._console import colourize
 from davincirunsdk._job_view import JobStatus, describe_exit
-
-from conftest import python_command
 
 FAIL_RANK_1 = "import os, sys, time\nif os.environ['RANK_ID'] == '1':\n    sys.exit(3)\ntime.sleep(30)\n"
 

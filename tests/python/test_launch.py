@@ -10,6 +10,7 @@ import threading
 import time
 
 import pytest
+from conftest import python_command
 
 import davincirunsdk
 from davincirunsdk import (
@@ -20,8 +21,6 @@ from davincirunsdk import (
     start_and_wait_distributed_train,
     start_distributed_train,
 )
-
-from conftest import python_command
 
 # A rank that sleeps far longer than any test may take: only a stop ends it.
 SLEEPER = "import time; time.sleep(120)"

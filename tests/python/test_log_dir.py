@@ -13,25 +13,22 @@ import subprocess
 import sys
 
 import pytest
+from rank_writer import (
+    DAVINCIRUN,
+    MiB,
+    assert_nothing_ran,
+    cli,
+    console_by_rank,
+    rank_logs,
+    read_bytes,
+    rejoin,
+    side_record,
+)
 
 from davincirunsdk import (
     LaunchConfigError,
     start_and_wait_distributed_train,
 )
-
-from rank_writer import (  # noqa: F401 (child is a fixture)
-    DAVINCIRUN,
-    MiB,
-    child,
-    side_record,
-    rank_logs,
-    console_by_rank,
-    rejoin,
-    read_bytes,
-    cli,
-    assert_nothing_ran,
-)
-
 
 # Runs inside `unshare --mount`: mounts a tmpfs, optionally fills it, runs
 # one job through the CLI or the Python API, and reports as JSON what only

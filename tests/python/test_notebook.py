@@ -2,17 +2,15 @@
 scripts/notebook_env.sh) run by nbclient, the ranks started by the kernel's
 own interpreter."""
 
-import os
 import time
 
 from conftest import MARKER_VARIABLE, processes_with_marker
-from notebook_support import (  # noqa: F401  (kernel_name is a fixture)
+from notebook_support import (
     cell_displays,
     cell_errors,
     cell_text,
     execute_notebook,
     iopub_stats,
-    kernel_name,
     kernel_python,
 )
 

@@ -6,12 +6,11 @@ the output of a job started without waiting kept in its starting cell."""
 import re
 
 from conftest import MARKER_VARIABLE, processes_with_marker
-from notebook_support import (  # noqa: F401  (kernel_name is a fixture)
+from notebook_support import (
     cell_displays,
     cell_errors,
     cell_text,
     execute_notebook,
-    kernel_name,
     strip_ansi,
 )
 from test_notebook import IMPORTS, launch_call

@@ -17,9 +17,8 @@ import signal
 import time
 
 import pytest
-
 from conftest import MARKER_VARIABLE, processes_with_marker, python_command
-from notebook_support import Execution, kernel_name, kernel_pid, run_cell, running_kernel  # noqa: F401
+from notebook_support import Execution, kernel_pid, run_cell, running_kernel
 
 from davincirunsdk import DeviceBusyError, start_and_wait_distributed_train, start_distributed_train
 

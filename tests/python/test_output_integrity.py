@@ -10,26 +10,24 @@ import sys
 import time
 
 import pytest
+from rank_writer import (
+    DAVINCIRUN,
+    MiB,
+    assert_log_is_what_the_rank_wrote,
+    assert_stopped_rank_log,
+    cli,
+    console_by_rank,
+    peak_rss_kib,
+    rank_logs,
+    read_bytes,
+    rejoin,
+    wait_for_side,
+)
 
 from davincirunsdk import (
     DistributedRuntimeError,
     start_and_wait_distributed_train,
     start_distributed_train,
-)
-
-from rank_writer import (  # noqa: F401 (child is a fixture)
-    DAVINCIRUN,
-    MiB,
-    child,
-    wait_for_side,
-    assert_log_is_what_the_rank_wrote,
-    assert_stopped_rank_log,
-    rank_logs,
-    console_by_rank,
-    rejoin,
-    read_bytes,
-    peak_rss_kib,
-    cli,
 )
 
 needs_cli = pytest.mark.skipif(DAVINCIRUN is None, reason="the davincirun command is not on PATH")

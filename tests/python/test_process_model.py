@@ -25,7 +25,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import MARKER_VARIABLE, processes_with_marker
 
 from davincirunsdk import DistributedRuntimeError, start_and_wait_distributed_train, start_distributed_train

@@ -25,7 +25,6 @@ import tempfile
 import time
 
 import pytest
-
 from conftest import MARKER_VARIABLE, python_command, write_rank_table
 
 from davincirunsdk import LaunchConfigError, RankTableError, SpawnError, start_distributed_train

@@ -7,10 +7,9 @@ import re
 import sys
 
 import pytest
+from conftest import REPO
 
 from davincirunsdk import start_and_wait_distributed_train
-
-from conftest import REPO
 
 pytest.importorskip("torch")
 pytest.importorskip("sklearn")
