@@ -57,7 +57,8 @@ def main():
     ap.add_argument("--grace", type=float, default=1.0, help="grace period (s) for the SIGTERM-ignoring case")
     args = ap.parse_args()
     print("fail-fast: %d ranks, one fails, %d repetitions" % (args.ranks, args.repeat))
-    for mode, label in (("obey", "others obey SIGTERM"), ("ignore", "others ignore SIGTERM (grace %.1f s)" % args.grace)):
+    modes = (("obey", "others obey SIGTERM"), ("ignore", "others ignore SIGTERM (grace %.1f s)" % args.grace))
+    for mode, label in modes:
         times = []
         for _ in range(args.repeat if mode == "obey" else max(1, args.repeat // 3)):
             with tempfile.TemporaryDirectory(prefix="davincirun-bench-") as tmp:

@@ -41,7 +41,9 @@ out.flush()
 
 
 def expected_digest(rank, size):
-    line = lambda i: ("rank %s line %09d " % (rank, i)).ljust(99, "x") + "\n"
+    def line(i):
+        return ("rank %s line %09d " % (rank, i)).ljust(99, "x") + "\n"
+
     block = "".join(line(i) for i in range(10000)).encode()
     h = hashlib.sha256()
     written = 0

@@ -215,10 +215,8 @@ class JobStatus:
         out = ['<div class="davincirun-job" style="font-family:monospace;font-size:12px">']
         out.append("<div><b>%s</b></div>" % html.escape(self.headline()))
         out.append('<table style="border-collapse:collapse;margin:2px 0">')
-        out.append(
-            "<tr>%s</tr>"
-            % "".join('<th style="%s">%s</th>' % (cell, h) for h in ("rank", "device", "pid", "status", "time", "last output"))
-        )
+        headers = ("rank", "device", "pid", "status", "time", "last output")
+        out.append("<tr>%s</tr>" % "".join('<th style="%s">%s</th>' % (cell, h) for h in headers))
         for row, values in zip(self.rows, self.table_rows(now)):
             rank, device, pid, status, elapsed, last = (html.escape(v) for v in values)
             out.append(

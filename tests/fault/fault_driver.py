@@ -571,7 +571,9 @@ def _check_logs(plan, result, summary, run_dir, ledger, chaos):
             result.fail("log", "rank %d: log holds %d bytes, the rank wrote %d" % (r, size, written[r]))
         own = b.own_code()
         if own is not None and _status_code(e) == own and size != written[r]:
-            result.fail("log", "rank %d ended by itself but its log holds %d bytes, it wrote %d" % (r, size, written[r]))
+            result.fail(
+                "log", "rank %d ended by itself but its log holds %d bytes, it wrote %d" % (r, size, written[r])
+            )
         if e["output_bytes"] != size:
             result.fail("log", "rank %d: summary output_bytes %d, log file %d bytes" % (r, e["output_bytes"], size))
 

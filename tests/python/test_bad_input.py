@@ -30,10 +30,14 @@ def bad(tmp_path):
 CASES = [
     # (keyword arguments, error type, words the message must hold)
     (dict(command=[]), LaunchConfigError, "no command given"),
-    (dict(command=["true"], work_dir="{tmp}/missing"), LaunchConfigError, "work_dir '{tmp}/missing' cannot be used: No such file or directory"),
-    (dict(command=["true"], rank_table="{tmp}/no_table"), RankTableError, "{tmp}/no_table: no rank table in this directory: neither jobstart_hccl.json nor hccl.json"),
-    (dict(command=["true"], rank_table="{tmp}/loop1"), RankTableError, "{tmp}/loop1: cannot open the rank table: Too many levels of symbolic links"),
-    (dict(command=["true"], rank_table="{tmp}/big.json"), RankTableError, "{tmp}/big.json: file is larger than 64 MiB; not a rank table"),
+    (dict(command=["true"], work_dir="{tmp}/missing"), LaunchConfigError,
+     "work_dir '{tmp}/missing' cannot be used: No such file or directory"),
+    (dict(command=["true"], rank_table="{tmp}/no_table"), RankTableError,
+     "{tmp}/no_table: no rank table in this directory: neither jobstart_hccl.json nor hccl.json"),
+    (dict(command=["true"], rank_table="{tmp}/loop1"), RankTableError,
+     "{tmp}/loop1: cannot open the rank table: Too many levels of symbolic links"),
+    (dict(command=["true"], rank_table="{tmp}/big.json"), RankTableError,
+     "{tmp}/big.json: file is larger than 64 MiB; not a rank table"),
     (dict(command=["true"], env={"A": "x\0y"}), LaunchConfigError, "env: the value of A contains a NUL character"),
     (dict(command=["true"], env={"A=B": "x"}), LaunchConfigError, "env: invalid variable name 'A=B'"),
 ]

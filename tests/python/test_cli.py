@@ -223,8 +223,8 @@ def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path, rank_table, job_en
 
 @pytest.mark.parametrize("timeout", ["0.5", "0.0004"])  # a tiny timeout is one, never "no limit"
 def test_job_timeout_exits_124(tmp_path, rank_table, job_env, timeout):
-    proc = run_cli(["--job-timeout", timeout, "-r", rank_table(2), sys.executable, "-c", "import time; time.sleep(120)"],
-                   job_env, tmp_path)
+    sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+    proc = run_cli(["--job-timeout", timeout, "-r", rank_table(2)] + sleeper, job_env, tmp_path)
     assert proc.returncode == 124
     assert "job timeout" in proc.stderr
 
@@ -324,7 +324,10 @@ def test_console_redirected_to_a_file_gets_every_line_of_a_flood(tmp_path, rank_
     skipped from it even when every rank floods at once (a terminal or pipe
     would get a bounded queue that skips instead)."""
     lines = 200000
-    flood = "import os, sys\nr = os.environ['RANK_ID']\nsys.stdout.write(''.join('rank %%s line %%d\\n' %% (r, i) for i in range(%d)))" % lines
+    flood = (
+        "import os, sys\nr = os.environ['RANK_ID']\n"
+        "sys.stdout.write(''.join('rank %%s line %%d\\n' %% (r, i) for i in range(%d)))" % lines
+    )
     marker = ["--env", "%s=%s" % (MARKER_VARIABLE, job_env[MARKER_VARIABLE])]
     out_path = tmp_path / "out.txt"
     with open(out_path, "wb") as out:

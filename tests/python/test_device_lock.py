@@ -154,7 +154,9 @@ def test_an_unusable_lock_directory_is_a_config_error(tmp_path, rank_table, job_
 
 
 @needs_cli
-@pytest.mark.parametrize("value, shown", [(None, "/tmp/davincirun-locks"), ("", "/tmp/davincirun-locks"), ("off", "off")])
+@pytest.mark.parametrize(
+    "value, shown", [(None, "/tmp/davincirun-locks"), ("", "/tmp/davincirun-locks"), ("off", "off")]
+)
 def test_dry_run_shows_the_lock_directory(tmp_path, rank_table, monkeypatch, value, shown):
     if value is None:
         monkeypatch.delenv("DAVINCIRUN_LOCK_DIR")

@@ -158,7 +158,7 @@ def run_quick_job_here(table, log_dir, env):
             python_command("print('devices free')"), rank_table=table, log_dir=log_dir, env=env,
             output_notebook=False)
     except DeviceBusyError as e:
-        raise AssertionError("the devices are still locked after the kernel's job ended: %s" % e)
+        raise AssertionError("the devices are still locked after the kernel's job ended: %s" % e) from e
 
 
 def assert_devices_busy_now(table, log_dir, env, supervisor):

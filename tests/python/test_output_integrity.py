@@ -210,7 +210,7 @@ def test_one_100_mib_line_through_the_python_api(tmp_path, rank_table, job_env, 
     shown = console_by_rank(read_bytes(console))
     data = read_bytes(log_path)
     assert shown[0], "nothing of the line was shown"
-    for continuation, text in shown[0]:
+    for _continuation, text in shown[0]:
         assert len(text) == 64 * 1024 or text == data[-len(text):]
     long_line_job_checks(log_path, side, None, peak, "Python API, console to sys.stdout")
 
