@@ -28,11 +28,10 @@ corpus=$build/corpus
 findings=$build/findings/$(date -u +%Y%m%dT%H%M%SZ)
 log=$build/last-run.log
 
-echo "fuzz: building $target (clang, ASan + UBSan)"
+echo "fuzz: building $target (clang, ASan + UBSan; the fuzz preset)"
 build_start=$(date +%s)
-cmake -S . -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DDAVINCIRUN_BUILD_FUZZERS=ON -DDAVINCIRUN_BUILD_TESTS=OFF -DDAVINCIRUN_BUILD_PYTHON=OFF >/dev/null
-cmake --build "$build" -j 2 --target fuzz_rank_table
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz
 build_seconds=$(($(date +%s) - build_start))
 
 mkdir -p "$corpus" "$findings"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what davincirunsdk needs to build, test and run its example, then
-# builds and installs the package. Safe to run again: what is there is kept,
-# and the C++ build is incremental (build/).
+# builds and installs the package. Safe and quick to run again: each step
+# checks what is there and skips what is done, and the C++ build is
+# incremental (build/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,16 +29,35 @@ if ((${#missing[@]})); then
   apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# Python dependencies from PyPI. torch (for the example and its test) is
-# pinned to a CPU build; an unpinned torch pulls a multi-GB CUDA build.
-"$PYTHON" -m pip install -q "scikit-build-core>=0.10" "pybind11>=2.12" "cmake>=3.15" ninja pytest scikit-learn
-"$PYTHON" -c "import torch" 2>/dev/null || "$PYTHON" -m pip install -q torch==2.13.0
+# Python dependencies from PyPI: scripts/requirements-dev.txt, and torch (for
+# the example and its test) pinned to a CPU build: an unpinned torch pulls a
+# multi-GB CUDA build. Installed again only when the file, the interpreter or
+# the torch pin changed (a stamp in build/.setup; remove it to force).
+torch_requirement=torch==2.13.0
+mkdir -p build/.setup
+wanted=$({ cat scripts/requirements-dev.txt; echo "$torch_requirement"; "$PYTHON" -c 'import sys; print(sys.executable, sys.version)'; } | sha256sum | cut -c1-64)
+if [[ ! -f build/.setup/python-tools || $(<build/.setup/python-tools) != "$wanted" ]]; then
+  echo "setup: installing scripts/requirements-dev.txt (pip)"
+  "$PYTHON" -m pip install -q -r scripts/requirements-dev.txt
+  "$PYTHON" -c "import torch" 2>/dev/null || "$PYTHON" -m pip install -q "$torch_requirement"
+  echo "$wanted" >build/.setup/python-tools
+else
+  echo "setup: Python tools up to date (scripts/requirements-dev.txt)"
+fi
 
 # The package itself (the C++ core, the `davincirun` command, the supervisor
 # program and the Python module), built once as a wheel (incrementally, in
 # build/notebook-env/cmake-build) by notebook_env.sh, which also installs it
-# into the two notebook-test venvs (ipykernel 6 and 7); then into $PYTHON.
-echo "setup: building davincirunsdk and the notebook test kernels (minutes the first time)"
+# into the two notebook-test venvs (ipykernel 6 and 7); then into $PYTHON,
+# unless that very wheel is installed there already.
 PYTHON="$PYTHON" bash scripts/notebook_env.sh
 wheel=$(ls build/notebook-env/wheel/davincirunsdk-*.whl)
-"$PYTHON" -m pip install -q --no-deps --force-reinstall "$wheel"
+installed="$(sha256sum "$wheel" | cut -c1-64) $("$PYTHON" -c 'import sys; print(sys.executable)')"
+if [[ ! -f build/.setup/installed-wheel || $(<build/.setup/installed-wheel) != "$installed" ]] ||
+  ! "$PYTHON" -c "import davincirunsdk._core" 2>/dev/null; then
+  "$PYTHON" -m pip install -q --no-deps --force-reinstall "$wheel"
+  echo "$installed" >build/.setup/installed-wheel
+  echo "setup: installed ${wheel#"$PWD"/} into $PYTHON"
+else
+  echo "setup: ${wheel} is installed in $PYTHON"
+fi

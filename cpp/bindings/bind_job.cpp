@@ -4,7 +4,6 @@
 // C++ thread that never touches Python relays its lines into a queue; the
 // Python thread that waits on the job releases the GIL while it sleeps, and
 // wakes on output or at the end of the job to write the queued lines itself.
-#include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -26,17 +25,24 @@ namespace davincirun::python {
 
 namespace {
 
-double epoch_seconds(std::chrono::system_clock::time_point t) {
-  return std::chrono::duration<double>(t.time_since_epoch()).count();
-}
-
+// Where a job's live output goes: "python" (queued for the Python thread
+// that waits, which writes it where Python's output goes), "terminal" (fd 1
+// and 2, written by the supervisor process) or "none" (log files only).
 enum class ConsoleMode { python, terminal, none };
+
+ConsoleMode console_mode(const std::string& name) {
+  if (name == "python") return ConsoleMode::python;
+  if (name == "terminal") return ConsoleMode::terminal;
+  if (name == "none") return ConsoleMode::none;
+  throw py::value_error("console must be \"python\", \"terminal\" or \"none\", got \"" + name + "\"");
+}
 
 // A job started from Python. Owns the Job, its console sink and the thread
 // running its event loop.
 class PyJob {
  public:
-  PyJob(const LaunchPlan& plan, ConsoleMode mode) {
+  PyJob(const LaunchPlan& plan, const std::string& console) {
+    const ConsoleMode mode = console_mode(console);
     std::promise<void> started;
     std::future<void> ready = started.get_future();
     loop_ = std::thread([this, &plan, mode, started = std::move(started)]() mutable {
@@ -85,9 +91,10 @@ class PyJob {
 
   /// Waits up to `seconds` for the end or, when `on_output`, for output;
   /// returns True once the job is over.
-  bool wait_for(std::chrono::milliseconds timeout, bool on_output) {
+  bool wait_for(double seconds, bool on_output) {
     if (done_.load()) return true;
-    queue_.wait(timeout, on_output);
+    queue_.wait(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(seconds)),
+                on_output);
     return done_.load();
   }
 
@@ -132,6 +139,7 @@ class PyJob {
       if (loop_.joinable()) loop_.join();
     }
     if (error_) std::rethrow_exception(error_);
+    if (!result_) throw std::logic_error("the job ended without a result");
     return *result_;
   }
 
@@ -169,52 +177,8 @@ void bind_job(py::module_& m) {
       py::arg("path"), py::arg("max_lines") = 20, py::arg("max_bytes") = 16 * 1024,
       "The last lines of a log file, as text (empty if unreadable).");
 
-  py::class_<RankResult>(m, "RankResult")
-      .def_readonly("rank", &RankResult::rank)
-      .def_readonly("pid", &RankResult::pid)
-      .def_readonly("log_path", &RankResult::log_path)
-      .def_property_readonly("exit_code",
-                             [](const RankResult& r) -> std::optional<int> {
-                               if (r.status.kind == ExitStatus::Kind::exited) return r.status.value;
-                               return std::nullopt;
-                             })
-      .def_property_readonly("signal",
-                             [](const RankResult& r) -> std::optional<int> {
-                               if (r.status.kind == ExitStatus::Kind::signaled) return r.status.value;
-                               return std::nullopt;
-                             })
-      .def_property_readonly("returncode", [](const RankResult& r) { return r.status.shell_code(); })
-      .def_property_readonly("success", [](const RankResult& r) { return r.status.success(); })
-      .def_property_readonly("status", [](const RankResult& r) { return r.status.describe(); })
-      .def_readonly("terminated_by_launcher", &RankResult::terminated_by_launcher)
-      .def_readonly("killed_by_launcher", &RankResult::killed_by_launcher)
-      .def_property_readonly("started", [](const RankResult& r) { return epoch_seconds(r.started); })
-      .def_property_readonly("ended", [](const RankResult& r) { return epoch_seconds(r.ended); })
-      .def_readonly("output_bytes", &RankResult::output_bytes)
-      .def_readonly("log_error", &RankResult::log_error);
-
-  py::class_<JobResult>(m, "JobResult")
-      .def_readonly("ranks", &JobResult::ranks)
-      .def_readonly("first_failure", &JobResult::first_failure)
-      .def_readonly("leftover_processes_killed", &JobResult::leftover_processes_killed)
-      .def_readonly("stop_signal", &JobResult::stop_signal)
-      .def_readonly("summary_error", &JobResult::summary_error)
-      .def_property_readonly("tracking", [](const JobResult& r) { return to_string(r.tracking); })
-      .def_property_readonly("stop_reason", [](const JobResult& r) { return to_string(r.stop_reason); })
-      .def_property_readonly("success", &JobResult::success)
-      .def_property_readonly("exit_code", &JobResult::exit_code)
-      .def(
-          "failure_report",
-          [](const JobResult& r, std::size_t tail_lines) { return lenient_text(failure_report(r, tail_lines)); },
-          py::arg("tail_lines") = 20);
-
-  py::enum_<ConsoleMode>(m, "ConsoleMode")
-      .value("python", ConsoleMode::python)
-      .value("terminal", ConsoleMode::terminal)
-      .value("none", ConsoleMode::none);
-
   py::class_<PyJob>(m, "Job")
-      .def(py::init<const LaunchPlan&, ConsoleMode>(), py::arg("plan"), py::arg("console"),
+      .def(py::init<const LaunchPlan&, const std::string&>(), py::arg("plan"), py::arg("console"),
            py::call_guard<py::gil_scoped_release>())
       .def("wait_for", &PyJob::wait_for, py::arg("timeout"), py::arg("on_output") = true,
            py::call_guard<py::gil_scoped_release>())

@@ -2,6 +2,7 @@
 // fields under the names of the Python keywords, its rules in C++.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <pybind11/typing.h>
 
 #include <optional>
 #include <string>
@@ -34,8 +35,8 @@ void def_seconds(py::class_<LaunchOptions>& cls, const char* name, const char* d
       doc);
 }
 
-py::list fs_texts(const std::vector<std::string>& items) {
-  py::list out;
+py::typing::List<py::str> fs_texts(const std::vector<std::string>& items) {
+  py::typing::List<py::str> out;
   for (const auto& item : items) out.append(fs_text(item));
   return out;
 }
@@ -68,7 +69,7 @@ Rule violations raise LaunchConfigError naming the option.)");
       .def_property(
           "env",
           [](const LaunchOptions& o) {
-            py::list out;
+            py::typing::List<py::typing::Tuple<py::str, py::str>> out;
             for (const auto& [name, value] : o.env) out.append(py::make_tuple(fs_text(name), fs_text(value)));
             return out;
           },
@@ -113,7 +114,7 @@ Rule violations raise LaunchConfigError naming the option.)");
       .def_property_readonly(
           "environments",
           [](const LaunchPlan& p) {
-            py::list out;
+            py::typing::List<py::typing::List<py::str>> out;
             for (const auto& e : p.environments) out.append(fs_texts(e.entries()));
             return out;
           },

@@ -76,7 +76,7 @@ void bind_rank_table(py::module_& m) {
       .def_readonly("server", &LocalServer::server, "The server, narrowed to this pod's devices in a 0.1 table.");
   m.def(
       "find_local_server",
-      [](const RankTable& table, std::optional<std::string> server_id) {
+      [](const RankTable& table, const std::optional<std::string>& server_id) {
         return find_local_server(table, Environment::current(), MachineIdentity::current(), server_id);
       },
       py::arg("table"), py::arg("server_id") = std::nullopt,

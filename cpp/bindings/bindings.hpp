@@ -11,6 +11,7 @@ namespace davincirun::python {
 void bind_errors(pybind11::module_& m);
 void bind_rank_table(pybind11::module_& m);
 void bind_options(pybind11::module_& m);
+void bind_results(pybind11::module_& m);
 void bind_job(pybind11::module_& m);
 
 /// For waits that run without the GIL (RankTableLoadOptions::progress): takes

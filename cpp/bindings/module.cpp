@@ -26,5 +26,6 @@ PYBIND11_MODULE(_core, m) {
   davincirun::python::bind_errors(m);
   davincirun::python::bind_rank_table(m);
   davincirun::python::bind_options(m);
+  davincirun::python::bind_results(m);
   davincirun::python::bind_job(m);
 }

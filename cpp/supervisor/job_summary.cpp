@@ -11,10 +11,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-double epoch_seconds(std::chrono::system_clock::time_point t) {
-  return std::chrono::duration<double>(t.time_since_epoch()).count();
-}
-
 Json rank_entry(const RankAssignment& a, const RankResult& r) {
   Json j;
   j["rank"] = r.rank;
@@ -28,8 +24,8 @@ Json rank_entry(const RankAssignment& a, const RankResult& r) {
   j["status"] = r.status.describe();
   j["terminated_by_launcher"] = r.terminated_by_launcher;
   j["killed_by_launcher"] = r.killed_by_launcher;
-  j["started"] = epoch_seconds(r.started);
-  j["ended"] = epoch_seconds(r.ended);
+  j["started"] = seconds_since_epoch(r.started);
+  j["ended"] = seconds_since_epoch(r.ended);
   j["output_bytes"] = r.output_bytes;
   j["log_error"] = r.log_error ? Json(*r.log_error) : Json();
   return j;

@@ -19,6 +19,12 @@ def in_ipython_kernel():
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
+# Where the ranks' live output goes (_core.Job's `console`).
+CONSOLE_PYTHON = "python"  # queued for the waiting Python thread, which writes sys.stdout
+CONSOLE_TERMINAL = "terminal"  # file descriptors 1 and 2, written by the supervisor process
+CONSOLE_NONE = "none"  # the log files only
+
+
 def console_mode(output_notebook):
     """The C++ console mode for ``output_notebook`` (see start_distributed_train).
 
@@ -29,15 +35,15 @@ def console_mode(output_notebook):
     cell, a captured or redirected stream).
     """
     if output_notebook is False:
-        return _core.ConsoleMode.none
+        return CONSOLE_NONE
     if output_notebook is None and not in_ipython_kernel():
         try:
             if sys.stdout is sys.__stdout__ and sys.stdout.fileno() == 1:
                 sys.stdout.flush()
-                return _core.ConsoleMode.terminal
+                return CONSOLE_TERMINAL
         except (AttributeError, OSError, ValueError):
             pass
-    return _core.ConsoleMode.python
+    return CONSOLE_PYTHON
 
 
 def wants_colour(in_kernel):

@@ -19,7 +19,7 @@ import threading
 import time
 
 from . import _core
-from ._console import ConsoleWriter, wants_colour
+from ._console import CONSOLE_NONE, CONSOLE_PYTHON, ConsoleWriter, wants_colour
 from ._job_view import JobStatus
 
 # How long a waiting thread sleeps between checks for Ctrl-C, in seconds.
@@ -46,7 +46,7 @@ class LiveOutput:
     def __init__(self, core, plan, mode, ranks_to_show, in_kernel, background):
         self._core = core
         self.mode = mode
-        self._in_kernel = in_kernel and mode == _core.ConsoleMode.python
+        self._in_kernel = in_kernel and mode == CONSOLE_PYTHON
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._writer = ConsoleWriter(colour=wants_colour(self._in_kernel))
         self.status = JobStatus(plan, core.pids, core.run_dir, ranks_to_show)
@@ -176,7 +176,7 @@ class LiveOutput:
         another one, and a pointer to the logs. Elsewhere, when `waited`, the
         summary is printed as text (the view's plain-text form). Call from the
         thread that waits or polls."""
-        if self.mode == _core.ConsoleMode.none:
+        if self.mode == CONSOLE_NONE:
             return
         self._summarize(result)
         if self._view is not None:

@@ -5,6 +5,10 @@ Every error about the launcher's input or environment derives from
 :class:`DistributedRuntimeError` (a ``RuntimeError``, as in davincirunsdk 0.1.x).
 """
 
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
 
 class DavincirunError(Exception):
     """Base class of every davincirunsdk error."""
@@ -23,16 +27,23 @@ class RankTableError(DavincirunError, ValueError):
         detail (str): the sentence describing the problem.
     """
 
-    kind = None
-    source = None
-    pointer = None
-    detail = None
+    kind: Optional[str] = None
+    source: Optional[str] = None
+    pointer: Optional[str] = None
+    detail: Optional[str] = None
 
 
 class LaunchConfigError(DavincirunError, ValueError):
     """The launch cannot be configured as asked (no command, no rank table,
     this machine not in the table, a work or log directory that cannot be
-    used...). Nothing was started."""
+    used...). Nothing was started.
+
+    Attributes:
+        option (str | None): the launch option that breaks its rule
+            (``"grace_period"``, ``"env"``...), when one does; else ``None``.
+    """
+
+    option: Optional[str] = None
 
 
 class DeviceBusyError(LaunchConfigError):
@@ -48,9 +59,9 @@ class DeviceBusyError(LaunchConfigError):
             from its lock file, else its command line; may be empty.
     """
 
-    devices = None
-    holder_pid = None
-    holder_description = None
+    devices: Optional[List[int]] = None
+    holder_pid: Optional[int] = None
+    holder_description: Optional[str] = None
 
 
 class SpawnError(DavincirunError, RuntimeError):
@@ -63,16 +74,16 @@ class SpawnError(DavincirunError, RuntimeError):
         exit_code (int): the shell's convention for it: 127 not found, 126 not executable.
     """
 
-    rank = None
-    command = None
-    os_errno = None
-    exit_code = None
+    rank: Optional[int] = None
+    command: Optional[str] = None
+    os_errno: Optional[int] = None
+    exit_code: Optional[int] = None
 
 
 class LauncherSystemError(DavincirunError, OSError):
     """A system call of the launcher itself failed (pipes, epoll, log files)."""
 
-    os_errno = None
+    os_errno: Optional[int] = None
 
 
 class DistributedRuntimeError(DavincirunError, RuntimeError):
@@ -91,10 +102,10 @@ class DistributedRuntimeError(DavincirunError, RuntimeError):
         result: the job's full result (``ranks``, ``first_failure``, ``stop_reason``).
     """
 
-    rank = None
-    exit_code = None
-    signal = None
-    returncode = None
-    log_file = None
-    log_tail = None
-    result = None
+    rank: Optional[int] = None
+    exit_code: Optional[int] = None
+    signal: Optional[int] = None
+    returncode: Optional[int] = None
+    log_file: Optional[str] = None
+    log_tail: Optional[str] = None
+    result: Any = None  # _core.JobResult

@@ -41,7 +41,7 @@ class DistributedJob:
     def __init__(
         self,
         plan: _core.LaunchPlan,
-        console: _core.ConsoleMode,
+        console: str,
         cache_dir: Optional[str] = None,
         ranks_to_show: Optional[List[int]] = None,
         background: bool = True,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shlex
 import warnings
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _core
 from ._cache_dir import make_cache_dir, remove_cache_dir
@@ -60,12 +60,11 @@ def _env_pairs(env: Mapping[str, Union[str, bytes]]) -> List[Tuple[bytes, bytes]
 
 
 def _rank_list(ranks_to_show: Union[int, Sequence[int]]) -> List[int]:
-    if isinstance(ranks_to_show, int) and not isinstance(ranks_to_show, bool):
-        ranks_to_show = [ranks_to_show]
+    ranks: Sequence[int] = [ranks_to_show] if isinstance(ranks_to_show, int) else ranks_to_show
     try:
-        if any(isinstance(r, bool) for r in ranks_to_show):
+        if any(isinstance(r, bool) for r in ranks):
             raise TypeError
-        return [int(r) for r in ranks_to_show]
+        return [int(r) for r in ranks]
     except (TypeError, ValueError):
         raise LaunchConfigError(
             "ranks_to_show: expected a list of rank ids, e.g. [0], got %r" % (ranks_to_show,)
@@ -73,7 +72,7 @@ def _rank_list(ranks_to_show: Union[int, Sequence[int]]) -> List[int]:
 
 
 # Python keyword -> (LaunchOptions field, conversion); other keywords are set as given.
-_FIELDS = {
+_FIELDS: Dict[str, Tuple[str, Callable[[Any], Any]]] = {
     "rank_table": ("rank_table", os.fspath),
     "server_id": ("server_id", str),
     "env": ("env", _env_pairs),
@@ -83,25 +82,29 @@ _FIELDS = {
 }
 
 
-def _launch_options(command: Command, keywords: Dict[str, object]) -> _core.LaunchOptions:
+def _launch_options(command: Command, keywords: Dict[str, Any]) -> _core.LaunchOptions:
     """One LaunchOptions, built by keyword; ``None`` keeps the core's default."""
     options = _core.LaunchOptions()
-    options.command = _argv(command)
+    options.command = _argv(command)  # type: ignore[assignment]  # bytes: any argument, unchanged
     for keyword, value in keywords.items():
         if value is None:
             continue
-        field, convert = _FIELDS.get(keyword, (keyword, None))
-        setattr(options, field, convert(value) if convert else value)
+        field, convert = _FIELDS.get(keyword, (keyword, _unchanged))
+        setattr(options, field, convert(value))
     return options
 
 
-def _is_child_of_this_process(pid: int) -> bool:
+def _unchanged(value: Any) -> Any:
+    return value
+
+
+def _is_child_of_this_process(pid: Optional[int]) -> bool:
     """True when `pid` (e.g. a job's supervisor process) is a child of this process."""
-    return pid > 0 and _core.parent_pid(pid) == os.getpid()
+    return pid is not None and pid > 0 and _core.parent_pid(pid) == os.getpid()
 
 
 def _start(
-    command: Command, *, background: bool, output_notebook: Optional[bool], random_cache_dir: bool, **keywords: object
+    command: Command, *, background: bool, output_notebook: Optional[bool], random_cache_dir: bool, **keywords: Any
 ) -> DistributedJob:
     """start_distributed_train(); `background`: keep a notebook's status
     view current while nobody waits (False when the caller waits at once)."""

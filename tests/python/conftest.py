@@ -78,6 +78,13 @@ def job_env():
     assert not left, "processes left behind by the test: %s" % left
 
 
+def assert_gone(pids):
+    """Each of `pids` (reaped processes of this test) no longer exists."""
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
 def python_command(code):
     """argv running `code` with this interpreter (no shell involved)."""
     return [sys.executable, "-c", code]
@@ -95,3 +102,10 @@ def child(tmp_path):
     from rank_writer import rank_program  # it imports this module
 
     return rank_program(tmp_path)
+
+
+@pytest.fixture(params=["pidfd", "sigchld"])
+def tracking(request, monkeypatch):
+    """The launcher's process-tracking mode; inherited by every subprocess."""
+    monkeypatch.setenv("DAVINCIRUN_PROCESS_TRACKING", request.param)
+    return request.param

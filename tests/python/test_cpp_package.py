@@ -9,7 +9,8 @@ import pytest
 from conftest import REPO
 
 CMAKE = shutil.which("cmake")
-pytestmark = pytest.mark.skipif(CMAKE is None, reason="cmake is not installed")
+# Builds the library and a consumer (about a minute): -m "not slow" leaves it out.
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(CMAKE is None, reason="cmake is not installed")]
 
 
 def run(args, **kwargs):

@@ -27,6 +27,9 @@ from notebook_support import (
     strip_ansi,
 )
 
+# Real Jupyter kernels (scripts/notebook_env.sh): run with -m notebook, leave out with -m "not notebook".
+pytestmark = pytest.mark.notebook
+
 pytest.importorskip("torch")
 pytest.importorskip("sklearn")
 

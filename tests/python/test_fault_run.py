@@ -14,8 +14,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 import fault_driver  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not shutil.which("davincirun") or not shutil.which("c++"),
-                                reason="needs davincirun on PATH and a C++ compiler")
+# Random fault-injection jobs (tests/fault): -m fault, or -m "not fault".
+pytestmark = [
+    pytest.mark.fault,
+    pytest.mark.skipif(not shutil.which("davincirun") or not shutil.which("c++"),
+                       reason="needs davincirun on PATH and a C++ compiler"),
+]
 
 FIXED_SEED = 20261201
 FIXED_REPS = 40

@@ -4,6 +4,7 @@ own interpreter."""
 
 import time
 
+import pytest
 from conftest import MARKER_VARIABLE, processes_with_marker
 from notebook_support import (
     cell_displays,
@@ -13,6 +14,9 @@ from notebook_support import (
     iopub_stats,
     kernel_python,
 )
+
+# Real Jupyter kernels (scripts/notebook_env.sh): run with -m notebook, leave out with -m "not notebook".
+pytestmark = pytest.mark.notebook
 
 IMPORTS = "import os, sys, time\nfrom davincirunsdk import start_and_wait_distributed_train, start_distributed_train"
 

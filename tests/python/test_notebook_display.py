@@ -5,6 +5,7 @@ the output of a job started without waiting kept in its starting cell."""
 
 import re
 
+import pytest
 from conftest import MARKER_VARIABLE, processes_with_marker
 from notebook_support import (
     cell_displays,
@@ -14,6 +15,9 @@ from notebook_support import (
     strip_ansi,
 )
 from test_notebook import IMPORTS, launch_call
+
+# Real Jupyter kernels (scripts/notebook_env.sh): run with -m notebook, leave out with -m "not notebook".
+pytestmark = pytest.mark.notebook
 
 # Each rank draws a 2000-step progress bar on stderr the way tqdm does
 # ('\r' before each state), then says it is done.

@@ -11,6 +11,9 @@ from conftest import REPO
 
 from davincirunsdk import start_and_wait_distributed_train
 
+# A real training run: -m "not slow" leaves it out.
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("torch")
 pytest.importorskip("sklearn")
 

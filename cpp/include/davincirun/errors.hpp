@@ -90,7 +90,8 @@ class OptionError : public ConfigError {
 /// train.py`.
 class DeviceBusyError : public ConfigError {
  public:
-  DeviceBusyError(std::vector<int> devices, pid_t holder_pid, std::string holder_description, std::string message);
+  DeviceBusyError(std::vector<int> devices, pid_t holder_pid, std::string holder_description,
+                  const std::string& message);
 
   /// The busy devices (physical ids), ascending.
   const std::vector<int>& devices() const noexcept { return devices_; }
@@ -114,7 +115,7 @@ class SpawnError : public Error {
   /// `os_errno`: the errno of the failed step (e.g. ENOENT from execve);
   /// `exit_code`: the shell's convention for it (127 not found, 126 not
   /// executable or other exec failure).
-  SpawnError(int rank, std::string command, int os_errno, std::string message);
+  SpawnError(int rank, std::string command, int os_errno, const std::string& message);
 
   int rank() const noexcept { return rank_; }
   const std::string& command() const noexcept { return command_; }

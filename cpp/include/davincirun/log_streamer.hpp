@@ -31,7 +31,7 @@ namespace davincirun {
 /// a flood of output from churning the allocator (and faulting in fresh
 /// pages) on every read.
 struct StreamScratch {
-  static constexpr std::size_t default_read_bytes = 256 * 1024;
+  static constexpr std::size_t default_read_bytes = std::size_t{256} * 1024;
   explicit StreamScratch(std::size_t read_bytes = default_read_bytes) : input(read_bytes) {}
   std::vector<char> input;  ///< one read(2) at most this size
   std::string console;      ///< the prefixed lines of one read
@@ -41,7 +41,7 @@ struct StreamScratch {
 class RankLog {
  public:
   /// Longest line passed whole to the console, in bytes (64 KiB).
-  static constexpr std::size_t max_line_bytes = 64 * 1024;
+  static constexpr std::size_t max_line_bytes = std::size_t{64} * 1024;
   /// Longest progress text passed to LineSink::progress(), in bytes (1 KiB;
   /// cut at a UTF-8 character boundary).
   static constexpr std::size_t max_progress_bytes = 1024;
@@ -51,7 +51,7 @@ class RankLog {
   /// the rank's index in its job, which names it to `console`; `label`
   /// prefixes its console lines: "[<label>] ". Throws SystemError when the
   /// file cannot be created.
-  RankLog(std::size_t index, std::string label, UniqueFd pipe, std::string log_path, LineSink& console);
+  RankLog(std::size_t index, const std::string& label, UniqueFd pipe, std::string log_path, LineSink& console);
   RankLog(RankLog&&) noexcept = default;
   RankLog& operator=(RankLog&&) = delete;
   RankLog(const RankLog&) = delete;
@@ -108,6 +108,7 @@ const char* to_string(RankLog::ReadResult result) noexcept;
 /// The last `max_lines` lines of the file at `path`, reading at most
 /// `max_bytes` from its end, each as a terminal shows it (a line redrawn
 /// with '\r' in its last state). Empty when the file cannot be read.
-std::string read_log_tail(const std::string& path, std::size_t max_lines = 20, std::size_t max_bytes = 16 * 1024);
+std::string read_log_tail(const std::string& path, std::size_t max_lines = 20,
+                          std::size_t max_bytes = std::size_t{16} * 1024);
 
 }  // namespace davincirun

@@ -91,6 +91,9 @@ struct RankResult {
   std::optional<std::string> log_error;  ///< the log file could not take every byte
 };
 
+/// `t` as seconds since the epoch (RankResult::started, ::ended in summaries).
+double seconds_since_epoch(std::chrono::system_clock::time_point t) noexcept;
+
 enum class StopReason {
   none,         ///< every rank ended on its own
   rank_failed,  ///< fail-fast after the first failure

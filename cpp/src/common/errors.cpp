@@ -45,14 +45,14 @@ RankTableError::RankTableError(Kind kind, std::string source, std::optional<std:
       detail_(std::move(detail)) {}
 
 DeviceBusyError::DeviceBusyError(std::vector<int> devices, pid_t holder_pid, std::string holder_description,
-                                 std::string message)
-    : ConfigError(std::move(message)),
+                                 const std::string& message)
+    : ConfigError(message),
       devices_(std::move(devices)),
       holder_pid_(holder_pid),
       holder_description_(std::move(holder_description)) {}
 
-SpawnError::SpawnError(int rank, std::string command, int os_errno, std::string message)
-    : Error(std::move(message)), rank_(rank), command_(std::move(command)), errno_(os_errno) {}
+SpawnError::SpawnError(int rank, std::string command, int os_errno, const std::string& message)
+    : Error(message), rank_(rank), command_(std::move(command)), errno_(os_errno) {}
 
 int SpawnError::exit_code() const noexcept {
   // The shell's convention: 127 when the command does not exist, 126 otherwise.

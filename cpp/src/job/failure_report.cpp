@@ -77,7 +77,8 @@ std::string failure_report(const JobResult& result, std::size_t tail_lines) {
     if (result.first_failure && *result.first_failure == i) continue;
     std::string outcome = rank_outcome(result.ranks[i]);
     auto it = std::find_if(outcomes.begin(), outcomes.end(), [&](const auto& o) { return o.first == outcome; });
-    if (it == outcomes.end()) it = outcomes.insert(outcomes.end(), {std::move(outcome), {}});
+    if (it == outcomes.end())
+      it = outcomes.emplace(outcomes.end(), std::move(outcome), std::vector<const RankResult*>{});
     it->second.push_back(&result.ranks[i]);
   }
   for (const auto& [outcome, ranks] : outcomes) {

@@ -144,8 +144,8 @@ Job::~Job() {
   lifeline_fd_ = -1;
   try {
     connection_->host.reap();
-  } catch (...) {
-    // ~ChildProcess kills and reaps it.
+  } catch (const std::exception&) {
+    connection_.reset();  // waitid failed: its ChildProcess kills and reaps the supervisor
   }
 }
 

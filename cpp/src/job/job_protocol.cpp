@@ -295,7 +295,7 @@ void rethrow_error(std::string_view data) {
       std::string command = r.str();
       const int err = r.i32();
       r.finish();
-      throw SpawnError(rank, std::move(command), err, std::move(message));
+      throw SpawnError(rank, std::move(command), err, message);
     }
     case ErrorType::system: {
       const int err = r.i32();
@@ -315,7 +315,7 @@ void rethrow_error(std::string_view data) {
       const auto holder_pid = static_cast<pid_t>(r.i64());
       std::string description = r.str();
       r.finish();
-      throw DeviceBusyError(std::move(devices), holder_pid, std::move(description), std::move(message));
+      throw DeviceBusyError(std::move(devices), holder_pid, std::move(description), message);
     }
     case ErrorType::config: r.finish(); throw ConfigError(message);
     default: r.finish(); throw Error(message);

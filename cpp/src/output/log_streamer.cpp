@@ -24,7 +24,7 @@ const char* to_string(RankLog::ReadResult result) noexcept {
   return "eof";
 }
 
-RankLog::RankLog(std::size_t index, std::string label, UniqueFd pipe, std::string log_path, LineSink& console)
+RankLog::RankLog(std::size_t index, const std::string& label, UniqueFd pipe, std::string log_path, LineSink& console)
     : index_(index),
       prefix_("[" + label + "] "),
       cont_prefix_("[" + label + "]+ "),

@@ -182,7 +182,7 @@ ServerMatch identify_server(const RankTable& table, const Environment& env, cons
       "server_id", [](const RankTableServer& s) { return std::vector<Field>{{"server_id", s.server_id}}; }, {}, {}};
   probe_addresses(local, machine);
   if (machine.host_name.empty()) {
-    local.looked_at.push_back("host name unknown");
+    local.looked_at.emplace_back("host name unknown");
   } else {
     local.probes.push_back(
         {fmt::format("this machine's host name '{}'", machine.host_name), machine.host_name, same_host_name});

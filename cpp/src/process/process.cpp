@@ -188,7 +188,7 @@ class AllSignalsBlocked {
 // Larger pipes mean fewer wake-ups when a rank floods its output. The
 // default cap for unprivileged users (/proc/sys/fs/pipe-max-size) is 1 MiB.
 constexpr int pipe_capacity_bytes = 1 << 20;
-constexpr std::size_t child_stack_bytes = 64 * 1024;
+constexpr std::size_t child_stack_bytes = std::size_t{64} * 1024;
 
 // A close-on-exec copy of `fd` numbered at least `min_fd`, so that the
 // child's dup2 onto 3, 4, ... never overwrites a descriptor it still needs.

@@ -78,6 +78,10 @@ const char* to_string(ProcessTracking tracking) noexcept {
   return "automatic";
 }
 
+double seconds_since_epoch(std::chrono::system_clock::time_point t) noexcept {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
 const char* to_string(StopReason reason) noexcept {
   switch (reason) {
     case StopReason::none: return "none";

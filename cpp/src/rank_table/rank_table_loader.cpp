@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
@@ -163,7 +164,10 @@ LoadedRankTable wait_for_rank_table(const std::string& path_or_dir, const RankTa
   for (;;) {
     Attempt seen = attempt(path_or_dir, waiting);
     if (seen.loaded) return std::move(*seen.loaded);
-    if (!waiting) throw *seen.error;
+    if (!waiting) {
+      if (seen.error) throw *seen.error;
+      throw std::logic_error("wait_for_rank_table: no table and no error");
+    }
     const auto now = Clock::now();
     if (now >= deadline) {
       throw RankTableError(

@@ -1,0 +1,68 @@
+// Job results from Python: what a finished job and each of its ranks did.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+
+#include "bindings.hpp"
+#include "davincirun/davincirun.hpp"
+
+namespace py = pybind11;
+
+namespace davincirun::python {
+
+void bind_results(py::module_& m) {
+  py::class_<RankResult>(m, "RankResult", "How one rank ended.")
+      .def_readonly("rank", &RankResult::rank, "Its rank id.")
+      .def_readonly("pid", &RankResult::pid, "Its process id.")
+      .def_readonly("log_path", &RankResult::log_path, "Its log file, every byte it wrote.")
+      .def_property_readonly("exit_code",
+                             [](const RankResult& r) -> std::optional<int> {
+                               if (r.status.kind == ExitStatus::Kind::exited) return r.status.value;
+                               return std::nullopt;
+                             })
+      .def_property_readonly("signal",
+                             [](const RankResult& r) -> std::optional<int> {
+                               if (r.status.kind == ExitStatus::Kind::signaled) return r.status.value;
+                               return std::nullopt;
+                             })
+      .def_property_readonly(
+          "returncode", [](const RankResult& r) { return r.status.shell_code(); },
+          "As a shell reports it: the exit code, or 128 + the signal.")
+      .def_property_readonly("success", [](const RankResult& r) { return r.status.success(); })
+      .def_property_readonly(
+          "status", [](const RankResult& r) { return r.status.describe(); },
+          "\"exit code 3\", \"signal 11 (SIGSEGV)\"...")
+      .def_readonly("terminated_by_launcher", &RankResult::terminated_by_launcher,
+                    "It got SIGTERM from the launcher before it exited.")
+      .def_readonly("killed_by_launcher", &RankResult::killed_by_launcher, "It got SIGKILL after the grace period.")
+      .def_property_readonly(
+          "started", [](const RankResult& r) { return seconds_since_epoch(r.started); }, "Seconds since the epoch.")
+      .def_property_readonly(
+          "ended", [](const RankResult& r) { return seconds_since_epoch(r.ended); }, "Seconds since the epoch.")
+      .def_readonly("output_bytes", &RankResult::output_bytes, "Bytes it wrote (stdout and stderr).")
+      .def_readonly("log_error", &RankResult::log_error,
+                    "Why its log file could not take every byte, e.g. \"No space left on device at byte N\"; None.");
+
+  py::class_<JobResult>(m, "JobResult", "How a job ended: every rank, the first failure, why it stopped.")
+      .def_readonly("ranks", &JobResult::ranks, "Every rank of this machine, in the plan's order.")
+      .def_readonly("first_failure", &JobResult::first_failure,
+                    "Index in `ranks` of the first rank that failed (by time), or None.")
+      .def_readonly("leftover_processes_killed", &JobResult::leftover_processes_killed,
+                    "Processes the ranks left running outside their process groups, killed at the end.")
+      .def_readonly("stop_signal", &JobResult::stop_signal, "The signal behind stop_reason 'signaled', else 0.")
+      .def_readonly("summary_error", &JobResult::summary_error, "Why summary.json could not be written, or None.")
+      .def_property_readonly("tracking", [](const JobResult& r) { return to_string(r.tracking); })
+      .def_property_readonly(
+          "stop_reason", [](const JobResult& r) { return to_string(r.stop_reason); },
+          "\"none\", \"rank_failed\", \"requested\", \"timed_out\" or \"signaled\".")
+      .def_property_readonly("success", &JobResult::success)
+      .def_property_readonly("exit_code", &JobResult::exit_code,
+                             "0, the first failure's shell code, 130 when stopped, 124 on the job timeout.")
+      .def(
+          "failure_report",
+          [](const JobResult& r, std::size_t tail_lines) { return lenient_text(failure_report(r, tail_lines)); },
+          py::arg("tail_lines") = 20);
+}
+
+}  // namespace davincirun::python

@@ -1,0 +1,456 @@
+# Generated from davincirunsdk._core by scripts/stubs.sh (pybind11-stubgen); do not edit.
+"""
+Private C++ core of davincirunsdk; use the davincirunsdk package instead.
+"""
+from __future__ import annotations
+import collections.abc
+import typing
+__all__: list[str] = ['Job', 'JobResult', 'LaunchOptions', 'LaunchPlan', 'LocalServer', 'NOTICE_PREFIX', 'RankAssignment', 'RankResult', 'RankTable', 'RankTableDevice', 'RankTableServer', 'colourize_prefixes', 'find_local_server', 'load_rank_table', 'parent_pid', 'parse_rank_table', 'plan_launch', 'read_log_tail', 'wait_for_rank_table', 'write_normalized_rank_table']
+class RankTableDevice:
+    @property
+    def device_id(self) -> int:
+        ...
+    @property
+    def device_ip(self) -> str | None:
+        ...
+    @property
+    def pod_name(self) -> str | None:
+        ...
+    @property
+    def rank_id(self) -> int:
+        ...
+    @property
+    def super_device_id(self) -> int | None:
+        ...
+class RankTableServer:
+    @property
+    def container_ip(self) -> str | None:
+        ...
+    @property
+    def devices(self) -> list[RankTableDevice]:
+        ...
+    @property
+    def host_ip(self) -> str | None:
+        ...
+    @property
+    def pod_names(self) -> list[str]:
+        ...
+    @property
+    def rank_start(self) -> int:
+        ...
+    @property
+    def server_id(self) -> str:
+        ...
+class RankTable:
+    @property
+    def format(self) -> str:
+        ...
+    @property
+    def servers(self) -> list[RankTableServer]:
+        ...
+    @property
+    def status(self) -> str:
+        ...
+    @property
+    def warnings(self) -> list[str]:
+        ...
+    @property
+    def world_size(self) -> int:
+        ...
+class LocalServer:
+    """
+    This machine's part of a rank table.
+    """
+    @property
+    def index(self) -> int:
+        """
+        Its server's position in the table's servers.
+        """
+    @property
+    def reason(self) -> str:
+        """
+        Why this machine is that server.
+        """
+    @property
+    def server(self) -> RankTableServer:
+        """
+        The server, narrowed to this pod's devices in a 0.1 table.
+        """
+class LaunchOptions:
+    """
+    Everything a launch can be asked to do (C++ LaunchOptions).
+    
+    Fields are named like the keywords of start_distributed_train(); strings and
+    lists of strings also take bytes (reaching the ranks unchanged). validate()
+    checks every rule that needs no rank table; plan_launch() calls it first.
+    Rule violations raise LaunchConfigError naming the option.
+    """
+    def __init__(self) -> None:
+        ...
+    def validate(self) -> None:
+        """
+        Raises LaunchConfigError when an option breaks its rule.
+        """
+    @property
+    def command(self) -> list[str]:
+        """
+        The program every rank runs and its arguments (no shell).
+        """
+    @command.setter
+    def command(self, arg1: collections.abc.Sequence[str]) -> None:
+        ...
+    @property
+    def device_dir(self) -> str:
+        """
+        Where /dev/davinciN are looked for. Default "/dev".
+        """
+    @device_dir.setter
+    def device_dir(self, arg0: str) -> None:
+        ...
+    @property
+    def device_lock_dir(self) -> str:
+        """
+        Where devices are locked; empty: $DAVINCIRUN_LOCK_DIR or /tmp/davincirun-locks; "off".
+        """
+    @device_lock_dir.setter
+    def device_lock_dir(self, arg0: str) -> None:
+        ...
+    @property
+    def drain_timeout(self) -> float:
+        """
+        Seconds a rank's output may stay open after it exited. Default 2.
+        """
+    @drain_timeout.setter
+    def drain_timeout(self, arg1: typing.Any) -> None:
+        ...
+    @property
+    def env(self) -> list[tuple[str, str]]:
+        """
+        Extra variables for every rank: [(name, value)].
+        """
+    @env.setter
+    def env(self, arg1: collections.abc.Sequence[tuple[str, str]]) -> None:
+        ...
+    @property
+    def grace_period(self) -> float:
+        """
+        Seconds between SIGTERM and SIGKILL when ranks are stopped. Default 10.
+        """
+    @grace_period.setter
+    def grace_period(self, arg1: typing.Any) -> None:
+        ...
+    @property
+    def job_timeout(self) -> float:
+        """
+        Seconds the job may run before every rank is stopped; 0: no limit.
+        """
+    @job_timeout.setter
+    def job_timeout(self, arg1: typing.Any) -> None:
+        ...
+    @property
+    def log_dir(self) -> str:
+        """
+        Where each run's log directory is made. Default "./log".
+        """
+    @log_dir.setter
+    def log_dir(self, arg0: str) -> None:
+        ...
+    @property
+    def rank_table(self) -> str:
+        """
+        Rank table file or directory; empty: $RANK_TABLE_FILE.
+        """
+    @rank_table.setter
+    def rank_table(self, arg0: str) -> None:
+        ...
+    @property
+    def ranks_to_show(self) -> list[int] | None:
+        """
+        Rank ids whose output is shown live; None: every rank.
+        """
+    @ranks_to_show.setter
+    def ranks_to_show(self, arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] | None) -> None:
+        ...
+    @property
+    def remove_after_job(self) -> list[str]:
+        """
+        Absolute directories the job's supervisor process removes once the job is over.
+        """
+    @remove_after_job.setter
+    def remove_after_job(self, arg1: collections.abc.Sequence[str]) -> None:
+        ...
+    @property
+    def server_id(self) -> str | None:
+        """
+        This machine's server_id in the table, or None.
+        """
+    @server_id.setter
+    def server_id(self, arg0: str | None) -> None:
+        ...
+    @property
+    def supervisor_program(self) -> str:
+        """
+        The davincirun-supervisor executable; empty: found by the library.
+        """
+    @supervisor_program.setter
+    def supervisor_program(self, arg0: str) -> None:
+        ...
+    @property
+    def wait_timeout(self) -> float:
+        """
+        Seconds to wait for a rank table still being written; 0: no waiting. Default 300.
+        """
+    @wait_timeout.setter
+    def wait_timeout(self, arg1: typing.Any) -> None:
+        ...
+    @property
+    def work_dir(self) -> str:
+        """
+        Working directory of the ranks. Default ".".
+        """
+    @work_dir.setter
+    def work_dir(self, arg0: str) -> None:
+        ...
+class RankAssignment:
+    """
+    One rank to start on this machine.
+    """
+    @property
+    def device_ip(self) -> str | None:
+        ...
+    @property
+    def local_rank(self) -> int:
+        ...
+    @property
+    def logical_device_id(self) -> int:
+        ...
+    @property
+    def physical_device_id(self) -> int:
+        ...
+    @property
+    def rank(self) -> int:
+        ...
+class LaunchPlan:
+    """
+    Everything decided before anything starts.
+    """
+    @property
+    def environments(self) -> list[list[str]]:
+        """
+        Each rank's environment, as ["NAME=value"].
+        """
+    @property
+    def job_id(self) -> str:
+        ...
+    @property
+    def log_dir(self) -> str:
+        ...
+    @property
+    def master_addr(self) -> str:
+        ...
+    @property
+    def master_port(self) -> int:
+        ...
+    @property
+    def rank_table_file(self) -> str:
+        ...
+    @property
+    def ranks(self) -> list[RankAssignment]:
+        """
+        This server's ranks, by rank.
+        """
+    @property
+    def server_id(self) -> str:
+        ...
+    @property
+    def warnings(self) -> list[str]:
+        """
+        What was accepted with a warning, one sentence each.
+        """
+    @property
+    def work_dir(self) -> str:
+        ...
+    @property
+    def world_size(self) -> int:
+        ...
+class RankResult:
+    """
+    How one rank ended.
+    """
+    @property
+    def ended(self) -> float:
+        """
+        Seconds since the epoch.
+        """
+    @property
+    def exit_code(self) -> int | None:
+        ...
+    @property
+    def killed_by_launcher(self) -> bool:
+        """
+        It got SIGKILL after the grace period.
+        """
+    @property
+    def log_error(self) -> str | None:
+        """
+        Why its log file could not take every byte, e.g. "No space left on device at byte N"; None.
+        """
+    @property
+    def log_path(self) -> str:
+        """
+        Its log file, every byte it wrote.
+        """
+    @property
+    def output_bytes(self) -> int:
+        """
+        Bytes it wrote (stdout and stderr).
+        """
+    @property
+    def pid(self) -> int:
+        """
+        Its process id.
+        """
+    @property
+    def rank(self) -> int:
+        """
+        Its rank id.
+        """
+    @property
+    def returncode(self) -> int:
+        """
+        As a shell reports it: the exit code, or 128 + the signal.
+        """
+    @property
+    def signal(self) -> int | None:
+        ...
+    @property
+    def started(self) -> float:
+        """
+        Seconds since the epoch.
+        """
+    @property
+    def status(self) -> str:
+        """
+        "exit code 3", "signal 11 (SIGSEGV)"...
+        """
+    @property
+    def success(self) -> bool:
+        ...
+    @property
+    def terminated_by_launcher(self) -> bool:
+        """
+        It got SIGTERM from the launcher before it exited.
+        """
+class JobResult:
+    """
+    How a job ended: every rank, the first failure, why it stopped.
+    """
+    def failure_report(self, tail_lines: typing.SupportsInt | typing.SupportsIndex = 20) -> str:
+        ...
+    @property
+    def exit_code(self) -> int:
+        """
+        0, the first failure's shell code, 130 when stopped, 124 on the job timeout.
+        """
+    @property
+    def first_failure(self) -> int | None:
+        """
+        Index in `ranks` of the first rank that failed (by time), or None.
+        """
+    @property
+    def leftover_processes_killed(self) -> int:
+        """
+        Processes the ranks left running outside their process groups, killed at the end.
+        """
+    @property
+    def ranks(self) -> list[RankResult]:
+        """
+        Every rank of this machine, in the plan's order.
+        """
+    @property
+    def stop_reason(self) -> str:
+        """
+        "none", "rank_failed", "requested", "timed_out" or "signaled".
+        """
+    @property
+    def stop_signal(self) -> int:
+        """
+        The signal behind stop_reason 'signaled', else 0.
+        """
+    @property
+    def success(self) -> bool:
+        ...
+    @property
+    def summary_error(self) -> str | None:
+        """
+        Why summary.json could not be written, or None.
+        """
+    @property
+    def tracking(self) -> str:
+        ...
+class Job:
+    def __init__(self, plan: LaunchPlan, console: str) -> None:
+        ...
+    def request_kill(self) -> None:
+        ...
+    def request_kill_dropped(self) -> None:
+        ...
+    def request_stop(self) -> None:
+        ...
+    def result(self) -> JobResult:
+        ...
+    def set_display_budget(self, bytes: typing.SupportsInt | typing.SupportsIndex) -> None:
+        ...
+    def take_output(self, everything: bool = False, lines: bool = True) -> tuple:
+        ...
+    def wait_for(self, timeout: typing.SupportsFloat | typing.SupportsIndex, on_output: bool = True) -> bool:
+        ...
+    @property
+    def done(self) -> bool:
+        ...
+    @property
+    def pids(self) -> list[int]:
+        ...
+    @property
+    def run_dir(self) -> str:
+        ...
+    @property
+    def supervisor_pid(self) -> int:
+        ...
+    @property
+    def tracking(self) -> str:
+        ...
+def colourize_prefixes(lines: str) -> str:
+    """
+    `lines` with each rank prefix in its rank's colour and each [davincirun] prefix in bold (ANSI).
+    """
+def find_local_server(table: RankTable, server_id: str | None = None) -> LocalServer:
+    """
+    This machine's server (and pod) in `table`, from this process's environment and addresses.
+    """
+def load_rank_table(path: str) -> RankTable:
+    ...
+def parent_pid(pid: typing.SupportsInt | typing.SupportsIndex) -> int | None:
+    """
+    The parent of process `pid`, from /proc; None when it does not exist.
+    """
+def parse_rank_table(text: str, source: str = '<string>') -> RankTable:
+    ...
+def plan_launch(options: LaunchOptions) -> LaunchPlan:
+    """
+    Validates `options`, waits for and reads the rank table, and plans the launch (C++ plan_launch).
+    """
+def read_log_tail(path: str, max_lines: typing.SupportsInt | typing.SupportsIndex = 20, max_bytes: typing.SupportsInt | typing.SupportsIndex = 16384) -> str:
+    """
+    The last lines of a log file, as text (empty if unreadable).
+    """
+def wait_for_rank_table(path: str, wait_timeout: typing.SupportsFloat | typing.SupportsIndex = 300.0) -> tuple[RankTable, str]:
+    """
+    (table, resolved file path): the table at a file or directory, waiting for it.
+    """
+def write_normalized_rank_table(table: RankTable, path: str) -> None:
+    """
+    Writes the 1.0/1.2 copy ranks read (mode 0600, a new file).
+    """
+NOTICE_PREFIX: str = '[davincirun] '
+__version__: str = '0.2.0'

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The type stub of the C++ module, python/davincirunsdk/_core.pyi, generated
+# from the module itself (pybind11-stubgen), so that IDEs and type checkers
+# see every class, field and signature the module really has.
+#
+#   bash scripts/stubs.sh           write the stub from the module $PYTHON imports
+#   bash scripts/stubs.sh --check   fail (showing the difference) when the stub
+#                                   and the module disagree: the module changed
+#                                   and the stub was not regenerated
+#
+# For a development build: PYTHONPATH=build/dev/python bash scripts/stubs.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+stub=python/davincirunsdk/_core.pyi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+"$PYTHON" -m pybind11_stubgen davincirunsdk._core -o "$work" >"$work/log" 2>&1 || {
+  cat "$work/log" >&2
+  exit 1
+}
+{
+  echo "# Generated from davincirunsdk._core by scripts/stubs.sh (pybind11-stubgen); do not edit."
+  cat "$work/davincirunsdk/_core.pyi"
+} >"$work/_core.pyi"
+
+case "${1:-}" in
+  --check)
+    if ! diff -u "$stub" "$work/_core.pyi" >"$work/diff"; then
+      echo "stubs: $stub does not match the module $("$PYTHON" -c 'import davincirunsdk._core as c; print(c.__file__)'):" >&2
+      cat "$work/diff" >&2
+      echo "stubs: run bash scripts/stubs.sh (with the module of this tree) and commit the stub" >&2
+      exit 1
+    fi
+    echo "stubs: $stub matches the module"
+    ;;
+  "")
+    cp "$work/_core.pyi" "$stub"
+    echo "stubs: wrote $stub"
+    ;;
+  *)
+    echo "usage: $0 [--check]" >&2
+    exit 2
+    ;;
+esac
