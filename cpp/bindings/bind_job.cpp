@@ -1,6 +1,6 @@
 // Planning and running jobs from Python.
 //
-// The job runs in its own davincirun-supervisor process (launcher.hpp). A
+// The job runs in its own davincirun-supervisor process (job.hpp). A
 // C++ thread that never touches Python relays its lines into a queue; the
 // Python thread that waits on the job releases the GIL while it sleeps, and
 // wakes on output or at the end of the job to write the queued lines itself.
