@@ -149,4 +149,13 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Leave without tearing the interpreter down. With the gloo backend,
+    # torch's worker threads may still be freeing the tensors of the last
+    # collectives; one that needs the GIL while the interpreter finalizes
+    # aborts the whole process ("terminate called without an active
+    # exception", SIGABRT), after a training that succeeded. Seen here with
+    # torch 2.13 in about 1 run in 25 under load.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -16,6 +16,7 @@
 #include <typeinfo>
 
 #include "davincirun/errors.hpp"
+#include "helpers/awkward_bytes.hpp"
 #include "helpers/pattern.hpp"
 #include "job/job_protocol.hpp"
 #include "test_support.hpp"
@@ -28,12 +29,6 @@ using Catch::Matchers::Contains;
 namespace {
 
 using namespace std::string_literals;
-
-// Strings no text encoding would carry: NUL bytes, invalid UTF-8, newlines.
-const std::string with_nul = "a\0b\0"s;
-const std::string bad_utf8 = "\xff\xfe\xc3\x28 \xed\xa0\x80 \x80";
-const std::string newlines = "line 1\nline 2\r\n\n";
-const std::string all_bytes = pattern_bytes(300);
 
 JobSpec sample_spec() {
   JobSpec spec;

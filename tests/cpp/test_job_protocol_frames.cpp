@@ -12,6 +12,7 @@
 #include <string>
 
 #include "davincirun/errors.hpp"
+#include "helpers/awkward_bytes.hpp"
 #include "helpers/pattern.hpp"
 #include "job/job_protocol.hpp"
 #include "job/wire.hpp"
@@ -24,11 +25,6 @@ using namespace davincirun_test;
 namespace {
 
 using namespace std::string_literals;
-
-const std::string with_nul = "a\0b\0"s;
-const std::string bad_utf8 = "\xff\xfe\xc3\x28 \xed\xa0\x80 \x80";
-const std::string newlines = "line 1\nline 2\r\n\n";
-const std::string all_bytes = pattern_bytes(300);
 
 class SocketPair {
  public:

@@ -69,22 +69,8 @@ inline void write_file(const std::string& path, std::string_view data) {
 /// or notice() call. Thread-safe, so another thread can wait for a line to appear.
 class RecordingSink final : public davincirun::LineSink {
  public:
-  void write(std::size_t index, std::string_view lines) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    calls_.emplace_back(lines);
-    indexes_.push_back(index);
-    events_.push_back("lines " + std::string(lines));
-    text_.append(lines);
-    changed_.notify_all();
-  }
-  void notice(std::string_view lines) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    calls_.emplace_back(lines);
-    indexes_.push_back(notice_index);
-    events_.push_back("lines " + std::string(lines));
-    text_.append(lines);
-    changed_.notify_all();
-  }
+  void write(std::size_t index, std::string_view lines) override { record(index, lines); }
+  void notice(std::string_view lines) override { record(notice_index, lines); }
   /// The index recorded for a notice() call.
   static constexpr std::size_t notice_index = static_cast<std::size_t>(-1);
   std::string text() const {
@@ -132,6 +118,15 @@ class RecordingSink final : public davincirun::LineSink {
   }
 
  private:
+  void record(std::size_t index, std::string_view lines) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    calls_.emplace_back(lines);
+    indexes_.push_back(index);
+    events_.push_back("lines " + std::string(lines));
+    text_.append(lines);
+    changed_.notify_all();
+  }
+
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<std::string> calls_;

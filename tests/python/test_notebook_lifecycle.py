@@ -22,6 +22,9 @@ from notebook_kernel import Execution, kernel_pid, run_cell, running_kernel
 
 from davincirunsdk import DeviceBusyError, start_and_wait_distributed_train, start_distributed_train
 
+# Real Jupyter kernels (scripts/notebook_env.sh): run with -m notebook, leave out with -m "not notebook".
+pytestmark = pytest.mark.notebook
+
 GRACE = 2.0  # the jobs' grace period (SIGTERM -> SIGKILL), seconds
 
 IMPORTS = "import os, sys\nfrom davincirunsdk import start_and_wait_distributed_train, start_distributed_train"
@@ -32,9 +35,6 @@ IMPORTS = "import os, sys\nfrom davincirunsdk import start_and_wait_distributed_
 # "<rank pid> <its parent: the supervisor> <child pid> [<daemon pid>]".
 SLOW_RANK = """\
 import os, signal, subprocess, sys, time
-
-# Real Jupyter kernels (scripts/notebook_env.sh): run with -m notebook, leave out with -m "not notebook".
-pytestmark = pytest.mark.notebook
 ready_dir = %r
 rank = os.environ['RANK_ID']
 child_code = ('import signal, time\\n'
