@@ -98,3 +98,21 @@ TEST_CASE("take_lines: whole lines up to the budget, notices with them, one line
   CHECK(q.take_lines(100).empty());  // stops at an exit, which pop() takes
   CHECK_FALSE(q.empty());
 }
+
+TEST_CASE("a large block landing on a full queue keeps its newest lines, and the others keep theirs",
+          "[output_queue]") {
+  // The queue is full of three ranks' lines when rank 3's whole burst comes
+  // in one block, its last words at the end: every rank keeps its newest
+  // lines, the shares even out (before, all of rank 3 was dropped).
+  OutputQueue q(120);
+  for (int rank = 0; rank < 3; ++rank) q.push_lines(static_cast<std::size_t>(rank), lines(rank, 0, 4));
+  const std::string burst = lines(3, 0, 30) + "[rank 3] last words\n";
+  q.push_lines(3, burst);
+  const std::string text = q.take_lines(std::string::npos);
+  CHECK(text.find("[rank 3] last words\n") != std::string::npos);
+  for (int rank = 0; rank < 3; ++rank) {
+    CHECK(text.find("[rank " + std::to_string(rank) + "] 3\n") != std::string::npos);  // each rank's newest
+  }
+  CHECK(text.size() <= 120);
+  CHECK(count_lines(text) + q.take_dropped() == 3 * 4 + 31);
+}

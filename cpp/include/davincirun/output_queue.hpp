@@ -17,8 +17,10 @@ namespace davincirun {
 /// rank's whole lines, notices, progress updates and rank exits (the calls
 /// of a LineSink). Bounded in bytes of rank lines: when more than the
 /// capacity wait, the oldest lines of the rank with the most bytes waiting
-/// are dropped, whole, and counted, so that every rank's newest lines (its
-/// last words, a traceback) survive another rank's flood. Notices and exits
+/// are dropped, whole, and counted, down to what the next busiest rank
+/// holds, so that the ranks' shares even out and every rank keeps its
+/// newest lines (its last words, a traceback), also when one large block of
+/// a rank lands on a full queue or another rank floods. Notices and exits
 /// are never dropped; a progress update that finds no room is refused (only
 /// a bar's latest state matters). Not thread-safe: its owner locks.
 class OutputQueue {

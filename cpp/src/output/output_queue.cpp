@@ -122,19 +122,31 @@ void OutputQueue::release(Queued& entry, std::size_t bytes) {
   waiting_[entry.index] -= bytes;
 }
 
-// Always the oldest lines of the rank with the most bytes waiting, so a rank
-// that stopped writing keeps its last lines while others flood.
+// Always the oldest lines of the rank with the most bytes waiting, and only
+// down to what the next busiest rank holds: the ranks' shares even out, each
+// keeping its newest lines. (Dropping from the busiest until the bound holds
+// would drop all of a rank whose one large block lands on a full queue, its
+// last words with it.)
 void OutputQueue::drop_to_capacity() {
   while (line_bytes_ > capacity_) {
-    const auto busiest =
-        static_cast<std::size_t>(std::max_element(waiting_.begin(), waiting_.end()) - waiting_.begin());
+    std::size_t busiest = 0;
+    std::size_t next = 0;  // bytes waiting of the next busiest rank
+    for (std::size_t i = 1; i < waiting_.size(); ++i) {
+      if (waiting_[i] > waiting_[busiest]) {
+        next = waiting_[busiest];
+        busiest = i;
+      } else {
+        next = std::max(next, waiting_[i]);
+      }
+    }
     const auto it = std::find_if(entries_.begin(), entries_.end(),
                                  [&](const Queued& e) { return e.kind == Kind::lines && e.index == busiest; });
     const std::string_view rest = std::string_view(it->text).substr(it->offset);
-    const std::size_t excess = line_bytes_ - capacity_;
-    // Whole lines: up to the end of the line holding the excess-th byte.
-    const std::size_t newline = rest.find('\n', excess - 1);
-    if (rest.size() <= excess || newline == std::string_view::npos || newline + 1 == rest.size()) {
+    // At least one line, at most what brings it level with the next.
+    const std::size_t target = std::max<std::size_t>(1, std::min(line_bytes_ - capacity_, waiting_[busiest] - next));
+    // Whole lines: up to the end of the line holding the target-th byte.
+    const std::size_t newline = rest.find('\n', target - 1);
+    if (rest.size() <= target || newline == std::string_view::npos || newline + 1 == rest.size()) {
       dropped_ += count_lines(rest);
       release(*it, rest.size());
       entries_.erase(it);
