@@ -102,7 +102,10 @@ void set_seconds(LaunchOptions& options, std::string_view flag, const std::strin
   try {
     options.set_seconds(name, seconds);
   } catch (const OptionError& e) {
-    throw UsageError(fmt::format("{}: {}", flag, e.what()));
+    // The rule's own words, about the flag: "--grace-period must be ...".
+    std::string message = e.what();
+    if (message.rfind(e.option(), 0) == 0) message.replace(0, e.option().size(), flag);
+    throw UsageError(message);
   }
 }
 

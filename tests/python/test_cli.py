@@ -74,6 +74,7 @@ def test_arguments_pass_through_untouched(tmp_path, rank_table, job_env):
         ([], "no command given"),
         (["--no-such-option", "true"], "unknown option"),
         (["--grace-period", "soon", "true"], "--grace-period"),
+        (["--grace-period", "1e20", "true"], "--grace-period must be a number of seconds between 0 and 86400"),
         (["--env", "NOEQUALS", "true"], "NAME=VALUE"),
     ],
 )
