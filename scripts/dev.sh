@@ -6,7 +6,7 @@
 # rebuilds only what depends on it; a Python change needs no build at all.
 #
 #   bash scripts/dev.sh tests/python/test_launch.py -k fails   # pytest, on this build
-#   bash scripts/dev.sh --ctest -R output_queue                # C++ cases by name (ctest)
+#   bash scripts/dev.sh --ctest -R "oldest whole lines"        # C++ cases by name (ctest; none matching fails)
 #   bash scripts/dev.sh --shell                                # a shell with this build first
 #
 # The notebook tests use their own kernels with an installed wheel: for them,

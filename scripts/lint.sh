@@ -2,14 +2,14 @@
 # Format and lint checks, in the test command so that they cannot rot; the
 # tools are the versions pinned in scripts/requirements-dev.txt.
 #
-#   bash scripts/lint.sh            every check
-#   bash scripts/lint.sh --fast     all but clang-tidy (about a minute and a half on 2 cores)
+#   bash scripts/lint.sh            every check (about two minutes on 2 cores, most of it clang-tidy)
+#   bash scripts/lint.sh --fast     all but clang-tidy (seconds)
 #   bash scripts/lint.sh --fix      apply clang-format and ruff's fixes, then check
 #
 # Checks: clang-format (C++ layout), ruff (Python lint), mypy (the package's
 # types, with its generated stub), clang-tidy (.clang-tidy, over the C++ of
 # cpp/), at most 500 lines per source file, and _core.pyi against the module
-# $PYTHON imports (scripts/stubs.sh --check).
+# of this tree (scripts/stubs.sh --check). Files not yet added to git count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -22,7 +22,9 @@ check() {
   if ! "$@"; then failed+=("$name"); fi
 }
 
-cpp_files=$(git ls-files '*.cpp' '*.hpp')
+# Tracked and new (untracked, not ignored) files that exist.
+sources() { git ls-files --cached --others --exclude-standard "$@" | while read -r f; do [[ -f $f ]] && echo "$f"; done; }
+cpp_files=$(sources '*.cpp' '*.hpp')
 if [[ $mode == --fix ]]; then
   clang-format -i $cpp_files
   ruff check --fix .
@@ -41,7 +43,7 @@ if [[ $mode != --fast ]]; then
   # (configuring is enough, nothing is built).
   tidy() {
     cmake --preset dev >/dev/null
-    git ls-files 'cpp/*.cpp' | xargs -P 2 -n 8 clang-tidy -p build/dev --quiet 2>&1 |
+    sources 'cpp/*.cpp' | xargs -P 2 -n 8 clang-tidy -p build/dev --quiet 2>&1 |
       grep -v -E '^[0-9]+ warnings? (and [0-9]+ errors? )?generated\.$|^\[[0-9]+/[0-9]+\] Processing file' |
       tee build/clang-tidy.log
     ! grep -q -E 'warning:|error:' build/clang-tidy.log

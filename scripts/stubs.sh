@@ -8,10 +8,16 @@
 #                                   and the module disagree: the module changed
 #                                   and the stub was not regenerated
 #
-# For a development build: PYTHONPATH=build/dev/python bash scripts/stubs.sh
+# The module is this tree's: with a development build (build/dev, see
+# scripts/dev.sh) its module, brought up to date first; without one, the
+# installed package (scripts/setup.sh installs this tree's wheel).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+if [[ -f build/dev/CMakeCache.txt ]]; then
+  cmake --build --preset dev --target dev_package >/dev/null
+  export PYTHONPATH=$PWD/build/dev/python${PYTHONPATH:+:$PYTHONPATH}
+fi
 stub=python/davincirunsdk/_core.pyi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

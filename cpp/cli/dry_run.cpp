@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "common/text.hpp"
 #include "davincirun/job.hpp"
 
 namespace davincirun::cli {
@@ -10,18 +11,20 @@ namespace {
 std::string name_of(const std::string& entry) { return entry.substr(0, entry.find('=')); }
 }  // namespace
 
-std::string describe_plan(const LaunchPlan& plan, const Environment& inherited) {
+std::string describe_plan(const LaunchPlan& plan, const std::vector<std::string>& command,
+                          const Environment& inherited) {
   const RankTableServer& server = plan.table.servers[plan.server_index];
   std::string out = fmt::format(
       "job {}: rank table {} (format {}), server {} of {}, ranks {}..{} of world size {}\n"
+      "command: {}\n"
       "master {}:{}, work dir {}, logs under {}\n"
       "this machine is server {}: {}\n"
       "RANK_TABLE_FILE will name the normalized copy written into the run directory\n"
       "device locks: {}\n",
       plan.job.job_id, plan.job.rank_table_file, to_string(plan.table.format), server.server_id,
       plan.table.servers.size(), plan.job.rank_start, plan.job.rank_start + plan.job.local_world_size - 1,
-      plan.job.world_size, plan.job.master_addr, plan.job.master_port, plan.work_dir, plan.log_dir, server.server_id,
-      plan.server_reason, plan.device_lock_dir.empty() ? "off" : plan.device_lock_dir);
+      plan.job.world_size, detail::shell_quote(command), plan.job.master_addr, plan.job.master_port, plan.work_dir,
+      plan.log_dir, server.server_id, plan.server_reason, plan.device_lock_dir.empty() ? "off" : plan.device_lock_dir);
   for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
     const RankAssignment& a = plan.ranks[i];
     out += fmt::format("\nrank {} (local rank {}): physical device {}, logical device {}{}, log {}\n", a.rank,

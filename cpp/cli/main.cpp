@@ -77,7 +77,7 @@ int run(const davincirun::cli::CliOptions& cli) {
   LaunchPlan plan = plan_launch(options, inherited);
   for (const auto& warning : plan.warnings) say("warning: " + warning);
   if (cli.dry_run) {
-    std::string text = cli::describe_plan(plan, inherited);
+    std::string text = cli::describe_plan(plan, options.command, inherited);
     std::fputs(text.c_str(), stdout);
     std::fflush(stdout);
     // Would the job start? Devices another job holds make it exit 2, as the
@@ -145,6 +145,9 @@ int main(int argc, char** argv) {
     return run(cli);
   } catch (const cli::UsageError& e) {
     say(e.what());
+    return 2;
+  } catch (const OptionError& e) {
+    say(cli::flag_message(e));
     return 2;
   } catch (const ConfigError& e) {
     say(e.what());

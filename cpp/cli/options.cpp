@@ -59,8 +59,9 @@ A job locks its devices in $DAVINCIRUN_LOCK_DIR (default /tmp/davincirun-locks;
 Exit status: 0 when every rank exited 0; else the first failed rank's exit
 code, or 128+N when it was killed by signal N; 128+N when davincirun itself
 was stopped by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP, 131 SIGQUIT);
-124 when --job-timeout stopped the job; 2 for a usage, configuration or rank-table error or a device in use; 126/127
-when the command cannot be executed / is not found. A rank's own exit code
+124 when --job-timeout stopped the job; 2 for a usage, configuration or
+rank-table error or a device in use; 126/127 when the command cannot be
+executed / is not found. A rank's own exit code
 can take these values too: the messages on standard error say which it was.
 )",
       static_cast<double>(default_grace_period.count()) / 1000.0);
@@ -92,9 +93,10 @@ std::vector<int> parse_rank_list(std::string_view option, const std::string& tex
 // A duration flag: its value read as seconds, its range checked by the
 // option's own rule (LaunchOptions::set_seconds).
 void set_seconds(LaunchOptions& options, std::string_view flag, const std::string& text) {
+  // Decimal only: strtod alone would also take " 5", "0x10" (hex) and "infinity".
   char* end = nullptr;
   const double seconds = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0') {
+  if (text.empty() || *end != '\0' || text.find_first_not_of("0123456789.eE+-") != std::string::npos) {
     throw UsageError(fmt::format("{} expects a number of seconds, got '{}'", flag, text));
   }
   std::string name(flag.substr(2));  // "--grace-period" -> "grace_period"
@@ -102,14 +104,26 @@ void set_seconds(LaunchOptions& options, std::string_view flag, const std::strin
   try {
     options.set_seconds(name, seconds);
   } catch (const OptionError& e) {
-    // The rule's own words, about the flag: "--grace-period must be ...".
-    std::string message = e.what();
-    if (message.rfind(e.option(), 0) == 0) message.replace(0, e.option().size(), flag);
-    throw UsageError(message);
+    throw UsageError(flag_message(e));
   }
 }
 
 }  // namespace
+
+std::string flag_message(const OptionError& error) {
+  // The options a flag sets; their rules' messages start with the option's name.
+  static constexpr std::string_view flagged[] = {"rank_table",   "log_dir",       "work_dir",
+                                                 "server_id",    "grace_period",  "job_timeout",
+                                                 "wait_timeout", "ranks_to_show", "env"};
+  std::string message = error.what();
+  const std::string& option = error.option();
+  if (std::find(std::begin(flagged), std::end(flagged), option) != std::end(flagged) && message.rfind(option, 0) == 0) {
+    std::string flag = "--" + option;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    message.replace(0, option.size(), flag);
+  }
+  return message;
+}
 
 CliOptions parse_command_line(int argc, char** argv) {
   CliOptions out;

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "davincirun/errors.hpp"
 #include "davincirun/plan.hpp"
 
 namespace davincirun::cli {
@@ -25,6 +26,11 @@ struct CliOptions {
 /// Parses argv. Options end at the first argument that is not an option, or
 /// at "--"; everything after is the command. Throws UsageError.
 CliOptions parse_command_line(int argc, char** argv);
+
+/// An option's error in the words of the command line: a message that starts
+/// with the option's name ("work_dir '/x' cannot be used") names its flag
+/// instead ("--work-dir '/x' cannot be used").
+std::string flag_message(const OptionError& error);
 
 /// The text of `davincirun --help`.
 std::string usage_text();

@@ -24,12 +24,12 @@ void make_dirs(const std::string& path) {
     if (pos != path.size() && path[pos] != '/') continue;
     const std::string part = path.substr(0, pos);
     if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
-      throw ConfigError(fmt::format("cannot create log directory '{}': {}", part, std::strerror(errno)));
+      throw OptionError("log_dir", fmt::format("cannot create log directory '{}': {}", part, std::strerror(errno)));
     }
   }
   struct stat st{};
   if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    throw ConfigError(fmt::format("log directory '{}' is not a directory", path));
+    throw OptionError("log_dir", fmt::format("log directory '{}' is not a directory", path));
   }
 }
 
@@ -40,10 +40,10 @@ std::string make_run_dir(const std::string& log_dir, const std::string& job_id) 
     const std::string dir = attempt == 0 ? base : fmt::format("{}.{}", base, attempt);
     if (::mkdir(dir.c_str(), 0700) == 0) return dir;
     if (errno != EEXIST) {
-      throw ConfigError(fmt::format("cannot create run directory '{}': {}", dir, std::strerror(errno)));
+      throw OptionError("log_dir", fmt::format("cannot create run directory '{}': {}", dir, std::strerror(errno)));
     }
   }
-  throw ConfigError(fmt::format("cannot create a new run directory next to '{}'", base));
+  throw OptionError("log_dir", fmt::format("cannot create a new run directory next to '{}'", base));
 }
 
 }  // namespace
@@ -60,8 +60,8 @@ RunDir::RunDir(const std::string& log_dir, const std::string& job_id, const std:
   } catch (const SystemError& e) {
     ::rmdir(path_.c_str());
     // Typically a full disk: the log directory cannot hold this run.
-    throw ConfigError(fmt::format("cannot write the ranks' rank table '{}' in the log directory: {}", table_path_,
-                                  std::strerror(e.os_errno())));
+    throw OptionError("log_dir", fmt::format("cannot write the ranks' rank table '{}' in the log directory: {}",
+                                             table_path_, std::strerror(e.os_errno())));
   }
 }
 

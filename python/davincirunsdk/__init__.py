@@ -17,6 +17,7 @@ from .errors import (
     DistributedRuntimeError,
     LaunchConfigError,
     LauncherSystemError,
+    OptionTypeError,
     RankTableError,
     SpawnError,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "DistributedJob",
     "DistributedRuntimeError",
     "LaunchConfigError",
+    "OptionTypeError",
     "LauncherSystemError",
     "RankTableError",
     "SpawnError",

@@ -46,6 +46,15 @@ class LaunchConfigError(DavincirunError, ValueError):
     option: Optional[str] = None
 
 
+class OptionTypeError(LaunchConfigError, TypeError):
+    """A launch option of the wrong type: ``grace_period="10"``,
+    ``ranks_to_show="01"`` (a string is not a list of ranks), ``env="A=B"``.
+    Nothing was started. A ``TypeError``, as Python's own functions raise
+    for such a value, and a ``LaunchConfigError``; ``option`` names the
+    keyword and the message says what it takes.
+    """
+
+
 class DeviceBusyError(LaunchConfigError):
     """Devices of the job are in use by another job on this machine, which
     holds their locks (see docs/usage.md, "Devices in use"). Nothing was

@@ -5,23 +5,32 @@ The signatures of ``start_and_wait_distributed_train``,
 davincirunsdk 0.1.x; the new parameters are keyword-only and optional.
 Every launch option becomes a field of one ``LaunchOptions`` object of the
 C++ core, by name; the core checks them all (``LaunchOptions.validate()``).
+Here only the Python types are checked: a value of the wrong type is an
+``OptionTypeError`` (a ``TypeError`` and a ``LaunchConfigError``) naming
+the option.
+
+Type names used below: ``Command`` is a str (split like a shell would) or a
+sequence of str / bytes / path-like; ``PathLike`` is a str, bytes or
+``os.PathLike``.
 """
 
 from __future__ import annotations
 
+import operator
 import os
 import shlex
 import warnings
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _core
 from ._cache_dir import make_cache_dir, remove_cache_dir
 from ._console import console_mode
-from .errors import DeviceBusyError, LaunchConfigError
+from .errors import DeviceBusyError, LaunchConfigError, OptionTypeError
 from .job import DistributedJob
 
 PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 Command = Union[str, bytes, Sequence[PathLike]]
+EnvValue = Union[str, bytes, int, "os.PathLike[str]"]
 
 # The per-job supervisor process, installed inside the package. When it is
 # not there (a build tree), the library looks for it by itself.
@@ -43,32 +52,66 @@ def _argv(command: Command) -> List[bytes]:
         try:
             command = shlex.split(os.fsdecode(command))
         except ValueError as e:
-            raise LaunchConfigError("cannot split the command %r: %s" % (command, e)) from None
+            raise _option_error("command", "cannot split the command %r: %s" % (command, e)) from None
     try:
         return [os.fsencode(os.fspath(part)) for part in command]
     except TypeError:
-        raise TypeError("command must be a list of strings, e.g. ['python', 'train.py'], got %r" % (command,)) from None
+        raise _option_error(
+            "command", "command must be a list of strings, e.g. ['python', 'train.py'], got %r" % (command,),
+            OptionTypeError) from None
 
 
-def _env_pairs(env: Mapping[str, Union[str, bytes]]) -> List[Tuple[bytes, bytes]]:
+def _option_error(option: str, message: str, kind: type = LaunchConfigError) -> LaunchConfigError:
+    error = kind(message)
+    error.option = option
+    return error
+
+
+def _env_mapping(env: Any) -> Mapping[Any, Any]:
+    if env is None:
+        return {}
+    if not isinstance(env, Mapping):
+        raise _option_error(
+            "env", "env: expected a dict of variable names to values, e.g. {'HCCL_CONNECT_TIMEOUT': '600'}, got %r"
+            % (env,), OptionTypeError)
+    return env
+
+
+def _env_pairs(env: Mapping[str, EnvValue]) -> List[Tuple[bytes, bytes]]:
     pairs = []
-    for name, value in dict(env).items():
-        if not isinstance(name, str) or value is None:
-            raise LaunchConfigError("env: expected names and values as strings, got %r=%r" % (name, value))
-        pairs.append((os.fsencode(name), value if isinstance(value, bytes) else os.fsencode(str(value))))
+    for name, value in _env_mapping(env).items():
+        # An int is written in decimal; a bool or float has no single spelling
+        # a framework would read ("True"? "1"? "1e-05"?), so it is refused.
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(name, (str, bytes)) or not isinstance(value, (str, bytes, os.PathLike)):
+            raise _option_error(
+                "env", "env: expected names as str and values as str, bytes, path or int, got %r: %r" % (name, value),
+                OptionTypeError)
+        pairs.append((os.fsencode(name), os.fsencode(value)))
     return pairs
 
 
-def _rank_list(ranks_to_show: Union[int, Sequence[int]]) -> List[int]:
-    ranks: Sequence[int] = [ranks_to_show] if isinstance(ranks_to_show, int) else ranks_to_show
+def _is_rank_id(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
     try:
-        if any(isinstance(r, bool) for r in ranks):
-            raise TypeError
-        return [int(r) for r in ranks]
-    except (TypeError, ValueError):
-        raise LaunchConfigError(
-            "ranks_to_show: expected a list of rank ids, e.g. [0], got %r" % (ranks_to_show,)
-        ) from None
+        operator.index(value)  # int, numpy integers...; not float or str
+    except TypeError:
+        return False
+    return True
+
+
+def _rank_list(ranks_to_show: Union[int, Iterable[int]]) -> List[int]:
+    items: Any = [ranks_to_show] if _is_rank_id(ranks_to_show) else ranks_to_show
+    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
+        items = [None]  # refused below
+    items = list(items)
+    if not all(_is_rank_id(r) for r in items):
+        raise _option_error(
+            "ranks_to_show", "ranks_to_show: expected a rank id or a list of rank ids, e.g. [0], got %r"
+            % (ranks_to_show,), OptionTypeError)
+    return [operator.index(r) for r in items]
 
 
 # Python keyword -> (LaunchOptions field, conversion); other keywords are set as given.
@@ -90,7 +133,13 @@ def _launch_options(command: Command, keywords: Dict[str, Any]) -> _core.LaunchO
         if value is None:
             continue
         field, convert = _FIELDS.get(keyword, (keyword, _unchanged))
-        setattr(options, field, convert(value))
+        try:
+            setattr(options, field, convert(value))
+        except OptionTypeError:
+            raise
+        except TypeError as e:  # e.g. grace_period="10", work_dir=5
+            message = str(e) if str(e).startswith(keyword) else "%s: %s" % (keyword, e)
+            raise _option_error(keyword, message, OptionTypeError) from None
     return options
 
 
@@ -108,7 +157,7 @@ def _start(
 ) -> DistributedJob:
     """start_distributed_train(); `background`: keep a notebook's status
     view current while nobody waits (False when the caller waits at once)."""
-    env = dict(keywords.get("env") or {})
+    env = dict(_env_mapping(keywords.get("env")))
     cache_dir = None
     if random_cache_dir and "MS_COMPILER_CACHE_PATH" not in env and not os.environ.get("MS_COMPILER_CACHE_PATH"):
         cache_dir = make_cache_dir()
@@ -141,7 +190,7 @@ def start_distributed_train(
     output_notebook: Optional[bool] = None,
     rank_table: Optional[PathLike] = None,
     server_id: Optional[str] = None,
-    env: Optional[Mapping[str, Union[str, bytes]]] = None,
+    env: Optional[Mapping[str, EnvValue]] = None,
     grace_period: Optional[float] = None,
     random_cache_dir: bool = False,
     job_timeout: Optional[float] = None,
@@ -159,9 +208,9 @@ def start_distributed_train(
             in PATH, which inside a notebook may differ from the kernel's
             interpreter (``sys.executable``).
         work_dir (str): working directory of the ranks; relative paths in
-            ``command`` resolve from it. Default ``"./"``.
+            ``command`` resolve from it. Default ``"./"`` (``""`` too).
         log_dir (str): where this run's log directory is created (relative to
-            the caller's working directory). Default ``"./log"``.
+            the caller's working directory). Default ``"./log"`` (``""`` too).
         output_notebook (bool | None): show the ranks' output live, each line
             prefixed by its rank (in the rank's colour in a notebook or on a
             terminal; ``NO_COLOR`` turns colour off). ``None`` (default) or
@@ -176,15 +225,12 @@ def start_distributed_train(
             other cells. See docs/notebooks.md.
         rank_table (str | None): rank table file, or a directory holding
             ``jobstart_hccl.json`` or ``hccl.json``; default ``$RANK_TABLE_FILE``.
-        wait_timeout (float): seconds to wait for a rank table the platform is
-            still writing (missing, empty, half-written, status
-            "initializing"), with a message on stderr now and then; 0: no
-            waiting. Default 300, at most one year.
         server_id (str | None): this machine's ``server_id`` in the table
             (needed for multi-server tables).
-        env (dict[str, str] | None): extra variables for every rank; they win
-            over inherited ones, not over the rank identity variables (naming
-            one of those gives a UserWarning).
+        env (dict[str, str] | None): extra variables for every rank (values:
+            str, bytes, path or int); they win over inherited ones, not over
+            the rank identity variables (naming one of those gives a
+            UserWarning).
         grace_period (float | None): seconds between SIGTERM and SIGKILL when
             ranks are stopped; default 10, at most 86400.
         job_timeout (float | None): stop every rank once the job has run this
@@ -196,13 +242,21 @@ def start_distributed_train(
             live, e.g. ``[0]`` (or ``0``); the others go to their log files only. Default
             ``None``: every rank. Ranks on other servers are ignored, so the
             same value works on every machine of the job.
+        wait_timeout (float): seconds to wait for a rank table the platform is
+            still writing (missing, empty, half-written, status
+            "initializing"), with a message on stderr now and then; 0: no
+            waiting. Default 300, at most one year.
 
     Returns:
         DistributedJob
 
     Raises:
         RankTableError, LaunchConfigError (an option out of its range names
-        it: ``grace_period must be ...``), SpawnError, LauncherSystemError.
+        it: ``grace_period must be ...``, and ``.option`` holds its name),
+        SpawnError, LauncherSystemError; nothing is left running.
+        OptionTypeError (a TypeError and a LaunchConfigError): an option of
+        the wrong type (``grace_period="10"``, ``ranks_to_show="0"``,
+        ``env="A=B"``), naming it.
     """
     # Every parameter goes on by name: locals() holds exactly them here.
     return _start(background=True, **locals())
@@ -226,7 +280,7 @@ def start_and_wait_distributed_train(
     raise_exception: bool = True,
     rank_table: Optional[PathLike] = None,
     server_id: Optional[str] = None,
-    env: Optional[Mapping[str, Union[str, bytes]]] = None,
+    env: Optional[Mapping[str, EnvValue]] = None,
     grace_period: Optional[float] = None,
     job_timeout: Optional[float] = None,
     wait_timeout: float = 300,
@@ -261,6 +315,8 @@ def start_and_wait_distributed_train(
             its log file and the end of its log).
         KeyboardInterrupt: Ctrl-C, after every rank was stopped.
         RankTableError, LaunchConfigError, SpawnError: nothing was started.
+        OptionTypeError (a TypeError and a LaunchConfigError): an option of
+            the wrong type, naming it.
     """
     # Every parameter goes on by name (locals() holds exactly them here); the
     # two of wait() go to wait().

@@ -309,6 +309,13 @@ TEST_CASE("errors come back with their type and details", "[job_protocol]") {
     REQUIRE(got);
     CHECK(std::string(got->what()) == original.what());
   }
+  SECTION("OptionError: the option's name preserved") {
+    const OptionError original("log_dir", "cannot create log directory '" + bad_utf8 + "': Permission denied");
+    const auto got = rethrown_as<OptionError>(encode_error(original));
+    REQUIRE(got);
+    CHECK(std::string(got->what()) == original.what());
+    CHECK(got->option() == "log_dir");
+  }
   SECTION("DeviceBusyError: devices, holder pid and description preserved") {
     const DeviceBusyError original({0, 1, 7}, 4194304, "job j, started 2026-11-30T20:01:02Z: " + bad_utf8,
                                    "devices 0, 1, 7 are in use by another job: " + newlines);

@@ -75,6 +75,11 @@ def test_arguments_pass_through_untouched(tmp_path, rank_table, job_env):
         (["--no-such-option", "true"], "unknown option"),
         (["--grace-period", "soon", "true"], "--grace-period"),
         (["--grace-period", "1e20", "true"], "--grace-period must be a number of seconds between 0 and 86400"),
+        (["--grace-period", "0x10", "true"], "--grace-period expects a number of seconds, got '0x10'"),
+        (["--job-timeout", " 5", "true"], "--job-timeout expects a number of seconds"),
+        (["--ranks-to-show", "9", "true"], "--ranks-to-show: rank 9 does not exist (the world size is 1)"),
+        (["--", ""], "no command given: name the program each rank runs, e.g. python train.py"),
+        (["--server-id", "elsewhere", "true"], "server id 'elsewhere' is not in the rank table"),
         (["--env", "NOEQUALS", "true"], "NAME=VALUE"),
     ],
 )
@@ -215,8 +220,10 @@ def test_incomplete_log_is_reported(tmp_path, rank_table, job_env):
 
 
 def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path, rank_table, job_env):
-    proc = run_cli(["--dry-run", "-r", rank_table(2), "--env", "EXTRA=1", "definitely-not-run"], job_env, tmp_path)
+    proc = run_cli(["--dry-run", "-r", rank_table(2), "--env", "EXTRA=1", "definitely-not-run", "a b"], job_env,
+                   tmp_path)
     assert proc.returncode == 0, proc.stderr
+    assert "command: definitely-not-run 'a b'\n" in proc.stdout
     assert "rank 1 (local rank 1): physical device 1, logical device 1" in proc.stdout
     assert "  + RANK_ID=1\n" in proc.stdout and "  + EXTRA=1\n" in proc.stdout
     assert not (tmp_path / "log").exists()

@@ -99,7 +99,6 @@ def test_inherited_environment_and_defaults(tmp_path, rank_table, job_env, monke
         (dict(grace_period=1e20), "grace_period"),
         (dict(command=[sys.executable, "-c", "print('a\\0b')", "a\0b"]), "NUL"),
         (dict(command="python 'unbalanced"), "cannot split"),
-        (dict(env={"A": None}), "env"),
     ],
 )
 def test_bad_arguments_start_nothing(tmp_path, rank_table, job_env, kwargs, message):

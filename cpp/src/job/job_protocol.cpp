@@ -24,7 +24,7 @@ ExitStatus get_status(Reader& r) {
   return s;
 }
 
-enum class ErrorType : int { generic = 0, config = 1, spawn = 2, system = 3, device_busy = 4 };
+enum class ErrorType : int { generic = 0, config = 1, spawn = 2, system = 3, device_busy = 4, option = 5 };
 
 }  // namespace
 
@@ -275,6 +275,10 @@ std::string encode_error(const std::exception& error) {
     for (const int device : busy->devices()) w.i64(device);
     w.i64(busy->holder_pid());
     w.str(busy->holder_description());
+  } else if (const auto* option = dynamic_cast<const OptionError*>(&error)) {
+    w.i64(static_cast<int>(ErrorType::option));
+    w.str(option->what());
+    w.str(option->option());
   } else if (dynamic_cast<const ConfigError*>(&error)) {
     w.i64(static_cast<int>(ErrorType::config));
     w.str(error.what());
@@ -316,6 +320,11 @@ void rethrow_error(std::string_view data) {
       std::string description = r.str();
       r.finish();
       throw DeviceBusyError(std::move(devices), holder_pid, std::move(description), message);
+    }
+    case ErrorType::option: {
+      std::string option = r.str();
+      r.finish();
+      throw OptionError(std::move(option), message);
     }
     case ErrorType::config: r.finish(); throw ConfigError(message);
     default: r.finish(); throw Error(message);

@@ -77,7 +77,7 @@ double LaunchOptions::seconds(std::string_view name) const { return as_seconds(f
 
 void LaunchOptions::validate() const {
   if (command.empty() || command[0].empty()) {
-    throw OptionError("command", "no command given: pass the program each rank runs, e.g. [\"python\", \"train.py\"]");
+    throw OptionError("command", "no command given: name the program each rank runs, e.g. python train.py");
   }
   for (const auto& arg : command) {
     if (arg.find('\0') != std::string::npos) {

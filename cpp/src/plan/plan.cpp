@@ -49,9 +49,9 @@ std::string resolve_work_dir(const std::string& work_dir) {
   struct stat st{};
   const std::string dir = work_dir.empty() ? "." : work_dir;
   if (::stat(dir.c_str(), &st) != 0) {
-    throw ConfigError(fmt::format("work_dir '{}' cannot be used: {}", dir, std::strerror(errno)));
+    throw OptionError("work_dir", fmt::format("work_dir '{}' cannot be used: {}", dir, std::strerror(errno)));
   }
-  if (!S_ISDIR(st.st_mode)) throw ConfigError(fmt::format("work_dir '{}' is not a directory", dir));
+  if (!S_ISDIR(st.st_mode)) throw OptionError("work_dir", fmt::format("work_dir '{}' is not a directory", dir));
   char real[PATH_MAX];
   if (!::realpath(dir.c_str(), real)) throw SystemError("resolve " + dir, errno);
   return real;
@@ -125,7 +125,7 @@ LoadedRankTable load_completed_table(const LaunchOptions& options, const Environ
   std::string path = options.rank_table;
   if (path.empty()) path = environment.get("RANK_TABLE_FILE").value_or("");
   if (path.empty()) {
-    throw ConfigError("no rank table: set RANK_TABLE_FILE or pass the rank table path explicitly");
+    throw OptionError("rank_table", "no rank table: set RANK_TABLE_FILE or pass the rank table path explicitly");
   }
   RankTableLoadOptions load;
   load.wait_timeout = options.wait_timeout;

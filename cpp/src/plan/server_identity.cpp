@@ -137,8 +137,8 @@ ServerMatch identify_server(const RankTable& table, const Environment& env, cons
         return {i, fmt::format("server_id {} was given explicitly", *explicit_server_id)};
       }
     }
-    throw ConfigError(
-        fmt::format("server id '{}' is not in the rank table (servers: {})", *explicit_server_id, server_list(table)));
+    throw OptionError("server_id", fmt::format("server id '{}' is not in the rank table (servers: {})",
+                                               *explicit_server_id, server_list(table)));
   }
 
   Rule pod{"pod_name",
