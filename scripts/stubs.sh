@@ -8,13 +8,14 @@
 #                                   and the module disagree: the module changed
 #                                   and the stub was not regenerated
 #
-# The module is this tree's: with a development build (build/dev, see
+# The module is this tree's: with a development build (build/dev/python, see
 # scripts/dev.sh) its module, brought up to date first; without one, the
-# installed package (scripts/setup.sh installs this tree's wheel).
+# installed package (scripts/setup.sh installs this tree's wheel). A build
+# directory only configured (as clang-tidy leaves it) does not count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-if [[ -f build/dev/CMakeCache.txt ]]; then
+if [[ -d build/dev/python/davincirunsdk ]]; then
   cmake --build --preset dev --target dev_package >/dev/null
   export PYTHONPATH=$PWD/build/dev/python${PYTHONPATH:+:$PYTHONPATH}
 fi

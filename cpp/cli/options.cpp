@@ -64,7 +64,7 @@ rank-table error or a device in use; 126/127 when the command cannot be
 executed / is not found. A rank's own exit code
 can take these values too: the messages on standard error say which it was.
 )",
-      static_cast<double>(default_grace_period.count()) / 1000.0);
+      std::chrono::duration<double>(default_grace_period).count());
 }
 
 namespace {
@@ -91,7 +91,8 @@ std::vector<int> parse_rank_list(std::string_view option, const std::string& tex
 }
 
 // A duration flag: its value read as seconds, its range checked by the
-// option's own rule (LaunchOptions::set_seconds).
+// option's own rule (LaunchOptions::set_seconds; main() names the flag in its
+// OptionError).
 void set_seconds(LaunchOptions& options, std::string_view flag, const std::string& text) {
   // Decimal only: strtod alone would also take " 5", "0x10" (hex) and "infinity".
   char* end = nullptr;
@@ -101,11 +102,7 @@ void set_seconds(LaunchOptions& options, std::string_view flag, const std::strin
   }
   std::string name(flag.substr(2));  // "--grace-period" -> "grace_period"
   std::replace(name.begin(), name.end(), '-', '_');
-  try {
-    options.set_seconds(name, seconds);
-  } catch (const OptionError& e) {
-    throw UsageError(flag_message(e));
-  }
+  options.set_seconds(name, seconds);
 }
 
 }  // namespace

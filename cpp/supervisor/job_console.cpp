@@ -8,11 +8,7 @@
 
 namespace davincirun::detail {
 
-namespace {
-
-enum class StdoutKind { file, null, other };
-
-StdoutKind classify_stdout() {
+JobConsole::StdoutKind JobConsole::classify_stdout() {
   struct stat st{};
   if (::fstat(STDOUT_FILENO, &st) != 0) return StdoutKind::other;
   if (S_ISREG(st.st_mode)) return StdoutKind::file;
@@ -22,6 +18,8 @@ StdoutKind classify_stdout() {
   }
   return StdoutKind::other;
 }
+
+namespace {
 
 // Prefixes in colour on a terminal, unless NO_COLOR is set
 // (https://no-color.org); a terminal also gets the ranks' progress bars in
@@ -35,12 +33,10 @@ ConsoleStyle terminal_style() {
 
 }  // namespace
 
-JobConsole::JobConsole(ConsoleRoute route, Lifeline& lifeline, std::vector<std::string> labels)
+JobConsole::JobConsole(ConsoleRoute route, Lifeline& lifeline, std::vector<std::string> labels, StdoutKind stdout_kind)
     // Lines to stdout unless it is /dev/null; notices to stderr.
-    : stdio_(classify_stdout() == StdoutKind::null ? -1 : STDOUT_FILENO, STDERR_FILENO, terminal_style(),
-             std::move(labels)),
+    : stdio_(stdout_kind == StdoutKind::null ? -1 : STDOUT_FILENO, STDERR_FILENO, terminal_style(), std::move(labels)),
       relay_(lifeline) {
-  const StdoutKind stdout_kind = classify_stdout();
   direct_ = route == ConsoleRoute::relay   ? static_cast<LineSink*>(&relay_)
             : route == ConsoleRoute::stdio ? static_cast<LineSink*>(&stdio_)
                                            : static_cast<LineSink*>(&null_);

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "davincirun/console_sink.hpp"
@@ -15,8 +16,11 @@ namespace davincirun::detail {
 
 class JobConsole {
  public:
+  enum class StdoutKind { file, null, other };
+
   /// `labels`: each rank's label by index, for a terminal's status line.
-  JobConsole(ConsoleRoute route, Lifeline& lifeline, std::vector<std::string> labels);
+  JobConsole(ConsoleRoute route, Lifeline& lifeline, std::vector<std::string> labels)
+      : JobConsole(route, lifeline, std::move(labels), classify_stdout()) {}
   JobConsole(const JobConsole&) = delete;
   JobConsole& operator=(const JobConsole&) = delete;
 
@@ -27,6 +31,9 @@ class JobConsole {
   void flush();
 
  private:
+  JobConsole(ConsoleRoute route, Lifeline& lifeline, std::vector<std::string> labels, StdoutKind stdout_kind);
+  static StdoutKind classify_stdout();
+
   FdLineSink stdio_;
   RelaySink relay_;
   NullLineSink null_;

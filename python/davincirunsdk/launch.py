@@ -104,10 +104,9 @@ def _is_rank_id(value: Any) -> bool:
 
 def _rank_list(ranks_to_show: Union[int, Iterable[int]]) -> List[int]:
     items: Any = [ranks_to_show] if _is_rank_id(ranks_to_show) else ranks_to_show
-    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
-        items = [None]  # refused below
-    items = list(items)
-    if not all(_is_rank_id(r) for r in items):
+    is_list = isinstance(items, Iterable) and not isinstance(items, (str, bytes, Mapping))
+    items = list(items) if is_list else []
+    if not is_list or not all(_is_rank_id(r) for r in items):
         raise _option_error(
             "ranks_to_show", "ranks_to_show: expected a rank id or a list of rank ids, e.g. [0], got %r"
             % (ranks_to_show,), OptionTypeError)

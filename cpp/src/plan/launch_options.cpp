@@ -33,7 +33,7 @@ constexpr DurationRule duration_rules[] = {
     {"job_timeout", nullptr, &SupervisorOptions::job_timeout, max_job_timeout, " (no limit)", " (one year)"},
 };
 
-double as_seconds(milliseconds value) { return static_cast<double>(value.count()) / 1000.0; }
+double as_seconds(milliseconds value) { return std::chrono::duration<double>(value).count(); }
 
 const DurationRule& rule_of(std::string_view name) {
   for (const DurationRule& rule : duration_rules) {

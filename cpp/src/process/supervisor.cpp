@@ -442,7 +442,7 @@ void Supervisor::check_deadlines() {
   const auto now = Clock::now();
   if (job_deadline_ && stop_reason_ == StopReason::none && now >= *job_deadline_) {
     log_notice(fmt::format("the job timeout of {:.1f} s is reached: stopping every rank",
-                           static_cast<double>(options_.job_timeout.count()) / 1000.0));
+                           std::chrono::duration<double>(options_.job_timeout).count()));
     begin_stop(StopReason::timed_out, std::nullopt);
   }
   if (kill_deadline_ && !killed_all_ && now >= *kill_deadline_) {
@@ -450,7 +450,7 @@ void Supervisor::check_deadlines() {
     for (const Rank& r : ranks_) any_running = any_running || !r.exited;
     if (any_running) {
       log_notice(fmt::format("grace period of {:.1f} s is over: killing the ranks still running",
-                             static_cast<double>(options_.grace_period.count()) / 1000.0));
+                             std::chrono::duration<double>(options_.grace_period).count()));
     }
     kill_remaining();
   }

@@ -76,7 +76,7 @@ std::optional<std::string> read_if_exists(const std::string& path) {
 
 // "1 s", "0.5 s", "300 s".
 std::string seconds(milliseconds duration) {
-  return fmt::format("{:g} s", static_cast<double>(duration.count()) / 1000.0);
+  return fmt::format("{:g} s", std::chrono::duration<double>(duration).count());
 }
 
 // One look at the table: either it is usable, or why not yet (a state worth
