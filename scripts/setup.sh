@@ -17,7 +17,8 @@ export PIP_ROOT_USER_ACTION=ignore
 # clang and libclang-rt-14-dev build the fuzzer (scripts/fuzz.sh): libFuzzer's
 # runtime is in libclang-rt-<major>-dev, and 14 is the major of Debian 12's
 # default clang (our CI machine); another release needs its own major here.
-apt_packages=(g++ nlohmann-json3-dev libfmt-dev catch2 clang libclang-rt-14-dev)
+# tmux is the terminal the status-line test draws on (tests/python/test_terminal_width.py).
+apt_packages=(g++ nlohmann-json3-dev libfmt-dev catch2 clang libclang-rt-14-dev tmux)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

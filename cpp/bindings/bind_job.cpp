@@ -170,6 +170,14 @@ void bind_job(py::module_& m) {
       "`lines` with each rank prefix in its rank's colour and each [davincirun] prefix in bold (ANSI).");
 
   m.def(
+      "display_width", [](std::string_view text) { return display_width(text); }, py::arg("text"),
+      "Columns `text` takes on a terminal: two per East Asian Wide character (CJK), none per combining mark.");
+  m.def(
+      "fit_width",
+      [](std::string_view text, std::size_t columns) { return std::string(text.substr(0, fit_width(text, columns))); },
+      py::arg("text"), py::arg("columns"), "The longest start of `text` that takes at most `columns` columns.");
+
+  m.def(
       "read_log_tail",
       [](const std::string& path, std::size_t max_lines, std::size_t max_bytes) {
         return lenient_text(read_log_tail(path, max_lines, max_bytes));

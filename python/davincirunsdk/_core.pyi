@@ -5,7 +5,7 @@ Private C++ core of davincirunsdk; use the davincirunsdk package instead.
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['Job', 'JobResult', 'LaunchOptions', 'LaunchPlan', 'LocalServer', 'NOTICE_PREFIX', 'RankAssignment', 'RankResult', 'RankTable', 'RankTableDevice', 'RankTableServer', 'colourize_prefixes', 'find_local_server', 'load_rank_table', 'parent_pid', 'parse_rank_table', 'plan_launch', 'read_log_tail', 'wait_for_rank_table', 'write_normalized_rank_table']
+__all__: list[str] = ['Job', 'JobResult', 'LaunchOptions', 'LaunchPlan', 'LocalServer', 'NOTICE_PREFIX', 'RankAssignment', 'RankResult', 'RankTable', 'RankTableDevice', 'RankTableServer', 'colourize_prefixes', 'display_width', 'find_local_server', 'fit_width', 'load_rank_table', 'parent_pid', 'parse_rank_table', 'plan_launch', 'read_log_tail', 'wait_for_rank_table', 'write_normalized_rank_table']
 class RankTableDevice:
     @property
     def device_id(self) -> int:
@@ -424,9 +424,17 @@ def colourize_prefixes(lines: str) -> str:
     """
     `lines` with each rank prefix in its rank's colour and each [davincirun] prefix in bold (ANSI).
     """
+def display_width(text: str) -> int:
+    """
+    Columns `text` takes on a terminal: two per East Asian Wide character (CJK), none per combining mark.
+    """
 def find_local_server(table: RankTable, server_id: str | None = None) -> LocalServer:
     """
     This machine's server (and pod) in `table`, from this process's environment and addresses.
+    """
+def fit_width(text: str, columns: typing.SupportsInt | typing.SupportsIndex) -> str:
+    """
+    The longest start of `text` that takes at most `columns` columns.
     """
 def load_rank_table(path: str) -> RankTable:
     ...

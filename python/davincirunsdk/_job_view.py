@@ -11,14 +11,17 @@ import re
 import signal as signals
 import time
 
+from . import _core
+
 # Rank colours for HTML, cycling by rank id: the CSS match of the ANSI
 # colours of streams (console_sink.hpp rank_colour(): 34, 35, 36, 94, 95,
 # 96). Blues, magentas and cyans that read on light and dark backgrounds:
 # red, green and amber are left for failed, done and stopped.
 CSS_COLOURS = ("#1f6feb", "#a23cbf", "#0f8b8d", "#4169e1", "#c04fc0", "#1b9fb5")
 
-# The last line kept per rank for the status table, in characters.
-LAST_LINE_CHARS = 120
+# The last line kept per rank for the status table, in terminal columns (a
+# CJK character takes two).
+LAST_LINE_COLUMNS = 120
 
 # Terminal control sequences (CSI such as colours and cursor moves, OSC such
 # as titles, other two-byte escapes) and control characters: what a rank
@@ -36,9 +39,9 @@ def plain(text):
     return _CONTROL.sub("", text)
 
 
-def _clip(text, limit=LAST_LINE_CHARS):
+def _clip(text, limit=LAST_LINE_COLUMNS):
     text = plain(text.replace("\t", " ")).rstrip()
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+    return text if _core.display_width(text) <= limit else _core.fit_width(text, limit - 1) + "\u2026"
 
 
 def _duration(seconds):

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "davincirun/console_sink.hpp"
+#include "davincirun/display_width.hpp"
 #include "davincirun/log_streamer.hpp"
 #include "davincirun/non_blocking_sink.hpp"
 #include "test_support.hpp"
@@ -263,4 +264,27 @@ TEST_CASE("the status line is cut to the width at a character boundary", "[conso
   std::string expected = "\r[rank 0] ";
   for (int i = 0; i < 70; ++i) expected += "\xe2\x96\x88";
   CHECK(got == expected + "\x1b[K");
+}
+
+TEST_CASE("the status line is cut to display columns: a CJK character takes two", "[console_sink]") {
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0);
+  const std::string xun = "\xe8\xae\xad";  // 训, two columns
+  {
+    FdLineSink sink(fds[1], -1, ConsoleStyle{false, false, true}, {"rank 0", "rank 1"});
+    std::string description;
+    for (int i = 0; i < 40; ++i) description += xun;
+    sink.progress(0, "x" + description);
+  }
+  std::string got(4096, '\0');
+  const ssize_t n = ::read(fds[0], got.data(), got.size());
+  ::close(fds[0]);
+  ::close(fds[1]);
+  got.resize(static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
+  // A pipe has no width: 79 columns. "[rank 0] x" takes 10, then 34
+  // characters of two columns make 78; a 35th would make 80.
+  std::string expected = "\r[rank 0] x";
+  for (int i = 0; i < 34; ++i) expected += xun;
+  CHECK(got == expected + "\x1b[K");
+  CHECK(display_width(expected) == 78);  // "\r" takes no column
 }

@@ -107,3 +107,12 @@ def test_a_job_handle_shows_itself(tmp_path, rank_table, job_env):
     job = finished_job(rank_table, tmp_path, job_env, "pass", n=2)
     assert repr(job) == "<DistributedJob %s: 2 rank(s), finished, logs in %s>" % (job.job_id, job.run_dir)
     assert "<table" in job._repr_html_() and str(job.pids[1]) in job._repr_html_()
+
+
+def test_a_long_last_line_is_cut_by_display_columns(tmp_path, rank_table, job_env):
+    job = finished_job(rank_table, tmp_path, job_env, "pass", n=1)
+    status = JobStatus(job.plan, job.pids, job.run_dir)
+    status.feed_last_line(0, "\u8bad" * 100)  # 200 columns: each CJK character takes two
+    assert status.rows[0].last_line == "\u8bad" * 59 + "\u2026"  # 119 columns of the 120
+    status.feed_last_line(0, "x" * 200)
+    assert status.rows[0].last_line == "x" * 119 + "\u2026"

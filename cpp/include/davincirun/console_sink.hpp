@@ -71,7 +71,8 @@ struct ConsoleStyle {
   bool notice_colour = false;  ///< notice prefixes in bold
   /// The ranks' unfinished lines (progress bars) in one status line at the
   /// bottom, redrawn in place ("\r", erase line) and cut to the terminal's
-  /// width; finished lines and notices are written above it.
+  /// width in display columns (display_width.hpp); finished lines and
+  /// notices are written above it.
   bool status_line = false;
 };
 

@@ -5,7 +5,7 @@
 //   rank table  rank_table.hpp, rank_table_loader.hpp
 //   plan        server_identity.hpp, device_allocation.hpp, environment.hpp, plan.hpp
 //   process     process.hpp, supervisor.hpp, device_lock.hpp
-//   output      log_streamer.hpp, console_sink.hpp, output_queue.hpp,
+//   output      log_streamer.hpp, console_sink.hpp, display_width.hpp, output_queue.hpp,
 //               non_blocking_sink.hpp, polled_sink.hpp
 //   job         job.hpp, failure_report.hpp
 //
@@ -16,6 +16,7 @@
 #include "davincirun/console_sink.hpp"
 #include "davincirun/device_allocation.hpp"
 #include "davincirun/device_lock.hpp"
+#include "davincirun/display_width.hpp"
 #include "davincirun/environment.hpp"
 #include "davincirun/errors.hpp"
 #include "davincirun/failure_report.hpp"

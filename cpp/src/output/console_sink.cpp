@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "davincirun/display_width.hpp"
+
 namespace davincirun {
 
 std::string rank_label(int rank) { return fmt::format("rank {}", rank); }
@@ -93,33 +95,21 @@ void FdLineSink::clear_status() {
 void FdLineSink::draw_status() {
   if (!style_.status_line || progress_.empty() || broken_) return;
   winsize size{};
+  // One column short of the width: a line filling the last column would
+  // leave the cursor waiting to wrap, and "\r" would then redraw below it.
   const std::size_t width = ::ioctl(fd_, TIOCGWINSZ, &size) == 0 && size.ws_col > 1 ? size.ws_col - 1u : 79u;
-  // "[rank 0] 45%|####  | [rank 1] 44%|### ", cut to the width in characters;
-  // the ranks' own control characters are left out.
+  // "[rank 0] 45%|####  | [rank 1] 44%|### ", cut to the width in display
+  // columns (a CJK character takes two), never inside a character; the
+  // ranks' own escape sequences and control characters are left out. A
+  // line one column too wide would wrap, and every redraw would leave a
+  // stale copy above it.
   std::string line;
-  std::size_t columns = 0;
   for (const auto& [index, text] : progress_) {
     const std::string label = index < labels_.size() ? labels_[index] : std::to_string(index);
-    const std::string part = (line.empty() ? "[" : " | [") + label + "] " + text;
-    for (std::size_t i = 0; i < part.size(); ++i) {
-      const auto c = static_cast<unsigned char>(part[i]);
-      if (c == 0x1b) {  // an escape sequence: CSI ("ESC [ ... final") or ESC + one byte
-        if (i + 1 < part.size() && part[i + 1] == '[') {
-          i += 2;
-          while (i < part.size() && !(part[i] >= '@' && part[i] <= '~')) ++i;
-        } else {
-          ++i;
-        }
-        continue;
-      }
-      if (c < 0x20 || c == 0x7f) continue;
-      const bool starts = (c & 0xC0) != 0x80;  // a character starts here
-      if (starts && columns == width) break;
-      if (starts) ++columns;
-      line += part[i];
-    }
-    if (columns == width) break;
+    line += (line.empty() ? "[" : " | [") + label + "] " + drawable_text(text);
+    if (display_width(line) > width) break;
   }
+  line.resize(fit_width(line, width));
   write_all(fd_, "\r" + line + "\x1b[K", broken_);
   status_shown_ = true;
 }
