@@ -41,6 +41,7 @@ void bind_errors(py::module_&) {
       a["command"] = fs_text(e.command());
       a["os_errno"] = e.os_errno();
       a["exit_code"] = e.exit_code();
+      a["search_path"] = e.search_path().empty() ? py::object(py::none()) : py::object(fs_text(e.search_path()));
       raise("SpawnError", e.what(), a);
     } catch (const DeviceBusyError& e) {
       py::dict a;

@@ -20,6 +20,7 @@
 #include "davincirun/davincirun.hpp"
 #include "dry_run.hpp"
 #include "options.hpp"
+#include "process/command_lookup.hpp"
 
 namespace {
 
@@ -157,6 +158,12 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const SpawnError& e) {
     say(e.what());
+    // The message names the first directories of PATH only.
+    if (verbosity >= 2 && !e.search_path().empty()) {
+      say("PATH searched: " + e.search_path());
+    } else if (detail::path_directory_count(e.search_path()) > detail::path_directories_shown + 1) {
+      say("(davincirun -v prints the whole PATH)");
+    }
     return e.exit_code();
   } catch (const std::exception& e) {
     say(e.what());

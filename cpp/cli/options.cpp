@@ -108,18 +108,15 @@ void set_seconds(LaunchOptions& options, std::string_view flag, const std::strin
 }  // namespace
 
 std::string flag_message(const OptionError& error) {
-  // The options a flag sets; their rules' messages start with the option's name.
+  // The options a flag sets, named by their flag wherever the core's message names them.
   static constexpr std::string_view flagged[] = {"rank_table",   "log_dir",       "work_dir",
                                                  "server_id",    "grace_period",  "job_timeout",
                                                  "wait_timeout", "ranks_to_show", "env"};
-  std::string message = error.what();
   const std::string& option = error.option();
-  if (std::find(std::begin(flagged), std::end(flagged), option) != std::end(flagged) && message.rfind(option, 0) == 0) {
-    std::string flag = "--" + option;
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    message.replace(0, option.size(), flag);
-  }
-  return message;
+  if (std::find(std::begin(flagged), std::end(flagged), option) == std::end(flagged)) return error.what();
+  std::string flag = "--" + option;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return error.message_naming(flag);
 }
 
 CliOptions parse_command_line(int argc, char** argv) {

@@ -27,9 +27,10 @@ struct CliOptions {
 /// at "--"; everything after is the command. Throws UsageError.
 CliOptions parse_command_line(int argc, char** argv);
 
-/// An option's error in the words of the command line: a message that starts
-/// with the option's name ("work_dir '/x' cannot be used") names its flag
-/// instead ("--work-dir '/x' cannot be used").
+/// An option's error in the words of the command line: where the core's
+/// message names the option ("work_dir '/x' cannot be used", "... or give
+/// rank_table"), it names its flag instead ("--work-dir '/x' cannot be
+/// used", "... or give --rank-table").
 std::string flag_message(const OptionError& error);
 
 /// The text of `davincirun --help`.

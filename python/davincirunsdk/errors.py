@@ -81,12 +81,16 @@ class SpawnError(DavincirunError, RuntimeError):
         command (str): the command line.
         os_errno (int): the operating system's error number (e.g. ENOENT).
         exit_code (int): the shell's convention for it: 127 not found, 126 not executable.
+        search_path (str | None): the ``PATH`` the command was looked up in
+            when that failed (the message names only its first directories,
+            and commands of a similar name found there); else ``None``.
     """
 
     rank: Optional[int] = None
     command: Optional[str] = None
     os_errno: Optional[int] = None
     exit_code: Optional[int] = None
+    search_path: Optional[str] = None
 
 
 class LauncherSystemError(DavincirunError, OSError):

@@ -315,6 +315,19 @@ TEST_CASE("errors come back with their type and details", "[job_protocol]") {
     REQUIRE(got);
     CHECK(std::string(got->what()) == original.what());
     CHECK(got->option() == "log_dir");
+    CHECK(got->name_at() == std::string::npos);
+  }
+  SECTION("OptionError: where the message names the option preserved") {
+    const OptionError first("work_dir", "work_dir 'work_dir' is not a directory");
+    const auto got_first = rethrown_as<OptionError>(encode_error(first));
+    REQUIRE(got_first);
+    CHECK(got_first->message_naming("--work-dir") == "--work-dir 'work_dir' is not a directory");
+    const OptionError inside("rank_table", "no rank_table '" + bad_utf8 + "': give ", " (a path)");
+    const auto got_inside = rethrown_as<OptionError>(encode_error(inside));
+    REQUIRE(got_inside);
+    CHECK(std::string(got_inside->what()) == inside.what());
+    CHECK(got_inside->name_at() == inside.name_at());
+    CHECK(got_inside->message_naming("--rank-table") == "no rank_table '" + bad_utf8 + "': give --rank-table (a path)");
   }
   SECTION("DeviceBusyError: devices, holder pid and description preserved") {
     const DeviceBusyError original({0, 1, 7}, 4194304, "job j, started 2026-11-30T20:01:02Z: " + bad_utf8,
@@ -339,6 +352,11 @@ TEST_CASE("errors come back with their type and details", "[job_protocol]") {
     CHECK(got->command() == original.command());
     CHECK(got->os_errno() == ENOENT);
     CHECK(got->exit_code() == 127);
+    CHECK(got->search_path().empty());
+    const auto searched = rethrown_as<SpawnError>(
+        encode_error(SpawnError(0, "pyhton", ENOENT, "not found", "/usr/bin::/" + bad_utf8 + newlines)));
+    REQUIRE(searched);
+    CHECK(searched->search_path() == "/usr/bin::/" + bad_utf8 + newlines);
     const auto eacces = rethrown_as<SpawnError>(encode_error(SpawnError(0, "x", EACCES, "denied")));
     REQUIRE(eacces);
     CHECK(eacces->exit_code() == 126);

@@ -121,3 +121,25 @@ TEST_CASE("an OptionError is a ConfigError, so every front end reports it like o
   CHECK_THROWS_AS(o.validate(), ConfigError);
   CHECK_THROWS_AS(plan_launch(o, Environment{}), OptionError);  // before any rank table is looked for
 }
+
+TEST_CASE("an OptionError names its option where a front end can put its own spelling", "[launch_options]") {
+  const OptionError first("work_dir", "work_dir '/tmp/work_dir' is not a directory");
+  CHECK(first.name_at() == 0);
+  CHECK(first.message_naming("--work-dir") == "--work-dir '/tmp/work_dir' is not a directory");  // the path untouched
+  const OptionError none("log_dir", "cannot create log directory '/x/log_dir': Permission denied");
+  CHECK(none.name_at() == std::string::npos);
+  CHECK(none.message_naming("--log-dir") == none.what());
+  const OptionError inside("rank_table", "no rank table: set RANK_TABLE_FILE or give ", " (a path)");
+  CHECK(std::string(inside.what()) == "no rank table: set RANK_TABLE_FILE or give rank_table (a path)");
+  CHECK(inside.message_naming("--rank-table") == "no rank table: set RANK_TABLE_FILE or give --rank-table (a path)");
+  LaunchOptions o;
+  o.command = {"true"};
+  try {
+    plan_launch(o, Environment{});  // no rank table, no RANK_TABLE_FILE
+    FAIL("planned");
+  } catch (const OptionError& e) {
+    CHECK(e.option() == "rank_table");
+    CHECK_THAT(e.message_naming("--rank-table"), Contains("set RANK_TABLE_FILE or give --rank-table"));
+    CHECK_THAT(e.what(), !Contains("pass"));
+  }
+}

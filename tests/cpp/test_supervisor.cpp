@@ -260,7 +260,10 @@ TEST_CASE("a rank that cannot start stops the job before it runs", "[supervisor]
   };
   int expected_errno = ENOENT;
   int expected_code = 127;
-  SECTION("command not found in PATH") { bad.process.argv = {"davincirun-test-no-such-command"}; }
+  SECTION("command not found in PATH") {
+    bad.process.argv = {"davincirun-test-no-such-command"};
+    bad.process.env = {"PATH=" + dir.path() + ":/usr/bin"};
+  }
   SECTION("path that does not exist") { bad.process.argv = {dir / "missing"}; }
   SECTION("work directory that does not exist") { bad.process.work_dir = dir / "no-such-dir"; }
   SECTION("regular file without execute permission, as a path") {
@@ -289,6 +292,13 @@ TEST_CASE("a rank that cannot start stops the job before it runs", "[supervisor]
   CHECK(error->os_errno() == expected_errno);
   CHECK(error->exit_code() == expected_code);
   CHECK_THAT(error->command(), Contains(bad.process.argv[0]));
+  // A command looked up in PATH (a name, not a path) names the PATH searched.
+  std::string searched;
+  for (const auto& variable : bad.process.env) {
+    if (variable.rfind("PATH=", 0) == 0) searched = variable.substr(5);
+  }
+  if (bad.process.argv[0].find('/') != std::string::npos) searched.clear();
+  CHECK(error->search_path() == searched);
   CHECK(processes_with_arg(tag).empty());
   CHECK(no_children_left());
   CHECK(::access(ranks[2].log_path.c_str(), F_OK) != 0);  // rank 2 never started

@@ -13,6 +13,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -70,18 +71,35 @@ class ConfigError : public Error {
   using Error::Error;
 };
 
-/// One launch option breaks its rule (LaunchOptions::validate() in plan.hpp):
-/// a timeout out of range, a variable name with '=', a NUL byte in a path...
-/// `what()` names the option as front ends spell it ("grace_period",
-/// "env", "ranks_to_show").
+/// One launch option breaks its rule (LaunchOptions::validate() in plan.hpp),
+/// or is what the user should give to get past this error: a timeout out of
+/// range, a variable name with '=', a NUL byte in a path, no rank table,
+/// several servers that could be this machine...
+/// `what()` names the option as the LaunchOptions field and the Python
+/// keyword spell it ("grace_period", "env", "ranks_to_show"), at most once;
+/// message_naming() puts a front end's own spelling there instead (the CLI:
+/// "--grace-period").
 class OptionError : public ConfigError {
  public:
-  OptionError(std::string option, const std::string& message) : ConfigError(message), option_(std::move(option)) {}
+  /// `message` names the option at its start ("work_dir '/x' is not a
+  /// directory", "env: invalid variable name ''"), or nowhere.
+  OptionError(std::string option, const std::string& message);
+  /// A message naming the option inside: `before` + option + `after`, e.g.
+  /// "no rank table: set RANK_TABLE_FILE or give " + "rank_table".
+  OptionError(std::string option, const std::string& before, const std::string& after);
   /// The option's name, e.g. "grace_period" (the CLI flag is --grace-period).
   const std::string& option() const noexcept { return option_; }
+  /// Where what() names the option (a byte offset), std::string::npos when
+  /// it does not.
+  std::size_t name_at() const noexcept { return name_at_; }
+  /// what() with `name` in place of the option's name, e.g.
+  /// message_naming("--work-dir") == "--work-dir '/x' is not a directory";
+  /// what() itself when the message does not name the option.
+  std::string message_naming(std::string_view name) const;
 
  private:
   std::string option_;
+  std::size_t name_at_;
 };
 
 /// Devices of this job are locked by another job (device_lock.hpp); nothing
@@ -114,18 +132,22 @@ class SpawnError : public Error {
  public:
   /// `os_errno`: the errno of the failed step (e.g. ENOENT from execve);
   /// `exit_code`: the shell's convention for it (127 not found, 126 not
-  /// executable or other exec failure).
-  SpawnError(int rank, std::string command, int os_errno, const std::string& message);
+  /// executable or other exec failure). `search_path`: the PATH the
+  /// command was looked up in when that failed (not found, or found but not
+  /// executable; the message names only its first directories), else empty.
+  SpawnError(int rank, std::string command, int os_errno, const std::string& message, std::string search_path = {});
 
   int rank() const noexcept { return rank_; }
   const std::string& command() const noexcept { return command_; }
   int os_errno() const noexcept { return errno_; }
   int exit_code() const noexcept;
+  const std::string& search_path() const noexcept { return search_path_; }
 
  private:
   int rank_;
   std::string command_;
   int errno_;
+  std::string search_path_;
 };
 
 /// A system call failed outside a rank's start-up (pipes, epoll, log files).

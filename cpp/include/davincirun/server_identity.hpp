@@ -47,10 +47,10 @@ struct ServerMatch {
 };
 
 /// Applies the rules above. `env` is the launcher's environment. Throws
-/// ConfigError when `explicit_server_id` names no server (listing them),
-/// when several servers match one rule (naming the rule and each server's
-/// matching value), or when nothing matches a multi-server table (listing
-/// each rule with the values it looked at).
+/// OptionError (option "server_id") when `explicit_server_id` names no
+/// server (listing them), when several servers match one rule (naming the
+/// rule and each server's matching value), or when nothing matches a
+/// multi-server table (listing each rule with the values it looked at).
 ServerMatch identify_server(const RankTable& table, const Environment& env, const MachineIdentity& machine,
                             const std::optional<std::string>& explicit_server_id);
 
@@ -67,8 +67,9 @@ struct LocalServer {
 /// one host share a server_id, which the parser merges into one server, and
 /// each pod starts only its own devices, found by its pod name
 /// (MA_CURRENT_INSTANCE_NAME, else BATCH_TASK_CURRENT_INSTANCE, as
-/// ModelArts sets them). Throws ConfigError as identify_server() does, and
-/// when the server holds several pods and neither variable names one of them.
+/// ModelArts sets them). Throws OptionError as identify_server() does, and
+/// ConfigError when the server holds several pods and neither variable names
+/// one of them.
 LocalServer find_local_server(const RankTable& table, const Environment& env, const MachineIdentity& machine,
                               const std::optional<std::string>& explicit_server_id);
 

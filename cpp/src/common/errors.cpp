@@ -44,6 +44,20 @@ RankTableError::RankTableError(Kind kind, std::string source, std::optional<std:
       pointer_(std::move(pointer)),
       detail_(std::move(detail)) {}
 
+OptionError::OptionError(std::string option, const std::string& message)
+    : ConfigError(message),
+      option_(std::move(option)),
+      name_at_(!option_.empty() && message.rfind(option_, 0) == 0 ? 0 : std::string::npos) {}
+
+OptionError::OptionError(std::string option, const std::string& before, const std::string& after)
+    : ConfigError(before + option + after), option_(std::move(option)), name_at_(before.size()) {}
+
+std::string OptionError::message_naming(std::string_view name) const {
+  std::string message = what();
+  if (name_at_ != std::string::npos) message.replace(name_at_, option_.size(), name);
+  return message;
+}
+
 DeviceBusyError::DeviceBusyError(std::vector<int> devices, pid_t holder_pid, std::string holder_description,
                                  const std::string& message)
     : ConfigError(message),
@@ -51,8 +65,12 @@ DeviceBusyError::DeviceBusyError(std::vector<int> devices, pid_t holder_pid, std
       holder_pid_(holder_pid),
       holder_description_(std::move(holder_description)) {}
 
-SpawnError::SpawnError(int rank, std::string command, int os_errno, const std::string& message)
-    : Error(message), rank_(rank), command_(std::move(command)), errno_(os_errno) {}
+SpawnError::SpawnError(int rank, std::string command, int os_errno, const std::string& message, std::string search_path)
+    : Error(message),
+      rank_(rank),
+      command_(std::move(command)),
+      errno_(os_errno),
+      search_path_(std::move(search_path)) {}
 
 int SpawnError::exit_code() const noexcept {
   // The shell's convention: 127 when the command does not exist, 126 otherwise.

@@ -1,6 +1,7 @@
 #include "job/job_protocol.hpp"
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -264,6 +265,7 @@ std::string encode_error(const std::exception& error) {
     w.i64(spawn->rank());
     w.str(spawn->command());
     w.i64(spawn->os_errno());
+    w.str(spawn->search_path());
   } else if (const auto* system = dynamic_cast<const SystemError*>(&error)) {
     w.i64(static_cast<int>(ErrorType::system));
     w.str(system->what());
@@ -279,6 +281,7 @@ std::string encode_error(const std::exception& error) {
     w.i64(static_cast<int>(ErrorType::option));
     w.str(option->what());
     w.str(option->option());
+    w.i64(option->name_at() == std::string::npos ? -1 : static_cast<std::int64_t>(option->name_at()));
   } else if (dynamic_cast<const ConfigError*>(&error)) {
     w.i64(static_cast<int>(ErrorType::config));
     w.str(error.what());
@@ -298,8 +301,9 @@ void rethrow_error(std::string_view data) {
       const int rank = r.i32();
       std::string command = r.str();
       const int err = r.i32();
+      std::string search_path = r.str();
       r.finish();
-      throw SpawnError(rank, std::move(command), err, message);
+      throw SpawnError(rank, std::move(command), err, message, std::move(search_path));
     }
     case ErrorType::system: {
       const int err = r.i32();
@@ -323,8 +327,12 @@ void rethrow_error(std::string_view data) {
     }
     case ErrorType::option: {
       std::string option = r.str();
+      const std::int64_t at = r.i64();
       r.finish();
-      throw OptionError(std::move(option), message);
+      if (at < 0) throw OptionError(std::move(option), message);  // not named, or named first: the same rule
+      const auto name_at = static_cast<std::size_t>(at);
+      r.check(name_at <= message.size() && message.compare(name_at, option.size(), option) == 0);
+      throw OptionError(option, message.substr(0, name_at), message.substr(name_at + option.size()));
     }
     case ErrorType::config: r.finish(); throw ConfigError(message);
     default: r.finish(); throw Error(message);

@@ -115,7 +115,8 @@ std::vector<std::string> option_warnings(const LaunchOptions& options) {
   for (const auto& [name, value] : options.env) {
     const auto& identity = identity_variable_names();
     if (std::find(identity.begin(), identity.end(), name) != identity.end()) {
-      warnings.push_back(fmt::format("env: {} has no effect: the launcher sets it for each rank", name));
+      warnings.push_back(
+          fmt::format("{} has no effect among the extra variables: the launcher sets it for each rank", name));
     }
   }
   return warnings;
@@ -125,7 +126,8 @@ LoadedRankTable load_completed_table(const LaunchOptions& options, const Environ
   std::string path = options.rank_table;
   if (path.empty()) path = environment.get("RANK_TABLE_FILE").value_or("");
   if (path.empty()) {
-    throw OptionError("rank_table", "no rank table: set RANK_TABLE_FILE or pass the rank table path explicitly");
+    throw OptionError("rank_table", "no rank table: set RANK_TABLE_FILE or give ",
+                      " (the rank table file, or the directory holding it)");
   }
   RankTableLoadOptions load;
   load.wait_timeout = options.wait_timeout;

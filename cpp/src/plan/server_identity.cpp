@@ -99,9 +99,11 @@ std::optional<ServerMatch> apply(const RankTable& table, Rule& rule) {
   if (hits.empty()) return std::nullopt;
   std::vector<std::string> list;
   for (const auto& h : hits) list.push_back(fmt::format("{} ({})", table.servers[h.index].server_id, h.reason));
-  throw ConfigError(fmt::format(
-      "this machine matches {} servers of the rank table by {}: {}; say which one it is with server_id / --server-id",
-      hits.size(), rule.name, fmt::join(list, ", ")));
+  throw OptionError(
+      "server_id",
+      fmt::format("this machine matches {} servers of the rank table by {}: {}; say which one it is with ", hits.size(),
+                  rule.name, fmt::join(list, ", ")),
+      "");
 }
 
 }  // namespace
@@ -195,10 +197,11 @@ ServerMatch identify_server(const RankTable& table, const Environment& env, cons
     tried.push_back(fmt::format("{}: {}", rule->name, fmt::join(rule->looked_at, "; ")));
   }
   if (table.servers.size() == 1) return {0, "the rank table has one server"};
-  throw ConfigError(
-      fmt::format("cannot tell which of the {} servers of the rank table ({}) this machine is; tried {}; "
-                  "say which one it is with server_id / --server-id",
-                  table.servers.size(), server_list(table), fmt::join(tried, " | ")));
+  throw OptionError("server_id",
+                    fmt::format("cannot tell which of the {} servers of the rank table ({}) this machine is; tried {}; "
+                                "say which one it is with ",
+                                table.servers.size(), server_list(table), fmt::join(tried, " | ")),
+                    "");
 }
 
 LocalServer find_local_server(const RankTable& table, const Environment& env, const MachineIdentity& machine,

@@ -23,6 +23,7 @@
 #include "common/proc.hpp"
 #include "common/text.hpp"
 #include "davincirun/errors.hpp"
+#include "process/command_lookup.hpp"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434  // the same number on every architecture
@@ -233,8 +234,7 @@ ChildProcess ChildProcess::spawn(const ProcessSpec& spec, int rank) {
   auto executable = find_executable(spec.argv[0], path_list, lookup_error);
   if (!executable) {
     throw SpawnError(rank, command, lookup_error,
-                     fmt::format("rank {}: cannot run '{}': {} (searched PATH={})", rank, spec.argv[0],
-                                 lookup_error == ENOENT ? "command not found" : ::strerror(lookup_error), path_list));
+                     detail::command_lookup_message(rank, spec.argv[0], path_list, lookup_error), path_list);
   }
 
   std::vector<char*> argv;

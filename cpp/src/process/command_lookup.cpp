@@ -1,0 +1,129 @@
+#include "process/command_lookup.hpp"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace davincirun::detail {
+
+namespace {
+
+std::vector<std::string> path_entries(const std::string& path_list) {
+  std::vector<std::string> dirs;
+  std::size_t start = 0;
+  while (start <= path_list.size()) {
+    std::size_t end = path_list.find(':', start);
+    if (end == std::string::npos) end = path_list.size();
+    std::string dir = path_list.substr(start, end - start);
+    dirs.push_back(dir.empty() ? std::string(".") : dir);
+    start = end + 1;
+  }
+  return dirs;
+}
+
+bool is_executable_file(const std::string& path) {
+  struct stat st{};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+// Names longer than this are never compared (no command is that long, and
+// the distance table stays small).
+constexpr std::size_t longest_name = 255;
+
+}  // namespace
+
+std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t limit) {
+  const std::size_t gap = a.size() > b.size() ? a.size() - b.size() : b.size() - a.size();
+  if (gap > limit) return limit + 1;
+  // Three rows of the table: i - 2, i - 1 and i.
+  std::vector<std::size_t> before(b.size() + 1), previous(b.size() + 1), current(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) previous[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    current[0] = i;
+    std::size_t row_min = current[0];
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0u : 1u;
+      current[j] = std::min({previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        current[j] = std::min(current[j], before[j - 2] + 1);
+      }
+      row_min = std::min(row_min, current[j]);
+    }
+    if (row_min > limit) return limit + 1;  // every later row is at least as large
+    std::swap(before, previous);
+    std::swap(previous, current);
+  }
+  return std::min(previous[b.size()], limit + 1);
+}
+
+std::vector<std::string> similar_commands(const std::string& name, const std::string& path_list, std::size_t count) {
+  constexpr std::size_t max_distance = 2;
+  struct Candidate {
+    std::size_t distance;
+    std::size_t dir;  // index in PATH: the one execvp would run
+    std::string name;
+  };
+  std::vector<Candidate> found;
+  std::set<std::string> seen;
+  if (name.empty() || name.size() > longest_name || name.find('/') != std::string::npos) return {};
+  const std::vector<std::string> dirs = path_entries(path_list);
+  for (std::size_t d = 0; d < dirs.size(); ++d) {
+    const std::string& dir = dirs[d];
+    std::unique_ptr<DIR, int (*)(DIR*)> listing(::opendir(dir.c_str()), ::closedir);
+    if (!listing) continue;  // missing or unreadable: execvp skips it too
+    while (const dirent* entry = ::readdir(listing.get())) {
+      const std::string_view candidate = entry->d_name;
+      if (candidate.size() > longest_name || candidate == name || candidate.front() == '.') continue;
+      const std::size_t distance = edit_distance(name, candidate, max_distance);
+      if (distance > max_distance || seen.count(std::string(candidate)) != 0) continue;
+      if (!is_executable_file(dir + "/" + std::string(candidate))) continue;
+      seen.emplace(candidate);
+      found.push_back({distance, d, std::string(candidate)});
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const Candidate& x, const Candidate& y) {
+    if (x.distance != y.distance) return x.distance < y.distance;
+    return x.dir != y.dir ? x.dir < y.dir : x.name < y.name;
+  });
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < found.size() && i < count; ++i) names.push_back(found[i].name);
+  return names;
+}
+
+std::size_t path_directory_count(const std::string& path_list) { return path_entries(path_list).size(); }
+
+std::string abbreviated_path(const std::string& path_list) {
+  constexpr std::size_t shown = path_directories_shown;
+  const std::vector<std::string> dirs = path_entries(path_list);
+  if (dirs.size() <= shown + 1) return fmt::format("{}", fmt::join(dirs, ", "));
+  return fmt::format("{} and {} more directories",
+                     fmt::join(dirs.begin(), dirs.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+                     dirs.size() - shown);
+}
+
+std::string command_lookup_message(int rank, const std::string& name, const std::string& path_list, int error) {
+  if (error != ENOENT) {
+    return fmt::format("rank {}: cannot run '{}': found in PATH but {} ({})", rank, name,
+                       error == EACCES ? "not executable" : std::strerror(error), abbreviated_path(path_list));
+  }
+  std::string message =
+      fmt::format("rank {}: cannot run '{}': command not found in PATH ({})", rank, name, abbreviated_path(path_list));
+  const std::vector<std::string> similar = similar_commands(name, path_list);
+  for (std::size_t i = 0; i < similar.size(); ++i) {
+    message += i == 0 ? "; did you mean " : i + 1 == similar.size() ? " or " : ", ";
+    message += "'" + similar[i] + "'";
+  }
+  if (!similar.empty()) message += "?";
+  return message;
+}
+
+}  // namespace davincirun::detail
