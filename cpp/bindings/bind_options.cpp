@@ -85,7 +85,11 @@ Rule violations raise LaunchConfigError naming the option.)");
       .def_readwrite("supervisor_program", &LaunchOptions::supervisor_program,
                      "The davincirun-supervisor executable; empty: found by the library.")
       .def_readwrite("device_lock_dir", &LaunchOptions::device_lock_dir,
-                     "Where devices are locked; empty: $DAVINCIRUN_LOCK_DIR or /tmp/davincirun-locks; \"off\".");
+                     "Where devices are locked; empty: $DAVINCIRUN_LOCK_DIR or /tmp/davincirun-locks; \"off\".")
+      .def_property(
+          "stop_request_name", [](const LaunchOptions& o) { return o.supervisor.stop_request_name; },
+          [](LaunchOptions& o, std::string v) { o.supervisor.stop_request_name = std::move(v); },
+          "How the user asks for a stop, as the notice of a stop names it (\"Ctrl-C\"). Default \"stop request\".");
   def_seconds(options, "wait_timeout",
               "Seconds to wait for a rank table still being written; 0: no waiting. Default 300.");
   def_seconds(options, "grace_period", "Seconds between SIGTERM and SIGKILL when ranks are stopped. Default 10.");

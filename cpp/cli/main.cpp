@@ -75,6 +75,7 @@ int run(const davincirun::cli::CliOptions& cli) {
   const Environment inherited = Environment::current();
   LaunchOptions options = cli.launch;
   options.progress = [](const std::string& line) { inform(line); };
+  options.supervisor.stop_request_name = "Ctrl-C";  // a second one (or SIGTERM, SIGHUP, SIGQUIT) kills at once
   LaunchPlan plan = plan_launch(options, inherited);
   for (const auto& warning : plan.warnings) say("warning: " + warning);
   if (cli.dry_run) {

@@ -174,7 +174,7 @@ int run_job_host(int lifeline_fd) {
 
   JobResult result;
   try {
-    const CommandListener listener(lifeline_fd, reader.take_buffered(), *supervisor, console.sink());
+    const CommandListener listener(lifeline_fd, reader.take_buffered(), *supervisor);
     result = supervisor->run();
   } catch (const std::exception& e) {
     // The event loop itself failed (epoll, signalfd): nothing to recover.

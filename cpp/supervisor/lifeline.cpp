@@ -9,9 +9,6 @@
 #include <cerrno>
 #include <cstdint>
 
-#include <fmt/format.h>
-
-#include "common/text.hpp"
 #include "davincirun/errors.hpp"
 #include "job/job_protocol.hpp"
 
@@ -41,9 +38,8 @@ void RelaySink::rank_exited(std::size_t index, ExitStatus status, bool stopped_b
   lifeline_.send(Frame::rank_exited, encode_rank_exited({index, status, stopped_by_launcher}));
 }
 
-CommandListener::CommandListener(int lifeline_fd, const std::string& already_read, Supervisor& supervisor,
-                                 LineSink& console)
-    : fd_(lifeline_fd), supervisor_(supervisor), console_(console) {
+CommandListener::CommandListener(int lifeline_fd, const std::string& already_read, Supervisor& supervisor)
+    : fd_(lifeline_fd), supervisor_(supervisor) {
   sigset_t stops;
   sigemptyset(&stops);
   for (const int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, sig);
@@ -79,11 +75,7 @@ void CommandListener::handle(char c) {
 void CommandListener::read_signals() {
   signalfd_siginfo info{};
   while (::read(signals_.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-    const int signo = static_cast<int>(info.ssi_signo);
-    const char* name = signal_name(signo);
-    console_.notice(notice_line(
-        fmt::format("the job supervisor got signal {} (SIG{}): stopping every rank", signo, name ? name : "?")));
-    supervisor_.request_stop_by_signal(signo);
+    supervisor_.request_stop_by_signal(static_cast<int>(info.ssi_signo));  // the supervisor says so
   }
 }
 
@@ -107,8 +99,7 @@ void CommandListener::run() {
         // job, so stop it now, gracefully (SIGTERM, then SIGKILL after
         // the grace period).
         lifeline_open = false;
-        console_.notice(notice_line("the launcher is gone: stopping the job"));
-        supervisor_.request_stop();
+        supervisor_.request_stop_orphaned();
       }
     }
   }

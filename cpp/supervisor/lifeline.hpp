@@ -46,11 +46,12 @@ class RelaySink final : public LineSink {
 /// Reads the launcher's commands, and this process's own stop signals
 /// (SIGINT, SIGTERM, SIGHUP, blocked in every thread), on a thread of its own
 /// while the main thread runs the job, and passes them to `supervisor`.
-/// The launcher's end closing stops the job gracefully.
+/// The launcher's end closing stops the job gracefully. The notices about
+/// them come from the supervisor, on the main thread.
 class CommandListener {
  public:
   /// `already_read`: command bytes that came with the job's spec frame.
-  CommandListener(int lifeline_fd, const std::string& already_read, Supervisor& supervisor, LineSink& console);
+  CommandListener(int lifeline_fd, const std::string& already_read, Supervisor& supervisor);
   ~CommandListener();
   CommandListener(const CommandListener&) = delete;
   CommandListener& operator=(const CommandListener&) = delete;
@@ -62,7 +63,6 @@ class CommandListener {
 
   int fd_;
   Supervisor& supervisor_;
-  LineSink& console_;
   UniqueFd signals_;
   UniqueFd done_;
   bool expect_signal_ = false;

@@ -46,6 +46,13 @@ def console_mode(output_notebook):
     return CONSOLE_PYTHON
 
 
+def stop_request_name(in_kernel):
+    """How the user stops a job here, as the notice that starts a stop names
+    it: "SIGKILL in 10 s, or at once on a second Ctrl-C". A second stop
+    (KeyboardInterrupt while the stop runs, or terminate()) kills at once."""
+    return "interrupt (the stop button)" if in_kernel else "Ctrl-C"
+
+
 def wants_colour(in_kernel):
     """Colour rank prefixes in a notebook (front ends render ANSI colours in
     streams) or on a terminal, unless NO_COLOR is set (https://no-color.org)."""

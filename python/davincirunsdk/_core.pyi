@@ -188,6 +188,14 @@ class LaunchOptions:
     def server_id(self, arg0: str | None) -> None:
         ...
     @property
+    def stop_request_name(self) -> str:
+        """
+        How the user asks for a stop, as the notice of a stop names it ("Ctrl-C"). Default "stop request".
+        """
+    @stop_request_name.setter
+    def stop_request_name(self, arg1: str) -> None:
+        ...
+    @property
     def supervisor_program(self) -> str:
         """
         The davincirun-supervisor executable; empty: found by the library.

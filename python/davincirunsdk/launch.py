@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 
 from . import _core
 from ._cache_dir import make_cache_dir, remove_cache_dir
-from ._console import console_mode
+from ._console import console_mode, in_ipython_kernel, stop_request_name
 from .errors import DeviceBusyError, LaunchConfigError, OptionTypeError
 from .job import DistributedJob
 
@@ -164,6 +164,7 @@ def _start(
     try:
         options = _launch_options(command, dict(keywords, env=env))
         options.supervisor_program = _supervisor_program()
+        options.stop_request_name = stop_request_name(in_ipython_kernel())
         if cache_dir:
             options.remove_after_job = [cache_dir]  # by the supervisor process, even if this process dies
         plan = _core.plan_launch(options)

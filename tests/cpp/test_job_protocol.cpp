@@ -61,6 +61,7 @@ JobSpec sample_spec() {
   spec.supervisor.drain_timeout = std::chrono::milliseconds(567);
   spec.supervisor.job_timeout = std::chrono::milliseconds(86'400'000);
   spec.supervisor.tracking = ProcessTracking::sigchld;
+  spec.supervisor.stop_request_name = "Ctrl-C " + bad_utf8;
   spec.console = ConsoleRoute::stdio;
   return spec;
 }
@@ -202,6 +203,7 @@ TEST_CASE("job spec: every field round-trips, strings with NULs, invalid UTF-8 a
   CHECK(got.supervisor.drain_timeout == want.supervisor.drain_timeout);
   CHECK(got.supervisor.job_timeout == want.supervisor.job_timeout);
   CHECK(got.supervisor.tracking == want.supervisor.tracking);
+  CHECK(got.supervisor.stop_request_name == want.supervisor.stop_request_name);
   CHECK(got.console == want.console);
 }
 

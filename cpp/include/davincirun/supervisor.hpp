@@ -9,8 +9,9 @@
 //
 // Fail-fast: when a rank exits non-zero or by a signal, every other rank's
 // process group gets SIGTERM at once, and SIGKILL once `grace_period` has
-// passed. Processes a rank leaves behind in its own process group are
-// SIGKILLed when the rank exits.
+// passed. Every stop is told on the console: how many ranks get SIGTERM and
+// when SIGKILL follows, then (after 3 s) which ranks still run. Processes a rank leaves behind in its own process group
+// are SIGKILLed when the rank exits.
 #pragma once
 
 #include <sys/types.h>
@@ -57,6 +58,10 @@ struct SupervisorOptions {
   /// the start of run(); zero (the default) means no limit.
   std::chrono::milliseconds job_timeout{0};
   ProcessTracking tracking = ProcessTracking::automatic;
+  /// What the user does to ask for a stop, in the front end's words: the
+  /// notice that starts a stop says SIGKILL follows "at once on a second
+  /// Ctrl-C" (the CLI's "Ctrl-C"). Default "stop request" (request_stop()).
+  std::string stop_request_name = "stop request";
   /// Set only in a process dedicated to one job (the job supervisor process,
   /// davincirun-supervisor), which has SIGCHLD blocked in every thread and
   /// normally is a child subreaper (PR_SET_CHILD_SUBREAPER). The supervisor
@@ -149,6 +154,11 @@ class Supervisor {
   /// handler (it only writes to an eventfd).
   void request_stop() noexcept;
 
+  /// request_stop() because whoever started the job is gone (the
+  /// launcher's end of the lifeline closed): nobody is left to ask for a
+  /// SIGKILL, and the notice says so. Same safety as request_stop().
+  void request_stop_orphaned() noexcept;
+
   /// Asks run() to SIGKILL every rank at once. Same safety as request_stop().
   void request_kill() noexcept;
   /// request_kill() because whoever started the job dropped it before it
@@ -177,7 +187,8 @@ class Supervisor {
   void reap_children();
   void sweep_descendants();
   void handle_output(std::size_t index);
-  void begin_stop(StopReason reason, std::optional<std::size_t> except);
+  void begin_stop(StopReason reason, std::optional<std::size_t> except, const std::string& why);
+  void report_still_running();
   void kill_remaining();
   void close_output(std::size_t index);
   int next_timeout_ms() const;
@@ -197,12 +208,14 @@ class Supervisor {
   std::atomic<std::uint32_t> signals_to_forward_{0};  // bit N: signal N
   std::atomic<int> stop_signal_{0};                   // set by request_stop_by_signal()
   std::atomic<bool> dropped_{false};                  // set by request_kill_dropped()
+  std::atomic<bool> orphaned_{false};                 // set by request_stop_orphaned()
   void forward_pending_signals();
   StreamScratch scratch_;
   NullLineSink hidden_;  // the console of ranks not shown live
   StopReason stop_reason_ = StopReason::none;
   std::optional<std::size_t> first_failure_;
   std::optional<std::chrono::steady_clock::time_point> kill_deadline_;
+  std::optional<std::chrono::steady_clock::time_point> report_deadline_;  // to name the ranks outliving SIGTERM
   std::optional<std::chrono::steady_clock::time_point> job_deadline_;
   bool killed_all_ = false;
   std::uint64_t stop_requests_ = 0;

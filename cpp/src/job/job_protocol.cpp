@@ -54,6 +54,7 @@ std::string encode_spec(const JobSpec& spec) {
   w.millis(spec.supervisor.grace_period);
   w.millis(spec.supervisor.drain_timeout);
   w.millis(spec.supervisor.job_timeout);
+  w.str(spec.supervisor.stop_request_name);
   w.i64(static_cast<int>(spec.supervisor.tracking));
   w.i64(static_cast<int>(spec.console));
   w.strs(spec.remove_after_job);
@@ -87,6 +88,7 @@ JobSpec decode_spec(std::string_view data) {
   spec.supervisor.grace_period = r.millis();
   spec.supervisor.drain_timeout = r.millis();
   spec.supervisor.job_timeout = r.millis();
+  spec.supervisor.stop_request_name = r.str();
   const int tracking = r.i32();
   r.check(tracking >= 0 && tracking <= 2);
   spec.supervisor.tracking = static_cast<ProcessTracking>(tracking);

@@ -13,8 +13,10 @@
 
 #include <fmt/format.h>
 
+#include "common/text.hpp"
 #include "davincirun/errors.hpp"
 #include "process/descendants.hpp"
+#include "process/stop_notice.hpp"
 
 namespace davincirun {
 
@@ -78,40 +80,6 @@ const char* to_string(ProcessTracking tracking) noexcept {
   return "automatic";
 }
 
-double seconds_since_epoch(std::chrono::system_clock::time_point t) noexcept {
-  return std::chrono::duration<double>(t.time_since_epoch()).count();
-}
-
-const char* to_string(StopReason reason) noexcept {
-  switch (reason) {
-    case StopReason::none: return "none";
-    case StopReason::rank_failed: return "rank_failed";
-    case StopReason::requested: return "requested";
-    case StopReason::timed_out: return "timed_out";
-    case StopReason::signaled: return "signaled";
-  }
-  return "none";
-}
-
-bool JobResult::success() const noexcept {
-  if (stop_reason != StopReason::none) return false;
-  for (const auto& r : ranks) {
-    if (!r.status.success()) return false;
-  }
-  return true;
-}
-
-int JobResult::exit_code() const noexcept {
-  if (first_failure) return ranks[*first_failure].status.shell_code();
-  if (stop_reason == StopReason::requested) return 128 + SIGINT;
-  if (stop_reason == StopReason::signaled) return 128 + stop_signal;
-  if (stop_reason == StopReason::timed_out) return 124;
-  for (const auto& r : ranks) {
-    if (!r.status.success()) return r.status.shell_code();
-  }
-  return 0;
-}
-
 struct Supervisor::Rank {
   ChildProcess child;
   RankLog log;
@@ -119,6 +87,19 @@ struct Supervisor::Rank {
   bool exited = false;
   std::optional<Clock::time_point> drain_deadline;
 };
+
+namespace {
+
+template <typename Ranks>
+std::vector<detail::RunningRank> running_ranks(const Ranks& ranks) {
+  std::vector<detail::RunningRank> running;
+  for (const auto& r : ranks) {
+    if (!r.exited) running.push_back({r.result.rank, r.result.pid});
+  }
+  return running;
+}
+
+}  // namespace
 
 Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions options, LineSink& console)
     : options_(options), console_(&console), scratch_() {
@@ -220,6 +201,11 @@ void Supervisor::forward_pending_signals() {
   }
 }
 
+void Supervisor::request_stop_orphaned() noexcept {
+  orphaned_.store(true);
+  request_stop();
+}
+
 void Supervisor::request_kill_dropped() noexcept {
   dropped_.store(true);
   request_kill();
@@ -269,11 +255,13 @@ JobResult Supervisor::run() {
               if (stop_reason_ == StopReason::none) stop_reason_ = StopReason::requested;
               kill_remaining();
             } else if (stop_requests_ == 1 && stop_reason_ == StopReason::none) {
-              if (stop_signal_.load() != 0) {
-                begin_stop(StopReason::signaled, std::nullopt);
+              if (const int sig = stop_signal_.load(); sig != 0) {
+                const char* name = detail::signal_name(sig);
+                begin_stop(StopReason::signaled, std::nullopt,
+                           fmt::format("the job supervisor got signal {} (SIG{})", sig, name ? name : "?"));
               } else {
-                log_notice("stop requested: stopping every rank");
-                begin_stop(StopReason::requested, std::nullopt);
+                begin_stop(StopReason::requested, std::nullopt,
+                           orphaned_.load() ? "the launcher is gone" : "stop requested");
               }
             } else {
               log_notice("stop requested again: killing every rank now");
@@ -353,9 +341,8 @@ void Supervisor::handle_exit(std::size_t index) {
 
   if (!status->success() && !r.result.terminated_by_launcher && stop_reason_ == StopReason::none) {
     first_failure_ = index;
-    log_notice(fmt::format("rank {} (pid {}) failed with {}; stopping the other ranks", r.result.rank, r.result.pid,
-                           status->describe()));
-    begin_stop(StopReason::rank_failed, index);
+    begin_stop(StopReason::rank_failed, index,
+               fmt::format("rank {} (pid {}) failed with {}", r.result.rank, r.result.pid, status->describe()));
   }
 }
 
@@ -403,17 +390,40 @@ void Supervisor::sweep_descendants() {
   }
 }
 
-void Supervisor::begin_stop(StopReason reason, std::optional<std::size_t> except) {
+// One notice: why, how many ranks get SIGTERM, when SIGKILL follows.
+void Supervisor::begin_stop(StopReason reason, std::optional<std::size_t> except, const std::string& why) {
   stop_reason_ = reason;
-  bool any = false;
+  std::size_t stopped = 0;
   for (std::size_t i = 0; i < ranks_.size(); ++i) {
     Rank& r = ranks_[i];
     if (r.exited || (except && *except == i)) continue;
     r.child.signal_group(SIGTERM);
     r.result.terminated_by_launcher = true;
-    any = true;
+    ++stopped;
   }
-  if (any) kill_deadline_ = Clock::now() + options_.grace_period;
+  if (stopped == 0) {
+    log_notice(why + (reason == StopReason::rank_failed ? "; no other rank is running" : ": no rank is running"));
+    return;
+  }
+  kill_deadline_ = Clock::now() + options_.grace_period;
+  if (options_.grace_period > detail::stop_report_delay) report_deadline_ = Clock::now() + detail::stop_report_delay;
+  const std::string request = orphaned_.load() ? std::string() : options_.stop_request_name;
+  log_notice(fmt::format("{}{}{} rank(s) (SIGTERM); {}", why,
+                         reason == StopReason::rank_failed ? "; stopping the other " : ": stopping ", stopped,
+                         detail::kill_hint(options_.grace_period, request, reason == StopReason::requested)));
+}
+
+// The ranks that outlive SIGTERM, named once.
+void Supervisor::report_still_running() {
+  report_deadline_.reset();
+  if (killed_all_) return;
+  const std::vector<detail::RunningRank> running = running_ranks(ranks_);
+  if (running.empty()) return;
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(*kill_deadline_ - Clock::now());
+  const std::string request = orphaned_.load() ? std::string() : options_.stop_request_name;
+  log_notice(fmt::format(
+      "still running {:g} s after SIGTERM: {}; {}", std::chrono::duration<double>(detail::stop_report_delay).count(),
+      detail::describe_running(running), detail::kill_hint(left, request, stop_reason_ == StopReason::requested)));
 }
 
 void Supervisor::kill_remaining() {
@@ -430,6 +440,7 @@ int Supervisor::next_timeout_ms() const {
   std::optional<Clock::time_point> next;
   if (job_deadline_ && stop_reason_ == StopReason::none) next = job_deadline_;
   if (kill_deadline_ && !killed_all_ && (!next || *kill_deadline_ < *next)) next = kill_deadline_;
+  if (report_deadline_ && (!next || *report_deadline_ < *next)) next = report_deadline_;
   for (const auto& r : ranks_) {
     if (r.drain_deadline && r.log.open() && (!next || *r.drain_deadline < *next)) next = r.drain_deadline;
   }
@@ -441,16 +452,16 @@ int Supervisor::next_timeout_ms() const {
 void Supervisor::check_deadlines() {
   const auto now = Clock::now();
   if (job_deadline_ && stop_reason_ == StopReason::none && now >= *job_deadline_) {
-    log_notice(fmt::format("the job timeout of {:.1f} s is reached: stopping every rank",
+    begin_stop(StopReason::timed_out, std::nullopt,
+               fmt::format("the job timeout of {:.1f} s is reached",
                            std::chrono::duration<double>(options_.job_timeout).count()));
-    begin_stop(StopReason::timed_out, std::nullopt);
   }
+  if (report_deadline_ && now >= *report_deadline_) report_still_running();
   if (kill_deadline_ && !killed_all_ && now >= *kill_deadline_) {
-    bool any_running = false;
-    for (const Rank& r : ranks_) any_running = any_running || !r.exited;
-    if (any_running) {
-      log_notice(fmt::format("grace period of {:.1f} s is over: killing the ranks still running",
-                             std::chrono::duration<double>(options_.grace_period).count()));
+    if (const auto running = running_ranks(ranks_); !running.empty()) {
+      log_notice(fmt::format("grace period of {:.1f} s is over: killing the ranks still running: {}",
+                             std::chrono::duration<double>(options_.grace_period).count(),
+                             detail::describe_running(running)));
     }
     kill_remaining();
   }

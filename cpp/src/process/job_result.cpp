@@ -1,0 +1,43 @@
+// How a job ended, in words and numbers: StopReason's names and
+// JobResult's verdict and exit code (supervisor.hpp).
+#include <signal.h>
+
+#include "davincirun/supervisor.hpp"
+
+namespace davincirun {
+
+double seconds_since_epoch(std::chrono::system_clock::time_point t) noexcept {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+const char* to_string(StopReason reason) noexcept {
+  switch (reason) {
+    case StopReason::none: return "none";
+    case StopReason::rank_failed: return "rank_failed";
+    case StopReason::requested: return "requested";
+    case StopReason::timed_out: return "timed_out";
+    case StopReason::signaled: return "signaled";
+  }
+  return "none";
+}
+
+bool JobResult::success() const noexcept {
+  if (stop_reason != StopReason::none) return false;
+  for (const auto& r : ranks) {
+    if (!r.status.success()) return false;
+  }
+  return true;
+}
+
+int JobResult::exit_code() const noexcept {
+  if (first_failure) return ranks[*first_failure].status.shell_code();
+  if (stop_reason == StopReason::requested) return 128 + SIGINT;
+  if (stop_reason == StopReason::signaled) return 128 + stop_signal;
+  if (stop_reason == StopReason::timed_out) return 124;
+  for (const auto& r : ranks) {
+    if (!r.status.success()) return r.status.shell_code();
+  }
+  return 0;
+}
+
+}  // namespace davincirun
