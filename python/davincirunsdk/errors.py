@@ -7,7 +7,7 @@ Every error about the launcher's input or environment derives from
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple, Type
 
 
 class DavincirunError(Exception):
@@ -97,6 +97,20 @@ class LauncherSystemError(DavincirunError, OSError):
     """A system call of the launcher itself failed (pipes, epoll, log files)."""
 
     os_errno: Optional[int] = None
+
+
+# What the public functions re-raise as their own (surfaced()): the errors
+# they document, and Ctrl-C once every rank was stopped.
+SURFACED: Tuple[Type[BaseException], ...] = (DavincirunError, KeyboardInterrupt)
+
+
+def surfaced(error: BaseException) -> BaseException:
+    """`error` with its traceback dropped, for a public function to raise as
+    its own: the traceback then shows the caller's frame, that function's
+    one frame and the message, not the library's inner frames (a notebook
+    shows each with lines of its source). It is still the same error object,
+    raised where the caller's call failed."""
+    return error.with_traceback(None)
 
 
 class DistributedRuntimeError(DavincirunError, RuntimeError):

@@ -10,7 +10,7 @@ from . import _core
 from ._cache_dir import remove_cache_dir
 from ._console import in_ipython_kernel
 from ._live import WAKE_SECONDS, LiveOutput
-from .errors import DistributedRuntimeError
+from .errors import SURFACED, DistributedRuntimeError, surfaced
 
 
 class DistributedJob:
@@ -166,7 +166,10 @@ class DistributedJob:
             )
         try:
             self._live.wait()
-        except BaseException:  # Ctrl-C, or anything else that ends the wait early
+        except SURFACED as error:  # Ctrl-C: raised as this method's own once every rank is stopped
+            self._stop_after_interrupt()
+            raise surfaced(error)  # noqa: B904 (the same error, as raised here)
+        except BaseException:  # anything else that ends the wait early
             self._stop_after_interrupt()
             raise
         result = self._finish(waited=True)

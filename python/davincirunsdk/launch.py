@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 from . import _core
 from ._cache_dir import make_cache_dir, remove_cache_dir
 from ._console import console_mode, in_ipython_kernel, stop_request_name
-from .errors import DeviceBusyError, LaunchConfigError, OptionTypeError
+from .errors import SURFACED, DeviceBusyError, LaunchConfigError, OptionTypeError, surfaced
 from .job import DistributedJob
 
 PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
@@ -259,14 +259,20 @@ def start_distributed_train(
         ``env="A=B"``), naming it.
     """
     # Every parameter goes on by name: locals() holds exactly them here.
-    return _start(background=True, **locals())
+    try:
+        return _start(background=True, **locals())
+    except SURFACED as error:
+        raise surfaced(error)  # noqa: B904 (the same error, as raised here)
 
 
 def wait_distributed_train(
     fmk_manager: DistributedJob, destroy_when_finished: bool = True, raise_exception: bool = True
 ) -> int:
     """Waits for a job from :func:`start_distributed_train`; see :meth:`DistributedJob.wait`."""
-    return fmk_manager.wait(destroy_when_finished=destroy_when_finished, raise_exception=raise_exception)
+    try:
+        return fmk_manager.wait(destroy_when_finished=destroy_when_finished, raise_exception=raise_exception)
+    except SURFACED as error:
+        raise surfaced(error)  # noqa: B904 (the same error, as raised here)
 
 
 def start_and_wait_distributed_train(
@@ -322,4 +328,7 @@ def start_and_wait_distributed_train(
     # two of wait() go to wait().
     launch = dict(locals())
     wait = {name: launch.pop(name) for name in ("destroy_when_finished", "raise_exception")}
-    return _start(background=False, **launch).wait(**wait)
+    try:
+        return _start(background=False, **launch).wait(**wait)
+    except SURFACED as error:
+        raise surfaced(error)  # noqa: B904 (the same error, as raised here)
