@@ -2,6 +2,7 @@
 scripts/notebook_env.sh) run by nbclient, the ranks started by the kernel's
 own interpreter."""
 
+import re
 import time
 
 import pytest
@@ -47,6 +48,13 @@ def launch_call(function, code, table, log_dir, env, **kwargs):
     extra = "".join(", %s=%r" % item for item in sorted(kwargs.items()))
     return "%s([sys.executable, '-c', %r], rank_table=%r, log_dir=%r, env=%r%s)" % (
         function, code, table, log_dir, env, extra)
+
+
+def library_frames(traceback):
+    """The functions of davincirunsdk an IPython traceback shows a frame of
+    ("File .../davincirunsdk/launch.py:12, in f(...)"; before IPython 8
+    ".../davincirunsdk/launch.py in f(...)")."""
+    return re.findall(r"^(?:File )?\S*/davincirunsdk/\S+\.py(?::\d+)?,? in (\w+)", traceback, re.MULTILINE)
 
 
 def assert_no_process_left(marker, within=5.0):
@@ -105,6 +113,11 @@ def test_failing_rank_raises_in_its_cell_and_the_next_cell_runs(kernel_name, tmp
     assert "rank_1.device_1.log" in evalue
     assert all("last words %d" % i in evalue for i in range(3))  # the end of its log
     assert "DistributedRuntimeError" in traceback and "last words 2" in traceback
+    # The traceback: the cell's line, the function it called, then the
+    # message; none of the library's inner frames and their source lines.
+    assert "----> 1 start_and_wait_distributed_train(" in traceback
+    assert library_frames(traceback) == ["start_and_wait_distributed_train"], traceback
+    assert traceback.rstrip().endswith(evalue.rstrip().splitlines()[-1])
     # Its live output came first, in the same cell, and the status view says what happened.
     assert "[rank 1] last words 2" in cell_text(nb.cells[1], displays=False, ansi=False).splitlines()
     [view] = cell_displays(nb.cells[1])

@@ -108,7 +108,9 @@ def test_cli_sigterm_to_the_supervisor_is_named_and_exits_143(tmp_path, rank_tab
     job = Job(tmp_path, "sleep", "devnull")
     proc, _, err = signal_the_cli_supervisor(job, rank_table(2), job_env, tmp_path, signal.SIGTERM)
     assert proc.returncode == 128 + signal.SIGTERM, err
-    assert "the job supervisor got signal 15 (SIGTERM): stopping every rank" in err
+    # Ctrl-C at the terminal would now be the first stop request of the user: it kills at once.
+    assert ("the job supervisor got signal 15 (SIGTERM): stopping 2 rank(s) (SIGTERM); SIGKILL in %g s, "
+            "or at once on Ctrl-C" % GRACE) in err
     assert "the job was stopped by signal 15 (SIGTERM) to its supervisor process" in err
     summary = read_summary(job)
     assert summary["stop_reason"] == "signaled"
