@@ -214,6 +214,9 @@ def test_interrupting_the_cell_stops_the_job_and_the_same_cell_runs_again(
         # Everything, the SIGTERM-ignoring child and the daemon included, is
         # gone within the grace period after the interrupt.
         wait_until_gone(marker, procs["supervisor"], within=GRACE - (time.monotonic() - interrupted))
+        # The cell said what the stop does, in the notebook's words.
+        assert ("[davincirun] stop requested: stopping 2 rank(s) (SIGTERM); SIGKILL in %g s, or at once on a "
+                "second interrupt (the stop button)\n" % GRACE) in cell.text(displays=True)
 
         # The same cell again, at once, in the same kernel: the devices are
         # free (no DeviceBusyError), the job runs and returns 0.
