@@ -102,7 +102,7 @@ std::vector<detail::RunningRank> running_ranks(const Ranks& ranks) {
 }  // namespace
 
 Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions options, LineSink& console)
-    : options_(options), console_(&console), scratch_() {
+    : options_(std::move(options)), console_(&console), scratch_() {
   tracking_ = resolve_tracking(options_);
   if (options_.owns_all_children) {
     sigset_t mask;
@@ -416,7 +416,7 @@ void Supervisor::begin_stop(StopReason reason, std::optional<std::size_t> except
 // The ranks that outlive SIGTERM, named once.
 void Supervisor::report_still_running() {
   report_deadline_.reset();
-  if (killed_all_) return;
+  if (killed_all_ || !kill_deadline_) return;
   const std::vector<detail::RunningRank> running = running_ranks(ranks_);
   if (running.empty()) return;
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(*kill_deadline_ - Clock::now());
