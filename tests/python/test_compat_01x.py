@@ -6,6 +6,7 @@ fmk_processes. Real jobs, real processes."""
 import errno
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -89,6 +90,12 @@ def test_generate_set_and_get_rank_table(tmp_path, no_table_variables):
         assert (again.format, again.world_size) == ("1.0", 3)
     finally:
         remove_exported_table()
+    # 0.1.x overwrote MA_CURRENT_HOST_IP with the server_id; a value set is kept now.
+    no_table_variables.setenv("MA_CURRENT_HOST_IP", "10.9.9.9")
+    try:
+        assert set_rank_env(table)["MA_CURRENT_HOST_IP"] == "10.9.9.9"
+    finally:
+        remove_exported_table()
 
 
 def test_rank_table_file_v_1_0_wins_over_rank_table_file(tmp_path, rank_table, job_env, no_table_variables):
@@ -111,6 +118,34 @@ def test_rank_table_file_v_1_0_wins_over_rank_table_file(tmp_path, rank_table, j
     no_table_variables.setenv("RANK_TABLE_FILE", four)
     job = start_distributed_train(["true"], log_dir=str(tmp_path / "log"), env=job_env, output_notebook=False)
     assert job.wait() == 0 and len(job.pids) == 4
+
+
+def test_the_cli_reads_rank_table_file_v_1_0_first(tmp_path, rank_table, no_table_variables):
+    program = os.path.join(os.path.dirname(os.path.abspath(davincirunsdk.__file__)), "bin", "davincirun")
+    v1 = rank_table(2)
+    env = dict(os.environ, RANK_TABLE_FILE=write_rank_table(tmp_path / "four.json", [0, 1, 2, 3]),
+               RANK_TABLE_FILE_V_1_0=v1)
+    proc = subprocess.run([program, "--dry-run", "true"], cwd=str(tmp_path), env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert ("rank table %s (" % v1) in proc.stdout and "+ WORLD_SIZE=2\n" in proc.stdout, proc.stdout
+
+
+def test_the_ranks_environment_where_it_differs_from_0_1_x(tmp_path, rank_table, job_env, monkeypatch):
+    """0.1.x set ASCEND_PROCESS_LOG_PATH under /tmp/logdir and, under
+    ModelArts' MA_RUN_MODE_ENV, GLOG_* variables; it set RANK_START only
+    through init_rank_table. Now: none of the former, RANK_START always."""
+    monkeypatch.setenv("MA_RUN_MODE_ENV", "normal")
+    for name in ("ASCEND_PROCESS_LOG_PATH", "GLOG_v", "GLOG_log_dir", "RANK_START"):
+        monkeypatch.delenv(name, raising=False)
+    code = "import os\nfor n in ('ASCEND_PROCESS_LOG_PATH', 'GLOG_v', 'GLOG_log_dir', 'RANK_START'):\n" \
+           "    print(n, os.environ.get(n))\n"
+    job = start_distributed_train(python_command(code), log_dir=str(tmp_path / "log"), rank_table=rank_table(1),
+                                  env=job_env, output_notebook=False)
+    assert job.wait() == 0
+    with open(os.path.join(job.run_dir, "rank_0.device_0.log")) as f:
+        assert f.read().split("\n")[:4] == ["ASCEND_PROCESS_LOG_PATH None", "GLOG_v None", "GLOG_log_dir None",
+                                            "RANK_START 0"]
 
 
 def test_no_rank_table_is_also_the_runtime_error_0_1_x_raised(tmp_path, job_env, no_table_variables):
