@@ -5,6 +5,7 @@ fmk_processes. Real jobs, real processes."""
 
 import errno
 import os
+import re
 import signal
 import subprocess
 import time
@@ -134,18 +135,23 @@ def test_the_cli_reads_rank_table_file_v_1_0_first(tmp_path, rank_table, no_tabl
 def test_the_ranks_environment_where_it_differs_from_0_1_x(tmp_path, rank_table, job_env, monkeypatch):
     """0.1.x set ASCEND_PROCESS_LOG_PATH under /tmp/logdir and, under
     ModelArts' MA_RUN_MODE_ENV, GLOG_* variables; it set RANK_START only
-    through init_rank_table. Now: none of the former, RANK_START always."""
+    through init_rank_table; JOB_ID fell back to the host name; the ranks
+    inherited its stdin. Now: none of the former, RANK_START always, JOB_ID
+    job-<8 hex digits>, stdin /dev/null."""
     monkeypatch.setenv("MA_RUN_MODE_ENV", "normal")
-    for name in ("ASCEND_PROCESS_LOG_PATH", "GLOG_v", "GLOG_log_dir", "RANK_START"):
+    for name in ("ASCEND_PROCESS_LOG_PATH", "GLOG_v", "GLOG_log_dir", "RANK_START", "BATCH_JOB_ID", "MA_VJ_NAME",
+                 "JOB_ID"):
         monkeypatch.delenv(name, raising=False)
-    code = "import os\nfor n in ('ASCEND_PROCESS_LOG_PATH', 'GLOG_v', 'GLOG_log_dir', 'RANK_START'):\n" \
-           "    print(n, os.environ.get(n))\n"
+    code = ("import os\nfor n in ('ASCEND_PROCESS_LOG_PATH', 'GLOG_v', 'GLOG_log_dir', 'RANK_START', 'JOB_ID'):\n"
+            "    print(n, os.environ.get(n))\n"
+            "print('stdin', os.path.realpath('/proc/self/fd/0'))\n")
     job = start_distributed_train(python_command(code), log_dir=str(tmp_path / "log"), rank_table=rank_table(1),
                                   env=job_env, output_notebook=False)
     assert job.wait() == 0
+    assert re.fullmatch(r"job-[0-9a-f]{8}", job.job_id)
     with open(os.path.join(job.run_dir, "rank_0.device_0.log")) as f:
-        assert f.read().split("\n")[:4] == ["ASCEND_PROCESS_LOG_PATH None", "GLOG_v None", "GLOG_log_dir None",
-                                            "RANK_START 0"]
+        assert f.read().split("\n")[:6] == ["ASCEND_PROCESS_LOG_PATH None", "GLOG_v None", "GLOG_log_dir None",
+                                            "RANK_START 0", "JOB_ID " + job.job_id, "stdin /dev/null"]
 
 
 def test_no_rank_table_is_also_the_runtime_error_0_1_x_raised(tmp_path, job_env, no_table_variables):
