@@ -46,7 +46,7 @@ std::string installation_python(const std::string& self_exe) {
 }  // namespace
 
 std::optional<std::string> python_interpreter(const Environment& env, const std::string& self_exe) {
-  if (auto chosen = env.get("DAVINCIRUN_PYTHON"); chosen && !chosen->empty()) return *chosen;
+  if (auto chosen = env.get("DAVINCIRUN_PYTHON"); chosen && !chosen->empty()) return chosen;
   if (std::string installed = installation_python(self_exe); !installed.empty()) return installed;
   const std::string path_list = env.get("PATH").value_or("/usr/local/bin:/usr/bin:/bin");
   for (const char* name : {"python3", "python"}) {
