@@ -5,7 +5,9 @@ version, with other packages), a frequent surprise."""
 import os
 import re
 import shutil
-from typing import Optional
+import sys
+import warnings
+from typing import Any, List, Mapping, Optional
 
 # A command word that names a Python interpreter: python, python3, python3.11.
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?$")
@@ -42,3 +44,24 @@ def foreign_interpreter(program: str, path_list: Optional[str], work_dir: str, e
     if found is None or _same_interpreter(found, executable):
         return None
     return os.path.abspath(found)
+
+
+def warn_if_foreign(argv: List[bytes], env: Mapping[Any, Any], work_dir: Any, stacklevel: int) -> None:
+    """One UserWarning when the command (`argv`, at least its first word)
+    runs a Python that is not this process's (``sys.executable``). `env`:
+    the ranks' extra variables (their PATH, when given, else this process's);
+    `work_dir`: the ranks' working directory; `stacklevel`: as for
+    ``warnings.warn``, 1 being this function."""
+    if not argv:
+        return
+    program = os.fsdecode(argv[0])
+    path_list = env.get("PATH", env.get(b"PATH", os.environ.get("PATH")))
+    found = foreign_interpreter(program, None if path_list is None else os.fsdecode(path_list),
+                                os.fsdecode(work_dir) or ".", sys.executable)
+    if found:
+        warnings.warn(
+            "the ranks run %s (%s), not this kernel's Python %s, whose packages may differ: give sys.executable "
+            "as the command's first word to use the kernel's" % (found, program, sys.executable),
+            UserWarning,
+            stacklevel=stacklevel,
+        )

@@ -19,14 +19,14 @@ from __future__ import annotations
 import operator
 import os
 import shlex
-import sys
 import warnings
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _core, _jobs
 from ._cache_dir import make_cache_dir, remove_cache_dir
 from ._console import console_mode, in_ipython_kernel
-from ._interpreter import foreign_interpreter
+from ._interpreter import warn_if_foreign
+from ._work_dir import make_work_dir, remove_made_dirs
 from .errors import DeviceBusyError, LaunchConfigError, OptionTypeError
 from .job import DistributedJob
 
@@ -159,53 +159,6 @@ def _busy_note(holder_pid: Optional[int]) -> str:
     return ""
 
 
-def _make_work_dir(work_dir: PathLike) -> Optional[str]:
-    """Creates a missing `work_dir` with its missing parents, as 0.1.x did
-    (``os.makedirs``, mode 0777 less the umask); returns the topmost
-    directory made, or None. A path that cannot be made is left to the plan,
-    which says why it cannot be used."""
-    path = os.path.abspath(os.fsdecode(work_dir) or ".")
-    if os.path.lexists(path):
-        return None
-    top = path
-    while not os.path.lexists(os.path.dirname(top)):
-        top = os.path.dirname(top)
-    try:
-        os.makedirs(path)
-    except OSError:
-        return None
-    return top
-
-
-def _remove_made_dirs(path: PathLike, top: str) -> None:
-    """Removes what _make_work_dir made, where still empty (a failed start)."""
-    path = os.path.abspath(os.fsdecode(path) or ".")
-    while True:
-        try:
-            os.rmdir(path)
-        except OSError:
-            return
-        if path == top:
-            return
-        path = os.path.dirname(path)
-
-
-def _warn_foreign_interpreter(argv: List[bytes], env: Mapping[Any, Any], work_dir: PathLike) -> None:
-    """In a notebook: a one-line warning when the command's interpreter is not the kernel's."""
-    if not argv:
-        return
-    path_list = env.get("PATH", env.get(b"PATH", os.environ.get("PATH")))
-    found = foreign_interpreter(os.fsdecode(argv[0]), None if path_list is None else os.fsdecode(path_list),
-                                os.fsdecode(work_dir) or ".", sys.executable)
-    if found:
-        warnings.warn(
-            "the ranks run %s (%s), not this kernel's Python %s, whose packages may differ: give sys.executable "
-            "as the command's first word to use the kernel's" % (found, os.fsdecode(argv[0]), sys.executable),
-            UserWarning,
-            stacklevel=4,  # _warn_... <- _start <- start_*_distributed_train <- the caller
-        )
-
-
 def _start(
     command: Command, *, background: bool, output_notebook: Optional[bool], random_cache_dir: bool, **keywords: Any
 ) -> DistributedJob:
@@ -224,8 +177,9 @@ def _start(
         if cache_dir:
             options.remove_after_job = [cache_dir]  # by the supervisor process, even if this process dies
         if in_ipython_kernel():
-            _warn_foreign_interpreter(_argv(command), env, work_dir)
-        made_dir = _make_work_dir(work_dir)
+            # stacklevel: warn_if_foreign <- _start <- start_*_distributed_train <- the caller
+            warn_if_foreign(_argv(command)[:1], env, work_dir, stacklevel=4)
+        made_dir = make_work_dir(work_dir)
         plan = _core.plan_launch(options)
         for warning in plan.warnings:
             warnings.warn(warning, UserWarning, stacklevel=3)
@@ -235,7 +189,7 @@ def _start(
         if cache_dir:
             remove_cache_dir(cache_dir)
         if made_dir:
-            _remove_made_dirs(work_dir, made_dir)
+            remove_made_dirs(work_dir, made_dir)
         if isinstance(e, DeviceBusyError):
             note = _busy_note(e.holder_pid)
             if note:

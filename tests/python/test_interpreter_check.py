@@ -5,10 +5,11 @@ on real interpreters: this one, a venv made from it, and links to it."""
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 
-from davincirunsdk._interpreter import foreign_interpreter
+from davincirunsdk._interpreter import foreign_interpreter, warn_if_foreign
 
 
 @pytest.fixture(scope="module")
@@ -46,3 +47,16 @@ def test_what_is_not_a_python_or_not_found_is_not_judged(tmp_path, venv):
     assert foreign_interpreter("python-config", str(venv / "bin"), str(tmp_path), sys.executable) is None
     assert foreign_interpreter("python3", str(tmp_path), str(tmp_path), sys.executable) is None  # not in PATH
     assert foreign_interpreter("python", str(venv / "bin"), str(tmp_path), "") is None  # no sys.executable
+
+
+def test_the_warning_is_one_line_at_the_callers_line(tmp_path, venv):
+    with pytest.warns(UserWarning) as caught:
+        warn_if_foreign([b"python"], {"PATH": str(venv / "bin")}, str(tmp_path), stacklevel=2)
+    [warning] = caught
+    assert str(warning.message) == (
+        "the ranks run %s (python), not this kernel's Python %s, whose packages may differ: give sys.executable "
+        "as the command's first word to use the kernel's" % (venv / "bin" / "python", sys.executable))
+    assert warning.filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_if_foreign([os.fsencode(sys.executable)], {}, str(tmp_path), stacklevel=2)  # the same: silent
