@@ -3,6 +3,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include "bindings.hpp"
 #include "davincirun/errors.hpp"
 
@@ -42,13 +45,26 @@ void bind_errors(py::module_&) {
       a["os_errno"] = e.os_errno();
       a["exit_code"] = e.exit_code();
       a["search_path"] = e.search_path().empty() ? py::object(py::none()) : py::object(fs_text(e.search_path()));
-      raise("SpawnError", e.what(), a);
+      // Not found / not executable are also FileNotFoundError / PermissionError,
+      // what subprocess (and so davincirunsdk 0.1.x) raised.
+      const char* name = "SpawnError";
+      if (e.os_errno() == ENOENT) name = "CommandNotFoundError";
+      if (e.os_errno() == EACCES) name = "CommandNotExecutableError";
+      if (e.os_errno() == ENOENT || e.os_errno() == EACCES) {
+        a["errno"] = e.os_errno();
+        a["strerror"] = std::strerror(e.os_errno());
+      }
+      raise(name, e.what(), a);
     } catch (const DeviceBusyError& e) {
       py::dict a;
       a["devices"] = py::cast(e.devices());
       a["holder_pid"] = e.holder_pid();
       a["holder_description"] = fs_text(e.holder_description());
       raise("DeviceBusyError", e.what(), a);
+    } catch (const NoRankTableError& e) {
+      py::dict a;
+      a["option"] = e.option();
+      raise("NoRankTableError", e.what(), a);
     } catch (const OptionError& e) {
       py::dict a;
       a["option"] = e.option();

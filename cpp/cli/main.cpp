@@ -21,6 +21,7 @@
 #include "dry_run.hpp"
 #include "options.hpp"
 #include "process/command_lookup.hpp"
+#include "python_script.hpp"
 
 namespace {
 
@@ -72,8 +73,16 @@ void inform(const std::string& text) {
 int run(const davincirun::cli::CliOptions& cli) {
   using namespace davincirun;
   verbosity = cli.verbosity;
-  const Environment inherited = Environment::current();
+  Environment inherited = Environment::current();
+  inherited.unset("DAVINCIRUN_PYTHON");  // the console script's, for python_interpreter() only
   LaunchOptions options = cli.launch;
+  if (cli::is_unexecutable_python_script(options.command, options.work_dir)) {
+    if (auto python = cli::python_interpreter(Environment::current(), cli::self_executable())) {
+      inform(fmt::format("{} is a Python script without execute permission: running it with {}", options.command[0],
+                         *python));
+      options.command.insert(options.command.begin(), *python);
+    }
+  }
   options.progress = [](const std::string& line) { inform(line); };
   options.supervisor.stop_request_name = "Ctrl-C";  // a second one (or SIGTERM, SIGHUP, SIGQUIT) kills at once
   LaunchPlan plan = plan_launch(options, inherited);

@@ -20,11 +20,13 @@ with RANK_ID, RANK_SIZE, DEVICE_ID, ASCEND_DEVICE_ID, RANK_TABLE_FILE, JOB_ID,
 RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT... set for each rank.
 Every rank's output goes to its own log file and, prefixed by its rank, to
 this terminal. When one rank fails, the others are stopped at once.
+A COMMAND that is a Python script without execute permission (train.py)
+runs with the Python that installed davincirun.
 
 Options (they end at the first non-option or at --):
   -r, --rank-table PATH    rank table file, or a directory holding
-                           jobstart_hccl.json or hccl.json
-                           (default: $RANK_TABLE_FILE)
+                           jobstart_hccl.json or hccl.json (default:
+                           $RANK_TABLE_FILE_V_1_0, else $RANK_TABLE_FILE)
       --wait-timeout SEC   how long to wait for a rank table the platform is
                            still writing (default: 300; 0: do not wait)
   -l, --log-dir DIR        directory for run logs (default: ./log); each run

@@ -11,12 +11,17 @@ its own log file and shows it live, and stops every rank as soon as one fails::
 
 from ._cache_dir import set_random_ms_cache_dir
 from ._core import __version__, load_rank_table, parse_rank_table
+from ._jobs import running_jobs
+from ._rank_process import RankProcess
 from .errors import (
+    CommandNotExecutableError,
+    CommandNotFoundError,
     DavincirunError,
     DeviceBusyError,
     DistributedRuntimeError,
     LaunchConfigError,
     LauncherSystemError,
+    NoRankTableError,
     OptionTypeError,
     RankTableError,
     SpawnError,
@@ -26,6 +31,8 @@ from .launch import start_and_wait_distributed_train, start_distributed_train, w
 from .rank_table import init_rank_table
 
 __all__ = [
+    "CommandNotExecutableError",
+    "CommandNotFoundError",
     "DavincirunError",
     "DeviceBusyError",
     "DistributedJob",
@@ -33,12 +40,15 @@ __all__ = [
     "LaunchConfigError",
     "OptionTypeError",
     "LauncherSystemError",
+    "NoRankTableError",
+    "RankProcess",
     "RankTableError",
     "SpawnError",
     "__version__",
     "load_rank_table",
     "init_rank_table",
     "parse_rank_table",
+    "running_jobs",
     "set_random_ms_cache_dir",
     "start_and_wait_distributed_train",
     "start_distributed_train",

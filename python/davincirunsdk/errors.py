@@ -46,6 +46,14 @@ class LaunchConfigError(DavincirunError, ValueError):
     option: Optional[str] = None
 
 
+class NoRankTableError(LaunchConfigError, RuntimeError):
+    """No rank table: none was passed (``rank_table=``, ``--rank-table``)
+    and neither ``RANK_TABLE_FILE_V_1_0`` nor ``RANK_TABLE_FILE`` is set.
+    Nothing was started. Also a ``RuntimeError``, which davincirunsdk 0.1.x
+    raised in this case; ``option`` is ``"rank_table"``.
+    """
+
+
 class OptionTypeError(LaunchConfigError, TypeError):
     """A launch option of the wrong type: ``grace_period="10"``,
     ``ranks_to_show="01"`` (a string is not a list of ranks), ``env="A=B"``.
@@ -91,6 +99,30 @@ class SpawnError(DavincirunError, RuntimeError):
     os_errno: Optional[int] = None
     exit_code: Optional[int] = None
     search_path: Optional[str] = None
+
+
+class CommandNotFoundError(SpawnError, FileNotFoundError):
+    """A :class:`SpawnError` for a missing file (``ENOENT``): the command is
+    not in ``PATH`` or its path does not exist (or, rarely, the work
+    directory vanished before the rank started). Also a
+    ``FileNotFoundError``, as ``subprocess`` (and so davincirunsdk 0.1.x)
+    raised; ``errno`` and ``strerror`` are set, ``str()`` is the message.
+    """
+
+    def __str__(self) -> str:
+        return Exception.__str__(self)  # OSError's would print only "[Errno 2] ..."
+
+
+class CommandNotExecutableError(SpawnError, PermissionError):
+    """A :class:`SpawnError` for a refused permission (``EACCES``): the
+    command is not executable (a script without ``chmod +x``, a directory)
+    or the work directory cannot be entered. Also a ``PermissionError``, as
+    ``subprocess`` (and so davincirunsdk 0.1.x) raised; ``errno`` and
+    ``strerror`` are set, ``str()`` is the message.
+    """
+
+    def __str__(self) -> str:
+        return Exception.__str__(self)
 
 
 class LauncherSystemError(DavincirunError, OSError):

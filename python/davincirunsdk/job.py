@@ -6,10 +6,11 @@ import os
 import warnings
 from typing import Any, List, Optional
 
-from . import _core
+from . import _core, _jobs
 from ._cache_dir import remove_cache_dir
 from ._console import in_ipython_kernel
 from ._live import WAKE_SECONDS, LiveOutput
+from ._rank_process import RankProcess
 from .errors import SURFACED, DistributedRuntimeError, surfaced
 
 
@@ -27,9 +28,11 @@ class DistributedJob:
             (even by SIGKILL); see docs/architecture.md, "Process model".
         plan (LaunchPlan): the launch plan (ranks, devices, environments).
 
-    Keep the handle until the job is over: a job whose handle is dropped
-    (garbage-collected) before it ends is killed, so that nothing is ever left
-    running unwatched.
+    A job whose handle is dropped (garbage-collected) before it ends keeps
+    running, with a RuntimeWarning saying so; :func:`running_jobs` returns it
+    again. Every job still running when this Python process exits is
+    stopped first (SIGTERM, then SIGKILL after the grace period); one killed
+    outright stops its jobs all the same, through their supervisor.
     """
 
     run_dir: str
@@ -45,6 +48,7 @@ class DistributedJob:
         cache_dir: Optional[str] = None,
         ranks_to_show: Optional[List[int]] = None,
         background: bool = True,
+        grace_period: float = 10.0,
     ) -> None:
         self.plan = plan
         self.job_id = plan.job_id
@@ -55,14 +59,19 @@ class DistributedJob:
         self.supervisor_pid = self._core.supervisor_pid
         self._result: Optional[_core.JobResult] = None
         self._terminated = False
+        self._waited = False
+        self._grace_period = grace_period
         self._live = LiveOutput(self._core, plan, console, ranks_to_show, in_ipython_kernel(), background)
+        _jobs.register(self)
 
     def __del__(self) -> None:
         core = getattr(self, "_core", None)
         if core is None:
             return
         if not core.done:
-            core.request_kill_dropped()
+            if _jobs.keep(self):
+                return  # runs on until it ends or this process exits
+            core.request_kill_dropped()  # the interpreter is shutting down
         if getattr(self, "_cache_dir", None):
             while not core.wait_for(WAKE_SECONDS):
                 pass
@@ -112,6 +121,32 @@ class DistributedJob:
         rank failed before the stop."""
         self._terminated = True
         self._core.request_stop()
+
+    def destroy(self) -> int:
+        """Stops the job and waits for its end: :meth:`terminate` (unless it
+        is over already), then ``wait(raise_exception=False)``. The name
+        davincirunsdk 0.1.x's handle had for this; it never raises for a
+        failed rank.
+
+        Returns:
+            int: as :meth:`wait`: 130 for a job it stopped (0 when every rank
+            had already exited 0), else the first failed rank's code.
+        """
+        if self._waited and self._result is not None:  # over and shown already
+            return 0 if self._result.success else self._result.exit_code
+        if not self._core.done:
+            self.terminate()
+        return self.wait(raise_exception=False)
+
+    @property
+    def fmk_processes(self) -> List[RankProcess]:
+        """The ranks on this machine, in rank order, each with ``rank``,
+        ``device_id`` (physical), ``pid``, and ``returncode`` / ``poll()``
+        (``None`` until the job is over; then the exit code, or -N for signal
+        N, as ``subprocess.Popen`` has it). davincirunsdk 0.1.x listed
+        ``subprocess.Popen`` objects here; the ranks are now children of the
+        job's supervisor process (see :class:`RankProcess`)."""
+        return [RankProcess(self, index) for index in range(len(self.pids))]
 
     @property
     def result(self) -> Optional[_core.JobResult]:
@@ -172,6 +207,7 @@ class DistributedJob:
         except BaseException:  # anything else that ends the wait early
             self._stop_after_interrupt()
             raise
+        self._waited = True
         result = self._finish(waited=True)
         if result.success:
             return 0
@@ -188,6 +224,7 @@ class DistributedJob:
                 break
             except KeyboardInterrupt:
                 self._core.request_stop()  # a second Ctrl-C: kill now
+        self._waited = True
         self._finish(waited=True)
 
 

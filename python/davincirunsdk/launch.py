@@ -22,9 +22,11 @@ import shlex
 import warnings
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _core
+from . import _core, _jobs
 from ._cache_dir import make_cache_dir, remove_cache_dir
 from ._console import console_mode, in_ipython_kernel, stop_request_name
+from ._interpreter import warn_if_foreign
+from ._work_dir import make_work_dir, remove_made_dirs
 from .errors import SURFACED, DeviceBusyError, LaunchConfigError, OptionTypeError, surfaced
 from .job import DistributedJob
 
@@ -146,9 +148,15 @@ def _unchanged(value: Any) -> Any:
     return value
 
 
-def _is_child_of_this_process(pid: Optional[int]) -> bool:
-    """True when `pid` (e.g. a job's supervisor process) is a child of this process."""
-    return pid is not None and pid > 0 and _core.parent_pid(pid) == os.getpid()
+def _busy_note(holder_pid: Optional[int]) -> str:
+    """What to add to a DeviceBusyError whose holder this process started, else ""."""
+    job = _jobs.holding(holder_pid) if holder_pid else None
+    if job is not None:
+        return ("\n(that is job %s, started by this process, e.g. by an earlier cell: "
+                "davincirunsdk.running_jobs() returns it; call its terminate() or wait() first)" % job.job_id)
+    if holder_pid and _core.parent_pid(holder_pid) == os.getpid():
+        return "\n(that job was started by this process: call its terminate() or wait() first)"
+    return ""
 
 
 def _start(
@@ -161,24 +169,32 @@ def _start(
     if random_cache_dir and "MS_COMPILER_CACHE_PATH" not in env and not os.environ.get("MS_COMPILER_CACHE_PATH"):
         cache_dir = make_cache_dir()
         env["MS_COMPILER_CACHE_PATH"] = cache_dir
+    made_dir = None
+    work_dir = keywords.get("work_dir") or "."
     try:
         options = _launch_options(command, dict(keywords, env=env))
         options.supervisor_program = _supervisor_program()
         options.stop_request_name = stop_request_name(in_ipython_kernel())
         if cache_dir:
             options.remove_after_job = [cache_dir]  # by the supervisor process, even if this process dies
+        if in_ipython_kernel():
+            # stacklevel: warn_if_foreign <- _start <- start_*_distributed_train <- the caller
+            warn_if_foreign(_argv(command)[:1], env, work_dir, stacklevel=4)
+        made_dir = make_work_dir(work_dir)
         plan = _core.plan_launch(options)
         for warning in plan.warnings:
             warnings.warn(warning, UserWarning, stacklevel=3)
-        return DistributedJob(plan, console_mode(output_notebook), cache_dir, options.ranks_to_show, background)
+        return DistributedJob(plan, console_mode(output_notebook), cache_dir, options.ranks_to_show, background,
+                              options.grace_period)
     except BaseException as e:
         if cache_dir:
             remove_cache_dir(cache_dir)
-        if isinstance(e, DeviceBusyError) and _is_child_of_this_process(e.holder_pid):
-            e.args = (
-                str(e) + "\n(that job was started by this process, e.g. by an earlier cell: call its "
-                "terminate() or wait() first)",
-            ) + e.args[1:]
+        if made_dir:
+            remove_made_dirs(work_dir, made_dir)
+        if isinstance(e, DeviceBusyError):
+            note = _busy_note(e.holder_pid)
+            if note:
+                e.args = (str(e) + note,) + e.args[1:]
         raise
 
 
@@ -209,12 +225,16 @@ def start_distributed_train(
             interpreter (``sys.executable``).
         work_dir (str): working directory of the ranks; relative paths in
             ``command`` resolve from it. Default ``"./"`` (``""`` too).
+            Created with its missing parents when it does not exist (as
+            0.1.x did; removed again if the job cannot start).
         log_dir (str): where this run's log directory is created (relative to
             the caller's working directory). Default ``"./log"`` (``""`` too).
         output_notebook (bool | None): show the ranks' output live, each line
             prefixed by its rank (in the rank's colour in a notebook or on a
             terminal; ``NO_COLOR`` turns colour off). ``None`` (default) or
-            ``True``: yes; ``False``: log files only. Inside a Jupyter kernel
+            ``True``: yes; ``False``: log files only. (In davincirunsdk
+            0.1.x the default was ``False``, which showed nothing in a
+            notebook cell; see docs/migration.md.) Inside a Jupyter kernel
             the calling cell also gets a status view (rank, device, pid,
             status, time, last line or progress bar), updated in place and
             turned into the summary when the job ends; lines redrawn with
@@ -224,7 +244,8 @@ def start_distributed_train(
             cell, the lines go into the view of the starting cell, never into
             other cells. See docs/notebooks.md.
         rank_table (str | None): rank table file, or a directory holding
-            ``jobstart_hccl.json`` or ``hccl.json``; default ``$RANK_TABLE_FILE``.
+            ``jobstart_hccl.json`` or ``hccl.json``; default
+            ``$RANK_TABLE_FILE_V_1_0``, else ``$RANK_TABLE_FILE``.
         server_id (str | None): this machine's ``server_id`` in the table
             (needed for multi-server tables).
         env (dict[str, str] | None): extra variables for every rank (values:
@@ -248,12 +269,18 @@ def start_distributed_train(
             waiting. Default 300, at most one year.
 
     Returns:
-        DistributedJob
+        DistributedJob: the job keeps running if this handle is dropped
+        (with a RuntimeWarning; :func:`running_jobs` finds it again) and is
+        stopped (SIGTERM, then SIGKILL after ``grace_period``) when this
+        Python process exits.
 
     Raises:
         RankTableError, LaunchConfigError (an option out of its range names
         it: ``grace_period must be ...``, and ``.option`` holds its name),
         SpawnError, LauncherSystemError; nothing is left running.
+        NoRankTableError (also a RuntimeError): no rank table at all.
+        CommandNotFoundError / CommandNotExecutableError (SpawnErrors, also
+        FileNotFoundError / PermissionError): the command cannot be run.
         OptionTypeError (a TypeError and a LaunchConfigError): an option of
         the wrong type (``grace_period="10"``, ``ranks_to_show="0"``,
         ``env="A=B"``), naming it.
@@ -320,7 +347,8 @@ def start_and_wait_distributed_train(
         DistributedRuntimeError: a rank failed (names the rank, how it ended,
             its log file and the end of its log).
         KeyboardInterrupt: Ctrl-C, after every rank was stopped.
-        RankTableError, LaunchConfigError, SpawnError: nothing was started.
+        RankTableError, LaunchConfigError, SpawnError: nothing was started
+            (the subclasses as for :func:`start_distributed_train`).
         OptionTypeError (a TypeError and a LaunchConfigError): an option of
             the wrong type, naming it.
     """

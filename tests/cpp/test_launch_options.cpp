@@ -143,3 +143,34 @@ TEST_CASE("an OptionError names its option where a front end can put its own spe
     CHECK_THAT(e.what(), !Contains("pass"));
   }
 }
+
+TEST_CASE("the rank table is the option's, else RANK_TABLE_FILE_V_1_0, else RANK_TABLE_FILE, else a NoRankTableError",
+          "[launch_options]") {
+  // Missing files, not waited for: the error names the table that was chosen.
+  LaunchOptions o = valid();
+  o.wait_timeout = 0ms;
+  auto chosen = [&](const LaunchOptions& options, const Environment& env) -> std::string {
+    try {
+      plan_launch(options, env);
+    } catch (const RankTableError& e) {
+      return e.source();
+    }
+    return "";
+  };
+  const Environment both({"RANK_TABLE_FILE=/nonexistent/env.json", "RANK_TABLE_FILE_V_1_0=/nonexistent/v1.json"});
+  CHECK(chosen(o, both) == "/nonexistent/v1.json");  // davincirunsdk 0.1.x's order
+  CHECK(chosen(o, Environment({"RANK_TABLE_FILE=/nonexistent/env.json"})) == "/nonexistent/env.json");
+  CHECK(chosen(o, Environment({"RANK_TABLE_FILE_V_1_0=", "RANK_TABLE_FILE=/nonexistent/env.json"})) ==
+        "/nonexistent/env.json");  // empty counts as unset
+  LaunchOptions explicit_table = o;
+  explicit_table.rank_table = "/nonexistent/option.json";
+  CHECK(chosen(explicit_table, both) == "/nonexistent/option.json");
+
+  try {
+    plan_launch(o, Environment{});
+    FAIL("no rank table was accepted");
+  } catch (const NoRankTableError& e) {
+    CHECK(e.option() == "rank_table");
+    CHECK_THAT(e.what(), Contains("no rank table"));
+  }
+}

@@ -31,8 +31,9 @@ def bad(tmp_path):
 CASES = [
     # (keyword arguments, error type, words the message must hold)
     (dict(command=[]), LaunchConfigError, "no command given"),
-    (dict(command=["true"], work_dir="{tmp}/missing"), LaunchConfigError,
-     "work_dir '{tmp}/missing' cannot be used: No such file or directory"),
+    # A missing work_dir is made (as 0.1.x did); one under a file cannot be.
+    (dict(command=["true"], work_dir="{tmp}/big.json/sub"), LaunchConfigError,
+     "work_dir '{tmp}/big.json/sub' cannot be used: Not a directory"),
     (dict(command=["true"], rank_table="{tmp}/no_table"), RankTableError,
      "{tmp}/no_table: no rank table in this directory: neither jobstart_hccl.json nor hccl.json"),
     (dict(command=["true"], rank_table="{tmp}/loop1"), RankTableError,
@@ -62,7 +63,7 @@ def test_bad_input_is_a_clear_error_and_starts_nothing(bad, rank_table, job_env,
     [
         (dict(command=[]), "command"),
         (dict(command="python 'unbalanced"), "command"),
-        (dict(work_dir="{tmp}/missing"), "work_dir"),
+        (dict(work_dir="{tmp}/big.json/sub"), "work_dir"),
         (dict(log_dir="{tmp}/big.json"), "log_dir"),  # a file: checked by the job's supervisor process
         (dict(server_id="elsewhere"), "server_id"),
         (dict(rank_table=None), "rank_table"),  # and no RANK_TABLE_FILE

@@ -75,8 +75,9 @@ def test_a_second_job_on_a_busy_device_is_refused_at_once(tmp_path, rank_table, 
         first_line, hint = str(error).split("\n")
         assert first_line.endswith("Z): %s -c 'import time; time.sleep(120)'" % sys.executable)
         # The holder is a job of this very process (e.g. an earlier notebook cell's): say what to do.
-        assert hint == ("(that job was started by this process, e.g. by an earlier cell: call its terminate() "
-                        "or wait() first)")
+        assert hint == ("(that is job %s, started by this process, e.g. by an earlier cell: "
+                        "davincirunsdk.running_jobs() returns it; call its terminate() or wait() first)"
+                        % first.job_id)
         # It started nothing and created nothing.
         assert not (tmp_path / "second").exists()
         assert sorted(processes_with_marker(job_env[MARKER_VARIABLE])) == sorted(first.pids)

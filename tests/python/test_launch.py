@@ -298,38 +298,6 @@ def test_a_failing_display_never_harms_the_job(tmp_path, rank_table, job_env, mo
             assert f.read().count("\n") == 20000
 
 
-def test_dropping_an_unfinished_job_kills_it(tmp_path, rank_table, job_env):
-    job = start_distributed_train(
-        python_command(SLEEPER), log_dir=str(tmp_path / "log"), rank_table=rank_table(2), env=job_env,
-        output_notebook=False, random_cache_dir=True,
-    )
-    pids, cache = job.pids, job._cache_dir
-    del job
-    import gc
-
-    gc.collect()
-    assert_gone(pids)
-    assert not os.path.exists(cache)
-
-
-def test_a_dropped_job_says_so_on_the_terminal(tmp_path, rank_table, job_env):
-    # A script whose stdout is fd 1 (the terminal mode): the supervisor writes notices to its stderr.
-    script = (
-        "import gc, sys, time\n"
-        "from davincirunsdk import start_distributed_train\n"
-        "job = start_distributed_train([sys.executable, '-c', 'import time; time.sleep(60)'],\n"
-        "                              rank_table=%r, log_dir=%r, env=%r)\n"
-        "del job\n"
-        "gc.collect()\n"
-    ) % (rank_table(2), str(tmp_path / "log"), job_env)
-    proc = subprocess.run([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert ("[davincirun] the job was dropped (its handle destroyed) before it ended: killing every rank now"
-            in proc.stderr), proc.stderr
-    assert "kill requested" not in proc.stderr
-
-
 def test_host_ignoring_sigchld_still_gets_every_exit_status(tmp_path, rank_table, job_env):
     """The ranks are children of the job's supervisor process, so a caller
     that ignores SIGCHLD (auto-reaping its own children) loses nothing."""

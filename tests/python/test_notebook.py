@@ -2,6 +2,7 @@
 scripts/notebook_env.sh) run by nbclient, the ranks started by the kernel's
 own interpreter."""
 
+import os
 import re
 import time
 
@@ -177,3 +178,41 @@ def test_where_a_background_threads_print_goes(kernel_name, tmp_path):
         assert (printed.cell_index, printed.delivered) == (2, True)
         assert cell_text(nb.cells[1]) == "cell 1 done\n"
         assert cell_text(nb.cells[2]) == "from the thread\ncell 2 done\n"
+
+
+def test_a_dropped_handle_runs_on_until_the_kernel_shuts_down(kernel_name, tmp_path, rank_table, job_env):
+    """0.1.x's `start_distributed_train(cmd)` without keeping the result: the
+    job runs on (one warning, in that cell) and running_jobs() finds it in a
+    later cell; shutting the kernel down stops it."""
+    sleeper = "import time\nprint('up', flush=True)\ntime.sleep(120)\n"
+    call = launch_call("start_distributed_train", sleeper, rank_table(2), str(tmp_path / "log"), job_env,
+                       output_notebook=True)
+    nb = execute_notebook(
+        [IMPORTS + "\nfrom davincirunsdk import running_jobs",
+         call + ";",  # the `;` keeps the handle out of Out[]: it is dropped at the end of the cell
+         "time.sleep(0.5)\njobs = running_jobs()\n"
+         "print(len(jobs), jobs[0].poll(), all(os.path.exists('/proc/%d' % pid) for pid in jobs[0].pids))"],
+        kernel_name, cwd=tmp_path,
+    )
+    warnings = [line for line in cell_text(nb.cells[1], displays=False).splitlines() if "RuntimeWarning" in line]
+    assert len(warnings) == 1 and "keeps running though its handle was dropped" in warnings[0]
+    assert cell_text(nb.cells[2]) == "1 None True\n"
+    assert_no_process_left(job_env[MARKER_VARIABLE])
+
+
+def test_a_foreign_python_gets_one_warning_in_a_kernel(kernel_name, tmp_path, rank_table, job_env):
+    """`python` in the ranks' PATH is not the kernel's interpreter (here a
+    link to the kernel's base interpreter, in another directory: another
+    environment): one warning line; sys.executable: none."""
+    bin_dir = tmp_path / "other-bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(os.path.realpath(kernel_python(kernel_name)))
+    env = dict(job_env, PATH="%s:/usr/bin:/bin" % bin_dir)
+    foreign = "start_and_wait_distributed_train(['python', '-c', 'print(1)'], rank_table=%r, log_dir=%r, env=%r)" % (
+        rank_table(1), str(tmp_path / "log"), env)
+    own = launch_call("start_and_wait_distributed_train", "print(1)", rank_table(1), str(tmp_path / "log"), env)
+    nb = execute_notebook([IMPORTS, foreign, own], kernel_name, cwd=tmp_path)
+    [warning] = [line for line in cell_text(nb.cells[1], displays=False).splitlines() if "Warning" in line]
+    assert "UserWarning: the ranks run %s (python), not this kernel's Python %s" % (
+        bin_dir / "python", kernel_python(kernel_name)) in warning
+    assert "Warning" not in cell_text(nb.cells[2], displays=False)

@@ -102,6 +102,16 @@ class OptionError : public ConfigError {
   std::size_t name_at_;
 };
 
+/// No rank table was named: LaunchOptions::rank_table is empty and neither
+/// RANK_TABLE_FILE_V_1_0 nor RANK_TABLE_FILE is set. Its option is
+/// "rank_table"; Python raises it as NoRankTableError, also a RuntimeError
+/// (what davincirunsdk 0.1.x raised then).
+class NoRankTableError : public OptionError {
+ public:
+  /// The message names the option between `before` and `after`, as OptionError's.
+  NoRankTableError(const std::string& before, const std::string& after) : OptionError("rank_table", before, after) {}
+};
+
 /// Devices of this job are locked by another job (device_lock.hpp); nothing
 /// was started. `what()` names the devices and every holder, e.g.
 /// `devices 0, 1 are in use by another job: pid 1234 (job 20261130-ab12, started 2026-11-30T20:01:02Z): python

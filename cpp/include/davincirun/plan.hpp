@@ -36,7 +36,8 @@ struct LaunchOptions {
   /// non-empty program; no argument may hold a NUL byte.
   std::vector<std::string> command;
   /// Rank table file, or a directory holding jobstart_hccl.json or hccl.json;
-  /// empty (the default) = the RANK_TABLE_FILE variable of the environment.
+  /// empty (the default) = the environment's RANK_TABLE_FILE_V_1_0, else its
+  /// RANK_TABLE_FILE (davincirunsdk 0.1.x's order); neither: NoRankTableError.
   std::string rank_table;
   /// How long to wait for a table the platform is still writing (missing,
   /// empty, half-written or status "initializing"); 0 = no waiting.

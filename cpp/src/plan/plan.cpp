@@ -124,10 +124,13 @@ std::vector<std::string> option_warnings(const LaunchOptions& options) {
 
 LoadedRankTable load_completed_table(const LaunchOptions& options, const Environment& environment) {
   std::string path = options.rank_table;
+  // A 1.0 table a platform names in RANK_TABLE_FILE_V_1_0 wins over
+  // RANK_TABLE_FILE, as in davincirunsdk 0.1.x's davincirun and init_rank_table.
+  if (path.empty()) path = environment.get("RANK_TABLE_FILE_V_1_0").value_or("");
   if (path.empty()) path = environment.get("RANK_TABLE_FILE").value_or("");
   if (path.empty()) {
-    throw OptionError("rank_table", "no rank table: set RANK_TABLE_FILE or give ",
-                      " (the rank table file, or the directory holding it)");
+    throw NoRankTableError("no rank table: set RANK_TABLE_FILE or give ",
+                           " (the rank table file, or the directory holding it)");
   }
   RankTableLoadOptions load;
   load.wait_timeout = options.wait_timeout;
