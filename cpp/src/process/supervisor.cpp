@@ -87,7 +87,7 @@ struct Supervisor::Rank {
 };
 
 Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions options, LineSink& console)
-    : options_(options), console_(&console), scratch_() {
+    : options_(std::move(options)), console_(&console), scratch_() {
   tracking_ = detail::resolve_tracking(options_);
   const bool may_fall_back = detail::may_fall_back_to_sigchld(options_, tracking_);
   if (options_.owns_all_children) {
