@@ -52,7 +52,15 @@ void bind_results(py::module_& m) {
                     "Processes the ranks left running outside their process groups, killed at the end.")
       .def_readonly("stop_signal", &JobResult::stop_signal, "The signal behind stop_reason 'signaled', else 0.")
       .def_readonly("summary_error", &JobResult::summary_error, "Why summary.json could not be written, or None.")
-      .def_property_readonly("tracking", [](const JobResult& r) { return to_string(r.tracking); })
+      .def_property_readonly(
+          "tracking", [](const JobResult& r) { return to_string(r.tracking); },
+          "How the ranks' exits were observed: \"pidfd\" or \"sigchld\".")
+      .def_readonly("tracking_fallback", &JobResult::tracking_fallback,
+                    "Why exits were tracked by SIGCHLD on a kernel with pidfds (clone() refused CLONE_PIDFD: "
+                    "a seccomp filter, qemu-user), or None.")
+      .def_readonly("child_subreaper", &JobResult::child_subreaper,
+                    "False when the job's supervisor process could not become a child subreaper: detached "
+                    "descendants were then found only by DAVINCIRUN_JOB_TAG.")
       .def_property_readonly(
           "stop_reason", [](const JobResult& r) { return to_string(r.stop_reason); },
           "\"none\", \"rank_failed\", \"requested\", \"timed_out\" or \"signaled\".")

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "common/text.hpp"
 #include "davincirun/device_lock.hpp"
 #include "davincirun/environment.hpp"
 #include "davincirun/errors.hpp"
@@ -33,7 +34,7 @@ namespace {
 // is SIGKILLed within this time.
 constexpr std::chrono::seconds cleanup_budget{5};
 
-void prepare_process() {
+int prepare_process() {
   sigset_t mask;
   sigemptyset(&mask);
   for (const int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&mask, sig);
@@ -43,8 +44,18 @@ void prepare_process() {
   ::signal(SIGPIPE, SIG_IGN);
   ::signal(SIGXFSZ, SIG_IGN);
   // Orphans anywhere below this process come back to it instead of init:
-  // that is what lets the final sweep find a double-forked daemon.
-  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  // that is what lets the final sweep find a double-forked daemon. Returns
+  // the errno when refused (qemu-user, a seccomp filter).
+  return become_child_subreaper();
+}
+
+// Said once, when the ranks have started: what a refused subreaper costs.
+std::string subreaper_notice(int error) {
+  return fmt::format(
+      "PR_SET_CHILD_SUBREAPER was refused with {}, as qemu-user or a seccomp filter do: a process a rank "
+      "detaches (a double-forked daemon) goes to init, and the end of the job finds it only by the "
+      "DAVINCIRUN_JOB_TAG in its environment",
+      errno_text(error));
 }
 
 // 128 random bits, hex: marks every process of this job (DAVINCIRUN_JOB_TAG),
@@ -130,7 +141,7 @@ struct RemoveAfterJob {
 }  // namespace
 
 int run_job_host(int lifeline_fd) {
-  prepare_process();
+  const int subreaper_refused = prepare_process();
   FrameReader reader(lifeline_fd);
   Frame type{};
   std::string payload;
@@ -163,6 +174,7 @@ int run_job_host(int lifeline_fd) {
   };
   try {
     tag = random_tag();
+    spec.supervisor.job_tag = "DAVINCIRUN_JOB_TAG=" + tag;
     locks = lock_devices(spec);
     run_dir.emplace(spec.log_dir, spec.job_id, spec.rank_table_json);
     supervisor = start_ranks(spec, *run_dir, tag, console.sink());
@@ -170,6 +182,7 @@ int run_job_host(int lifeline_fd) {
     return abandon(e, true);
   }
   run_dir->point_latest();
+  if (subreaper_refused != 0) console.sink().notice(notice_line(subreaper_notice(subreaper_refused)));
   lifeline.send(Frame::started, encode_started({run_dir->path(), tag, supervisor->pids(), supervisor->tracking()}));
 
   JobResult result;

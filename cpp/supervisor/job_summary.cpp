@@ -43,6 +43,8 @@ void write_job_summary(const std::string& path, const JobSpec& plan, const std::
   j["world_size"] = plan.world_size;
   j["command"] = plan.command;
   j["process_tracking"] = to_string(result.tracking);
+  j["process_tracking_fallback"] = result.tracking_fallback ? Json(*result.tracking_fallback) : Json();
+  j["child_subreaper"] = result.child_subreaper;
   j["success"] = result.success();
   j["exit_code"] = result.exit_code();
   j["stop_reason"] = to_string(result.stop_reason);

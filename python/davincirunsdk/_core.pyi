@@ -356,6 +356,11 @@ class JobResult:
     def failure_report(self, tail_lines: typing.SupportsInt | typing.SupportsIndex = 20) -> str:
         ...
     @property
+    def child_subreaper(self) -> bool:
+        """
+        False when the job's supervisor process could not become a child subreaper: detached descendants were then found only by DAVINCIRUN_JOB_TAG.
+        """
+    @property
     def exit_code(self) -> int:
         """
         0, the first failure's shell code, 130 when stopped, 124 on the job timeout.
@@ -395,7 +400,14 @@ class JobResult:
         """
     @property
     def tracking(self) -> str:
-        ...
+        """
+        How the ranks' exits were observed: "pidfd" or "sigchld".
+        """
+    @property
+    def tracking_fallback(self) -> str | None:
+        """
+        Why exits were tracked by SIGCHLD on a kernel with pidfds (clone() refused CLONE_PIDFD: a seccomp filter, qemu-user), or None.
+        """
 class Job:
     def __init__(self, plan: LaunchPlan, console: str) -> None:
         ...

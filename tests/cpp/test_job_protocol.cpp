@@ -97,6 +97,8 @@ JobResult sample_result() {
   result.stop_reason = StopReason::rank_failed;
   result.leftover_processes_killed = 5;
   result.tracking = ProcessTracking::sigchld;
+  result.tracking_fallback = "clone() refused CLONE_PIDFD";
+  result.child_subreaper = false;
   result.summary_error = "No space left on device";
   return result;
 }
@@ -129,6 +131,8 @@ void check_same(const JobResult& got, const JobResult& want) {
   CHECK(got.stop_signal == want.stop_signal);
   CHECK(got.leftover_processes_killed == want.leftover_processes_killed);
   CHECK(got.tracking == want.tracking);
+  CHECK(got.tracking_fallback == want.tracking_fallback);
+  CHECK(got.child_subreaper == want.child_subreaper);
 }
 
 // Calls rethrow_error(payload) and returns what it threw when that is of
@@ -275,6 +279,8 @@ TEST_CASE("job result: every field round-trips", "[job_protocol]") {
     want.first_failure = std::nullopt;
     want.stop_reason = StopReason::none;
     want.tracking = ProcessTracking::pidfd;
+    want.tracking_fallback = std::nullopt;
+    want.child_subreaper = true;
     want.leftover_processes_killed = 0;
     check_same(decode_result(encode_result(want)), want);
   }

@@ -54,6 +54,13 @@ struct ProcessSpec {
   /// pidfd_supported()). false: no pidfd; the owner learns of the exit by
   /// SIGCHLD and reaps with try_reap().
   bool use_pidfd = true;
+  /// With use_pidfd: what happens when clone() refuses CLONE_PIDFD (EINVAL,
+  /// ENOSYS or EPERM) although the kernel has pidfds, as a seccomp filter or
+  /// qemu-user 7.2 (which does not emulate the flag) do. false (default):
+  /// SystemError. true: the child is started without a pidfd instead (no
+  /// child exists after the refused call, so none is lost); pidfd() is then
+  /// -1 and pidfd_refusal() holds the errno.
+  bool pidfd_optional = false;
 };
 
 /// Whether this kernel has everything the pidfd path needs: CLONE_PIDFD
@@ -80,7 +87,8 @@ class ChildProcess {
   /// reported through a close-on-exec pipe, so the real errno reaches the
   /// caller here instead of as a mysterious exit 127 later.
   /// Throws SpawnError (exec or set-up failure, with `rank` as given) or
-  /// SystemError (pipe/fork/pidfd_open failure).
+  /// SystemError (pipe or clone failure, CLONE_PIDFD refused included unless
+  /// ProcessSpec::pidfd_optional).
   static ChildProcess spawn(const ProcessSpec& spec, int rank);
 
   ChildProcess(ChildProcess&& other) noexcept;
@@ -95,6 +103,9 @@ class ChildProcess {
   int pidfd() const noexcept { return pidfd_.get(); }
   /// Read end of the merged stdout/stderr pipe; -1 once released.
   int output_fd() const noexcept { return output_fd_.get(); }
+  /// The errno with which clone() refused CLONE_PIDFD when
+  /// ProcessSpec::pidfd_optional started the child without a pidfd; else 0.
+  int pidfd_refusal() const noexcept { return pidfd_refusal_; }
   /// Hands the output pipe over; empty without ProcessSpec::capture_output.
   UniqueFd release_output_fd() noexcept { return std::move(output_fd_); }
 
@@ -118,6 +129,7 @@ class ChildProcess {
   pid_t pid_ = -1;
   UniqueFd pidfd_;
   UniqueFd output_fd_;
+  int pidfd_refusal_ = 0;
 };
 
 /// The parent of process `pid`, read from /proc/<pid>/stat; nullopt when

@@ -43,9 +43,13 @@ inline constexpr std::chrono::milliseconds default_drain_timeout{2'000};
 
 /// How the supervisor learns that a rank exited.
 enum class ProcessTracking {
-  automatic,  ///< pidfd where the kernel has it (pidfd_supported()), else sigchld
-  pidfd,      ///< one pidfd per rank in the event loop (Linux >= 5.4)
-  sigchld,    ///< SIGCHLD through a signalfd, then waitid(): any kernel; needs owns_all_children
+  /// pidfd where the kernel has it (pidfd_supported()), else sigchld. With
+  /// SupervisorOptions::owns_all_children, also sigchld when clone() refuses
+  /// CLONE_PIDFD for the first rank (a seccomp filter, qemu-user):
+  /// JobResult::tracking_fallback says why.
+  automatic,
+  pidfd,    ///< one pidfd per rank in the event loop (Linux >= 5.4)
+  sigchld,  ///< SIGCHLD through a signalfd, then waitid(): any kernel; needs owns_all_children
 };
 
 /// "automatic", "pidfd" or "sigchld".
@@ -71,6 +75,15 @@ struct SupervisorOptions {
   /// grandchild included) before draining the last output. Default false:
   /// the supervisor touches only the processes it started.
   bool owns_all_children = false;
+  /// With owns_all_children: an environment entry ("NAME=value", e.g.
+  /// "DAVINCIRUN_JOB_TAG=<random>") that every process of the job inherits.
+  /// Used only when this process is not a child subreaper (the kernel
+  /// refused PR_SET_CHILD_SUBREAPER: a seccomp filter, qemu-user): a process
+  /// a rank detached (double fork) is then re-parented to init, out of reach
+  /// of the sweep by ancestry, so the sweep also SIGKILLs every process of
+  /// this user whose environment holds this entry. Empty (the default): no
+  /// such sweep. Not sent over the lifeline: davincirun-supervisor sets it.
+  std::string job_tag = {};
 };
 
 /// One rank to start.
@@ -122,6 +135,16 @@ struct JobResult {
   std::size_t leftover_processes_killed = 0;
   /// How the ranks' exits were observed.
   ProcessTracking tracking = ProcessTracking::pidfd;
+  /// Why `automatic` tracking uses sigchld on a kernel with pidfds: clone()
+  /// refused CLONE_PIDFD, e.g. "clone() refused CLONE_PIDFD: EINVAL (Invalid
+  /// argument)". Empty when no fallback happened.
+  std::optional<std::string> tracking_fallback;
+  /// With SupervisorOptions::owns_all_children: whether this process was a
+  /// child subreaper (PR_GET_CHILD_SUBREAPER), so that the final sweep found
+  /// detached descendants by ancestry; false means only
+  /// SupervisorOptions::job_tag could find them. Always true without
+  /// owns_all_children, where no sweep happens.
+  bool child_subreaper = true;
   /// Set by a Job (job.hpp) when <run dir>/summary.json could not be
   /// written, e.g. "No space left on device"; the job's outcome is unaffected.
   std::optional<std::string> summary_error;
@@ -203,6 +226,8 @@ class Supervisor {
   UniqueFd child_fd_;        // signalfd for SIGCHLD (owns_all_children only)
   std::vector<Rank> ranks_;  // after the descriptors: destroyed (killed and reaped) first
   ProcessTracking tracking_ = ProcessTracking::pidfd;
+  std::optional<std::string> tracking_fallback_;
+  bool child_subreaper_ = true;
   bool swept_ = false;
   std::size_t leftovers_killed_ = 0;
   std::atomic<std::uint32_t> signals_to_forward_{0};  // bit N: signal N

@@ -2,6 +2,9 @@
 
 #include <signal.h>
 
+#include <cerrno>
+#include <cstring>
+
 namespace davincirun::detail {
 
 std::string shell_quote(const std::vector<std::string>& args, std::size_t limit) {
@@ -64,6 +67,15 @@ const char* signal_name(int signal) noexcept {
     case SIGSYS: return "SYS";
     default: return nullptr;
   }
+}
+
+std::string errno_text(int error) {
+  const char* name = error == EINVAL   ? "EINVAL"
+                     : error == ENOSYS ? "ENOSYS"
+                     : error == EPERM  ? "EPERM"
+                     : error == EACCES ? "EACCES"
+                                       : nullptr;
+  return (name ? std::string(name) : "errno " + std::to_string(error)) + " (" + std::strerror(error) + ")";
 }
 
 std::string utc_time(std::time_t when, const char* format) {

@@ -18,6 +18,11 @@ std::string shell_quote(const std::vector<std::string>& args, std::size_t limit 
 /// number that names no standard signal (real-time signals included).
 const char* signal_name(int signal) noexcept;
 
+/// How a refused system call is named in a message: "EINVAL (Invalid
+/// argument)"; the macro's name for the errnos a seccomp filter or an
+/// emulator answers with (EINVAL, ENOSYS, EPERM, EACCES), else "errno N (...)".
+std::string errno_text(int error);
+
 /// `when` in UTC, formatted by strftime(3) with `format` (e.g. "%Y%m%d-%H%M%S").
 std::string utc_time(std::time_t when, const char* format);
 

@@ -215,6 +215,8 @@ std::string encode_result(const JobResult& result) {
   w.i64(result.stop_signal);
   w.u64(result.leftover_processes_killed);
   w.i64(static_cast<int>(result.tracking));
+  w.opt_str(result.tracking_fallback);
+  w.flag(result.child_subreaper);
   w.opt_str(result.summary_error);
   return w.take();
 }
@@ -254,6 +256,8 @@ JobResult decode_result(std::string_view data) {
   const int tracking = r.i32();
   r.check(tracking >= 0 && tracking <= 2);
   result.tracking = static_cast<ProcessTracking>(tracking);
+  result.tracking_fallback = r.opt_str();
+  result.child_subreaper = r.flag();
   result.summary_error = r.opt_str();
   r.finish();
   return result;

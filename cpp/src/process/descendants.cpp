@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -103,7 +104,8 @@ bool environment_holds(pid_t pid, const std::string& entry) {
 
 }  // namespace
 
-std::size_t kill_tagged_processes(const std::string& entry, std::chrono::milliseconds budget) {
+std::size_t kill_tagged_processes(const std::string& entry, std::chrono::milliseconds budget,
+                                  const std::vector<pid_t>& known_groups) {
   const auto deadline = std::chrono::steady_clock::now() + budget;
   std::set<pid_t> signalled;
   for (;;) {
@@ -113,11 +115,19 @@ std::size_t kill_tagged_processes(const std::string& entry, std::chrono::millise
     });
     if (found.empty() || std::chrono::steady_clock::now() >= deadline) break;
     for (pid_t pid : found) {
-      if (::kill(pid, SIGKILL) == 0) signalled.insert(pid);
+      const bool known = std::find(known_groups.begin(), known_groups.end(), ::getpgid(pid)) != known_groups.end();
+      if (::kill(pid, SIGKILL) == 0 && !known) signalled.insert(pid);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return signalled.size();
+}
+
+int become_child_subreaper() noexcept { return ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 ? 0 : errno; }
+
+bool is_child_subreaper() noexcept {
+  int value = 0;
+  return ::prctl(PR_GET_CHILD_SUBREAPER, &value, 0, 0, 0) == 0 && value != 0;
 }
 
 }  // namespace davincirun::detail

@@ -30,8 +30,20 @@ std::size_t kill_all_descendants(std::chrono::milliseconds budget, const std::ve
 /// SIGKILLs every process of this user whose environment holds `entry`
 /// exactly (e.g. "DAVINCIRUN_JOB_TAG=<tag>"), again and again until none is
 /// left or `budget` is spent: the launcher's last resort when the job's
-/// supervisor process died without cleaning up. Returns how many it signalled.
-std::size_t kill_tagged_processes(const std::string& entry, std::chrono::milliseconds budget);
+/// supervisor process died without cleaning up, and the final sweep's way to
+/// what a rank detached when this process is not a child subreaper. Returns
+/// how many it signalled, not counting those in `known_groups` (as above).
+std::size_t kill_tagged_processes(const std::string& entry, std::chrono::milliseconds budget,
+                                  const std::vector<pid_t>& known_groups = {});
+
+/// Makes this process a child subreaper (PR_SET_CHILD_SUBREAPER, Linux 3.4).
+/// Returns 0, or the errno of the refusal: qemu-user 7.2 does not emulate it
+/// (EINVAL), and a seccomp filter may refuse it (EPERM, ENOSYS, EINVAL).
+int become_child_subreaper() noexcept;
+
+/// Whether this process is a child subreaper (PR_GET_CHILD_SUBREAPER); false
+/// when the kernel refuses to say (qemu-user 7.2: EINVAL).
+bool is_child_subreaper() noexcept;
 
 /// Reaps every zombie child of this process without blocking (waitpid(-1));
 /// for a process that owns all its children. Returns how many it reaped.

@@ -286,15 +286,30 @@ ChildProcess ChildProcess::spawn(const ProcessSpec& spec, int rank) {
   // pid could even be reused).
   int pidfd = -1;
   pid_t pid;
-  const int flags = CLONE_VM | CLONE_VFORK | SIGCHLD | (spec.use_pidfd ? CLONE_PIDFD : 0);
-  {
-    AllSignalsBlocked blocked;
-    pid = ::clone(child_main, stack.get() + child_stack_bytes, flags, &setup, &pidfd);
+  bool with_pidfd = spec.use_pidfd;
+  int refusal = 0;
+  for (;;) {
+    const int flags = CLONE_VM | CLONE_VFORK | SIGCHLD | (with_pidfd ? CLONE_PIDFD : 0);
+    int error = 0;
+    {
+      AllSignalsBlocked blocked;
+      pid = ::clone(child_main, stack.get() + child_stack_bytes, flags, &setup, &pidfd);
+      error = errno;
+    }
+    if (pid >= 0) break;
+    // A seccomp filter or an emulator refusing the flag: no child exists, so
+    // starting it again without the flag loses nothing.
+    if (with_pidfd && spec.pidfd_optional && (error == EINVAL || error == ENOSYS || error == EPERM)) {
+      with_pidfd = false;
+      refusal = error;
+      continue;
+    }
+    throw SystemError(with_pidfd ? "clone with CLONE_PIDFD (Linux >= 5.3; a seccomp filter or qemu-user may refuse "
+                                   "it: process tracking 'sigchld' does without)"
+                                 : "clone",
+                      error);
   }
-  if (pid < 0) {
-    throw SystemError(spec.use_pidfd ? "clone with CLONE_PIDFD (Linux >= 5.3)" : "clone", errno);
-  }
-  UniqueFd pidfd_owner(spec.use_pidfd ? pidfd : -1);
+  UniqueFd pidfd_owner(with_pidfd ? pidfd : -1);
   if (!spec.new_session) ::setpgid(pid, pid);  // may fail harmlessly: the child already did it and exec'd
 
   out_write.reset();
@@ -322,14 +337,19 @@ ChildProcess ChildProcess::spawn(const ProcessSpec& spec, int rank) {
     throw SpawnError(rank, command, failure.error, fmt::format("rank {}: {} '{}': {}", rank, step, target, reason));
   }
 
-  return ChildProcess(pid, std::move(pidfd_owner), std::move(out_read));
+  ChildProcess child(pid, std::move(pidfd_owner), std::move(out_read));
+  child.pidfd_refusal_ = refusal;
+  return child;
 }
 
 ChildProcess::ChildProcess(pid_t pid, UniqueFd pidfd, UniqueFd output_fd) noexcept
     : pid_(pid), pidfd_(std::move(pidfd)), output_fd_(std::move(output_fd)) {}
 
 ChildProcess::ChildProcess(ChildProcess&& other) noexcept
-    : pid_(std::exchange(other.pid_, -1)), pidfd_(std::move(other.pidfd_)), output_fd_(std::move(other.output_fd_)) {}
+    : pid_(std::exchange(other.pid_, -1)),
+      pidfd_(std::move(other.pidfd_)),
+      output_fd_(std::move(other.output_fd_)),
+      pidfd_refusal_(other.pidfd_refusal_) {}
 
 ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
   if (this != &other) {
@@ -337,6 +357,7 @@ ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
     pid_ = std::exchange(other.pid_, -1);
     pidfd_ = std::move(other.pidfd_);
     output_fd_ = std::move(other.output_fd_);
+    pidfd_refusal_ = other.pidfd_refusal_;
   }
   return *this;
 }

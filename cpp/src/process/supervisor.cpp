@@ -17,6 +17,7 @@
 #include "davincirun/errors.hpp"
 #include "process/descendants.hpp"
 #include "process/stop_notice.hpp"
+#include "process/tracking.hpp"
 
 namespace davincirun {
 
@@ -36,32 +37,6 @@ std::size_t index_of(std::uint64_t data) { return static_cast<std::size_t>(data 
 // Descendants the ranks left behind are SIGKILLed within this time.
 constexpr std::chrono::milliseconds sweep_budget{5'000};
 
-ProcessTracking resolve_tracking(const SupervisorOptions& options) {
-  switch (options.tracking) {
-    case ProcessTracking::pidfd:
-      if (!pidfd_supported()) {
-        throw ConfigError(
-            "process tracking 'pidfd' needs Linux >= 5.4 (pidfd_open, waitid P_PIDFD); "
-            "this kernel lacks it: use 'sigchld' or 'automatic'");
-      }
-      return ProcessTracking::pidfd;
-    case ProcessTracking::sigchld:
-      if (!options.owns_all_children) {
-        throw ConfigError(
-            "process tracking 'sigchld' is only for a process that owns all its children "
-            "(SupervisorOptions::owns_all_children)");
-      }
-      return ProcessTracking::sigchld;
-    case ProcessTracking::automatic:
-      if (pidfd_supported()) return ProcessTracking::pidfd;
-      if (options.owns_all_children) return ProcessTracking::sigchld;
-      throw ConfigError(
-          "this kernel has no pidfds (Linux < 5.4), so ranks can only be supervised from a "
-          "process that owns all its children (the davincirun-supervisor process)");
-  }
-  return ProcessTracking::pidfd;
-}
-
 // Bytes read from one pipe before the loop serves the others: fairness
 // between ranks when one floods its output.
 constexpr std::size_t read_budget = 1 << 20;
@@ -70,15 +45,6 @@ constexpr std::size_t read_budget = 1 << 20;
 constexpr std::size_t exit_drain_budget = 16 << 20;
 
 }  // namespace
-
-const char* to_string(ProcessTracking tracking) noexcept {
-  switch (tracking) {
-    case ProcessTracking::automatic: return "automatic";
-    case ProcessTracking::pidfd: return "pidfd";
-    case ProcessTracking::sigchld: return "sigchld";
-  }
-  return "automatic";
-}
 
 struct Supervisor::Rank {
   ChildProcess child;
@@ -103,8 +69,10 @@ std::vector<detail::RunningRank> running_ranks(const Ranks& ranks) {
 
 Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions options, LineSink& console)
     : options_(std::move(options)), console_(&console), scratch_() {
-  tracking_ = resolve_tracking(options_);
+  tracking_ = detail::resolve_tracking(options_);
+  const bool may_fall_back = detail::may_fall_back_to_sigchld(options_, tracking_);
   if (options_.owns_all_children) {
+    child_subreaper_ = detail::is_child_subreaper();
     sigset_t mask;
     ::pthread_sigmask(SIG_BLOCK, nullptr, &mask);
     if (!sigismember(&mask, SIGCHLD)) {
@@ -132,7 +100,14 @@ Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions optio
   for (auto& launch : launches) {
     const auto started = std::chrono::system_clock::now();
     launch.process.use_pidfd = tracking_ == ProcessTracking::pidfd;
+    // Decided once, by the first rank: when clone() refuses CLONE_PIDFD, no
+    // rank runs yet, and every rank is then tracked by SIGCHLD.
+    launch.process.pidfd_optional = may_fall_back && ranks_.empty();
     ChildProcess child = ChildProcess::spawn(launch.process, launch.rank);
+    if (child.pidfd_refusal() != 0) {
+      tracking_ = ProcessTracking::sigchld;
+      tracking_fallback_ = detail::tracking_fallback_reason(child.pidfd_refusal());
+    }
     const std::size_t index = ranks_.size();
     RankLog log(index, launch.label, child.release_output_fd(), launch.log_path,
                 launch.show_on_console ? *console_ : hidden_);
@@ -289,6 +264,8 @@ JobResult Supervisor::run() {
   result.first_failure = first_failure_;
   result.leftover_processes_killed = leftovers_killed_;
   result.tracking = tracking_;
+  result.tracking_fallback = tracking_fallback_;
+  result.child_subreaper = child_subreaper_;
   for (const auto& r : ranks_) result.ranks.push_back(r.result);
   return result;
 }
@@ -383,7 +360,12 @@ void Supervisor::sweep_descendants() {
   // leader and may still be dying; only processes outside them count.
   std::vector<pid_t> rank_groups;
   for (const auto& r : ranks_) rank_groups.push_back(r.result.pid);
-  const std::size_t killed = detail::kill_all_descendants(sweep_budget, rank_groups);
+  std::size_t killed = detail::kill_all_descendants(sweep_budget, rank_groups);
+  // Not a subreaper: what a rank detached went to init, beyond the walk by
+  // ancestry; the job's tag in its environment still finds it.
+  if (!child_subreaper_ && !options_.job_tag.empty()) {
+    killed += detail::kill_tagged_processes(options_.job_tag, sweep_budget, rank_groups);
+  }
   leftovers_killed_ = killed;
   if (killed > 0) {
     log_notice(fmt::format("killed {} process(es) the ranks left running (outside their process groups)", killed));
