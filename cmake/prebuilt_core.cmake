@@ -4,24 +4,26 @@
 # so one core serves every CPython version: scripts/build_wheels.sh builds it
 # once per architecture, scripts/test.sh once for the interpreters it tests.
 # The other build must be up to date: nothing here rebuilds it.
-set(prebuilt "${DAVINCIRUN_PREBUILT_CORE}")
+get_filename_component(prebuilt "${DAVINCIRUN_PREBUILT_CORE}" ABSOLUTE)
 if(NOT EXISTS "${prebuilt}/CMakeCache.txt")
   message(FATAL_ERROR "DAVINCIRUN_PREBUILT_CORE=${prebuilt} is not a CMake build directory (no CMakeCache.txt)")
 endif()
-load_cache("${prebuilt}" READ_WITH_PREFIX prebuilt_ davincirun_SOURCE_DIR CMAKE_CXX_COMPILER CMAKE_BUILD_TYPE)
 # The module compiles against this tree's headers and links with this
-# compiler's C++ runtime: both must be the core's.
-get_filename_component(here "${PROJECT_SOURCE_DIR}" REALPATH)
-get_filename_component(there "${prebuilt_davincirun_SOURCE_DIR}" REALPATH)
-if(NOT here STREQUAL there)
-  message(FATAL_ERROR "DAVINCIRUN_PREBUILT_CORE=${prebuilt} was built from ${there}, not from this tree (${here})")
+# compiler's C++ runtime: both must be the core's, as the core build recorded
+# them (davincirun_core_build.cmake, written by CMakeLists.txt).
+set(record "${prebuilt}/davincirun_core_build.cmake")
+if(NOT EXISTS "${record}")
+  message(FATAL_ERROR "DAVINCIRUN_PREBUILT_CORE=${prebuilt} has no ${record}: not a core build of this project")
 endif()
-get_filename_component(compiler_here "${CMAKE_CXX_COMPILER}" NAME)
-get_filename_component(compiler_there "${prebuilt_CMAKE_CXX_COMPILER}" NAME)
-if(NOT compiler_here STREQUAL compiler_there)
-  message(FATAL_ERROR "DAVINCIRUN_PREBUILT_CORE=${prebuilt} was built with ${prebuilt_CMAKE_CXX_COMPILER}, "
-                      "this build uses ${CMAKE_CXX_COMPILER}: the C++ runtimes would differ")
-endif()
+include(cmake/core_build_facts.cmake)
+include("${record}")
+davincirun_core_build_facts(here)
+foreach(fact IN LISTS davincirun_core_build_facts)
+  if(NOT "${here_${fact}}" STREQUAL "${prebuilt_${fact}}")
+    message(FATAL_ERROR "DAVINCIRUN_PREBUILT_CORE=${prebuilt} does not match this build: its ${fact} is "
+                        "'${prebuilt_${fact}}', here '${here_${fact}}'")
+  endif()
+endforeach()
 
 foreach(file cpp/libdavincirun_core.a cpp/davincirun cpp/davincirun-supervisor)
   if(NOT EXISTS "${prebuilt}/${file}")
@@ -42,4 +44,4 @@ endforeach()
 if(SKBUILD)
   install(PROGRAMS "${prebuilt}/cpp/davincirun" "${prebuilt}/cpp/davincirun-supervisor" DESTINATION davincirunsdk/bin)
 endif()
-message(STATUS "davincirun: the core and programs of ${prebuilt} (${prebuilt_CMAKE_BUILD_TYPE}), only the module built here")
+message(STATUS "davincirun: the core and programs of ${prebuilt}, only the module built here")

@@ -38,10 +38,11 @@ if(NOT DAVINCIRUN_ZIG_ARCH STREQUAL CMAKE_HOST_SYSTEM_PROCESSOR)
   endif()
 endif()
 
-# `zig c++` and `zig ar` behind one-line wrapper programs, as CMake wants one
-# program per tool. Their text names the zig program, its version and the
-# target, so that ccache with CCACHE_COMPILERCHECK=content tells targets and
-# zig releases apart and shares objects between build directories.
+# `zig c++`, `zig ar` and `zig ranlib` behind small wrapper programs, as
+# CMake wants one program per tool. Their text names the zig program, its
+# version and the target, so that ccache with CCACHE_COMPILERCHECK=content
+# tells targets and zig releases apart and shares objects between build
+# directories.
 # Python.h of CPython 3.7-3.9 includes <crypt.h>, a header of libcrypt that
 # zig does not ship: an empty stand-in, searched after every real include
 # directory (-idirafter); nothing here calls crypt().
@@ -52,12 +53,15 @@ if(NOT EXISTS "${_zig_dir}/include/crypt.h")
   file(WRITE "${_zig_dir}/include/crypt.h"
        "/* Stand-in for libcrypt's header, which Python.h (3.7-3.9) includes; crypt() is not used. */\n")
 endif()
-foreach(_tool c++ ar ranlib)
-  set(_args "${_tool}")
-  if(_tool STREQUAL "c++")
-    set(_args "c++ -target ${DAVINCIRUN_ZIG_TARGET} -idirafter \"$(dirname \"$0\")/include\"")
-  endif()
-  set(_text "#!/bin/sh\n# zig ${_zig_version}, target ${DAVINCIRUN_ZIG_TARGET}\nexec \"${DAVINCIRUN_ZIG}\" ${_args} \"$@\"\n")
+set(_zig_c++ "exec \"${DAVINCIRUN_ZIG}\" c++ -target ${DAVINCIRUN_ZIG_TARGET} -idirafter \"$(dirname \"$0\")/include\" \"$@\"")
+set(_zig_ar "exec \"${DAVINCIRUN_ZIG}\" ar \"$@\"")
+set(_zig_ranlib "exec \"${DAVINCIRUN_ZIG}\" ranlib \"$@\"")
+# CMake's install --strip and pybind11 run `strip FILE` after linking. zig
+# cannot strip a shared object (`zig objcopy --strip-all`: unimplemented), so
+# release builds link stripped (-s, below) and this strip does nothing.
+set(_zig_strip "exit 0")
+foreach(_tool c++ ar ranlib strip)
+  set(_text "#!/bin/sh\n# zig ${_zig_version}, target ${DAVINCIRUN_ZIG_TARGET}\n${_zig_${_tool}}\n")
   set(_old "")
   if(EXISTS "${_zig_dir}/${_tool}")
     file(READ "${_zig_dir}/${_tool}" _old)
@@ -70,20 +74,22 @@ foreach(_tool c++ ar ranlib)
   endif()
 endforeach()
 set(CMAKE_CXX_COMPILER "${_zig_dir}/c++")
+set(CMAKE_AR "${_zig_dir}/ar" CACHE FILEPATH "zig ar")
+set(CMAKE_RANLIB "${_zig_dir}/ranlib" CACHE FILEPATH "zig ranlib")
+set(CMAKE_STRIP "${_zig_dir}/strip" CACHE FILEPATH "no-op: release builds link stripped")
+# zig's libc++ carries debug information: a release build links stripped.
+foreach(_kind EXE SHARED MODULE)
+  set(CMAKE_${_kind}_LINKER_FLAGS_RELEASE_INIT "-s")
+  set(CMAKE_${_kind}_LINKER_FLAGS_MINSIZEREL_INIT "-s")
+endforeach()
 # Where zig keeps libc++ and the rest it links in, for their licenses
 # (cmake/wheel_licenses.cmake).
 execute_process(COMMAND "${DAVINCIRUN_ZIG}" env OUTPUT_VARIABLE _zig_env ERROR_QUIET)
 string(REGEX MATCH "lib_dir\"?[ :=]+\"([^\"]+)\"" _ "${_zig_env}")
 set(DAVINCIRUN_ZIG_LIB_DIR "${CMAKE_MATCH_1}")
-set(CMAKE_AR "${_zig_dir}/ar" CACHE FILEPATH "zig ar")
-set(CMAKE_RANLIB "${_zig_dir}/ranlib" CACHE FILEPATH "zig ranlib")
 
 # The host's packages sit beside the host's C library headers in /usr/include,
 # which must not be mixed with zig's: fmt and nlohmann/json come from
 # third_party/ (the sdist's bundled copies, scripts/bundle_deps.sh).
 set(CMAKE_DISABLE_FIND_PACKAGE_fmt ON)
 set(CMAKE_DISABLE_FIND_PACKAGE_nlohmann_json ON)
-# libc++ statically, and its symbols kept out of the modules' dynamic symbol
-# tables (another extension module may bring its own C++ runtime).
-set(CMAKE_SHARED_LINKER_FLAGS_INIT "-Wl,--exclude-libs,ALL")
-set(CMAKE_MODULE_LINKER_FLAGS_INIT "-Wl,--exclude-libs,ALL")
