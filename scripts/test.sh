@@ -2,7 +2,8 @@
 # Runs every check: format and lint (scripts/lint.sh), the C++ suite (Catch2,
 # one ctest test per case; once plain and once under AddressSanitizer and
 # UndefinedBehaviorSanitizer), a bounded fuzzing run of the rank table
-# parser, and the Python suite (pytest), after scripts/setup.sh has installed
+# parser, and the Python suite (pytest; its quick part also on CPython 3.7
+# and 3.13 from pyenv), after scripts/setup.sh has installed
 # what they need (it skips what is already there). The C++ builds are the
 # presets of CMakePresets.json, in build/<preset>, and incremental.
 set -euo pipefail
@@ -34,3 +35,8 @@ bash scripts/fuzz.sh 60
 
 echo "== Python tests"
 "$PYTHON" -m pytest -q -p no:cacheprovider tests/python
+
+echo "== Python tests on the oldest and the newest CPython shipped (3.7, 3.13)"
+# Only the module is built for each (against build/tests' core), then the
+# quick tests run (scripts/test_pythons.sh).
+bash scripts/test_pythons.sh

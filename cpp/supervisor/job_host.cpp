@@ -2,23 +2,26 @@
 // steps happen.
 #include "job_host.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/random.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <optional>
 
 #include <fmt/format.h>
 
 #include "common/text.hpp"
+#include "common/linux_compat.hpp"
+#include "common/remove_tree.hpp"
 #include "davincirun/device_lock.hpp"
 #include "davincirun/environment.hpp"
 #include "davincirun/errors.hpp"
 #include "davincirun/supervisor.hpp"
+#include "davincirun/unique_fd.hpp"
 #include "job/job_protocol.hpp"
 #include "job_console.hpp"
 #include "job_summary.hpp"
@@ -58,17 +61,41 @@ std::string subreaper_notice(int error) {
       errno_text(error));
 }
 
+// Fills `buf` through getrandom(2)'s system call (the C library's wrapper
+// needs glibc 2.25); false when the kernel lacks it (before Linux 3.17).
+bool fill_by_getrandom(unsigned char* buf, std::size_t size) {
+#ifdef SYS_getrandom
+  for (std::size_t got = 0; got < size;) {
+    const long n = ::syscall(SYS_getrandom, buf + got, size - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == ENOSYS) return false;
+    if (n < 0) throw SystemError("getrandom", errno);
+    got += static_cast<std::size_t>(n);
+  }
+  return true;
+#else
+  (void)buf;
+  (void)size;
+  return false;
+#endif
+}
+
+void fill_by_urandom(unsigned char* buf, std::size_t size) {
+  const UniqueFd fd(::open("/dev/urandom", O_RDONLY | O_CLOEXEC));
+  if (!fd) throw SystemError("open /dev/urandom", errno);
+  for (std::size_t got = 0; got < size;) {
+    const ssize_t n = ::read(fd.get(), buf + got, size - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw SystemError("read /dev/urandom", n < 0 ? errno : EIO);
+    got += static_cast<std::size_t>(n);
+  }
+}
+
 // 128 random bits, hex: marks every process of this job (DAVINCIRUN_JOB_TAG),
 // so the launcher can still find them should this process be killed.
 std::string random_tag() {
   unsigned char bytes[16] = {};
-  std::size_t got = 0;
-  while (got < sizeof bytes) {
-    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw SystemError("getrandom", errno);
-    got += static_cast<std::size_t>(n);
-  }
+  if (!fill_by_getrandom(bytes, sizeof bytes)) fill_by_urandom(bytes, sizeof bytes);
   std::string out;
   for (const unsigned char b : bytes) out += fmt::format("{:02x}", b);
   return out;
@@ -131,10 +158,7 @@ void write_summary(const JobSpec& spec, const RunDir& run_dir, JobResult& result
 struct RemoveAfterJob {
   const std::vector<std::string>& paths;
   ~RemoveAfterJob() {
-    for (const auto& path : paths) {
-      std::error_code ignored;
-      std::filesystem::remove_all(path, ignored);  // removes symlinks, never follows them
-    }
+    for (const auto& path : paths) remove_tree(path);
   }
 };
 

@@ -131,7 +131,8 @@ def test_files_are_private_whatever_the_umask_api(tmp_path, rank_table, job_env)
 
 @needs_cli
 def test_files_are_private_whatever_the_umask_cli(tmp_path, rank_table, job_env):
-    proc = run_cli(["-r", rank_table(2), "true"], job_env, tmp_path, umask=0)
+    # preexec_fn rather than subprocess's umask=, which needs CPython 3.9.
+    proc = run_cli(["-r", rank_table(2), "true"], job_env, tmp_path, preexec_fn=lambda: os.umask(0))
     assert proc.returncode == 0, proc.stderr
     run_dir = os.path.realpath(str(tmp_path / "log" / "latest"))
     assert_private_run_dir(run_dir, ["rank_0.device_0.log", "rank_1.device_1.log"])

@@ -20,18 +20,11 @@
 
 #include <fmt/format.h>
 
+#include "common/linux_compat.hpp"
 #include "common/proc.hpp"
 #include "common/text.hpp"
 #include "davincirun/errors.hpp"
 #include "process/command_lookup.hpp"
-
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434  // the same number on every architecture
-#endif
-
-#ifndef CLOSE_RANGE_CLOEXEC
-#define CLOSE_RANGE_CLOEXEC (1U << 2)
-#endif
 
 namespace davincirun {
 
@@ -218,7 +211,7 @@ bool pidfd_supported() noexcept {
     if (!fd) return false;
     siginfo_t info{};
     const int rc =
-        ::waitid(static_cast<idtype_t>(3 /* P_PIDFD */), static_cast<id_t>(fd.get()), &info, WEXITED | WNOHANG);
+        ::waitid(static_cast<idtype_t>(detail::p_pidfd), static_cast<id_t>(fd.get()), &info, WEXITED | WNOHANG);
     return rc < 0 && errno == ECHILD;
   }();
   return supported;

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The quick Python tests on the oldest and the newest CPython the package
+# ships for (3.7 and 3.13, from pyenv), beside the main run on $PYTHON. Each
+# version builds only the davincirunsdk._core module, against the core and
+# programs of an existing build (DAVINCIRUN_PREBUILT_CORE, by default
+# build/tests, which scripts/test.sh builds first), into build/py<version>/
+# (incremental), and runs pytest from a venv holding pytest and the pybind11
+# release pip picks for that version (PyPI). Tests needing what such a venv
+# lacks (torch, the notebook kernels) are left out or skip themselves.
+#
+#   bash scripts/test_pythons.sh [pytest args]   (default: -m "not slow and not notebook and not fault" tests/python)
+#   TEST_PYTHONS="3.8 3.12" bash scripts/test_pythons.sh    other versions (PYENV_ROOT, default ~/.pyenv)
+#   DAVINCIRUN_PREBUILT_CORE=build/dev bash scripts/test_pythons.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+core=$(cd "${DAVINCIRUN_PREBUILT_CORE:-build/tests}" && pwd)
+versions=${TEST_PYTHONS-3.7 3.13}
+PYENV_ROOT=${PYENV_ROOT:-$HOME/.pyenv}
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
+(($#)) || set -- -m "not slow and not notebook and not fault" tests/python
+# The same compiler and build type as the core (cmake/prebuilt_core.cmake checks).
+compiler=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$core/CMakeCache.txt")
+build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$core/CMakeCache.txt")
+launcher=$(sed -n 's/^CMAKE_CXX_COMPILER_LAUNCHER:[A-Z]*=//p' "$core/CMakeCache.txt")
+
+failed=()
+for version in $versions; do
+  t0=$SECONDS
+  exe=$(ls -d "$PYENV_ROOT"/versions/"$version".* 2>/dev/null | grep -E "/$version\.[0-9]+$" | sort -V | tail -1)
+  if [[ -z $exe || ! -x $exe/bin/python3 ]]; then
+    echo "test_pythons: no CPython $version under $PYENV_ROOT/versions (pyenv install $version)" >&2
+    failed+=("$version (not installed)")
+    continue
+  fi
+  dir=$REPO/build/py$version
+  venv=$dir/venv
+  wanted="$exe pytest pybind11"
+  if [[ ! -x $venv/bin/python || ! -f $venv/.made || $(<"$venv/.made") != "$wanted" ]]; then
+    echo "test_pythons: $version: venv ${venv#"$REPO"/} (pytest, pybind11)"
+    rm -rf "$venv"
+    "$exe/bin/python3" -m venv "$venv"
+    "$venv/bin/python" -m pip install -q pytest pybind11 2> >(grep -v 'is ignored: it is neither' >&2)
+    echo "$wanted" >"$venv/.made"
+  fi
+  if [[ ! -f $dir/build/CMakeCache.txt ]]; then
+    cmake -S . -B "$dir/build" -G Ninja -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_BUILD_TYPE="$build_type" \
+      ${launcher:+-DCMAKE_CXX_COMPILER_LAUNCHER="$launcher"} -DDAVINCIRUN_WERROR=ON -DDAVINCIRUN_BUILD_PYTHON=ON -DDAVINCIRUN_DEV_PACKAGE=ON \
+      -DDAVINCIRUN_PREBUILT_CORE="$core" -DPython_EXECUTABLE="$venv/bin/python" \
+      -Dpybind11_DIR="$("$venv/bin/python" -m pybind11 --cmakedir)" >/dev/null
+  fi
+  cmake --build "$dir/build" -j2 | grep -v '^ninja: no work to do' || true
+  [[ ${PIPESTATUS[0]} == 0 ]] || { failed+=("$version (build)"); continue; }
+  built=$SECONDS
+  echo "test_pythons: CPython $("$venv/bin/python" -c 'import platform; print(platform.python_version())'), pybind11 $("$venv/bin/python" -c 'import pybind11; print(pybind11.__version__)'): pytest $*"
+  if ! PYTHONPATH=$dir/build/python PATH=$dir/build/python/davincirunsdk/bin:$PATH \
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@"; then
+    failed+=("$version (tests)")
+  fi
+  echo "test_pythons: $version: module build $((built - t0)) s, tests $((SECONDS - built)) s"
+done
+if ((${#failed[@]})); then
+  echo "test_pythons: failed: ${failed[*]}" >&2
+  exit 1
+fi
