@@ -15,9 +15,9 @@
 #
 # --dist: where the wheels are (default: dist/); each root file system takes
 # the one wheel that pip finds for its Python and architecture. Needs root
-# (mounts, chroot), mmdebstrap and, on a machine that is not arm64,
-# qemu-user-static (Debian packages; the binfmt entry is mounted and enabled
-# here when missing). The root file systems are made once (network: Debian
+# (mounts, chroot) on an x86_64 machine, mmdebstrap and qemu-user-static
+# (Debian packages; the binfmt entry is mounted and enabled here when
+# missing). The root file systems are made once (network: Debian
 # mirrors), kept under build/rootfs/ and reused; the runs leave them as
 # they were.
 set -euo pipefail
@@ -41,10 +41,14 @@ if [[ ${1:-} == --inside ]]; then
     for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -R "${mounted[i]}" || umount -R -l "${mounted[i]}"; done
   }
   trap unmount_all EXIT
-  mount -t proc proc "$root/proc" && mounted+=("$root/proc")
-  mount --rbind /dev "$root/dev" && mounted+=("$root/dev")
+  trap 'exit 130' INT TERM HUP  # a signal ends the run through the EXIT trap
+  mount -t proc proc "$root/proc"
+  mounted+=("$root/proc")
+  mount --rbind /dev "$root/dev"
+  mounted+=("$root/dev")
   mount --make-rslave "$root/dev"
-  mount -t tmpfs -o mode=1777,size=2g tmpfs "$root/tmp" && mounted+=("$root/tmp")
+  mount -t tmpfs -o mode=1777,size=2g tmpfs "$root/tmp"
+  mounted+=("$root/tmp")
   check=$root/tmp/check
   mkdir -p "$check/dist" "$check/home"
   cp "$dist"/*.whl "$check/dist/"
@@ -73,6 +77,8 @@ while [[ $# -gt 0 ]]; do
     *) die "unknown argument $1 (usage: bash scripts/test_install.sh [--dist DIR] [--only arm64|amd64])" ;;
   esac
 done
+[[ $only == "" || $only == arm64 || $only == amd64 ]] || die "--only $only: arm64 or amd64"
+[[ $(uname -m) == x86_64 ]] || die "runs on an x86_64 machine (this is $(uname -m))"
 [[ $(id -u) == 0 ]] || die "needs root: it mounts file systems and uses chroot"
 command -v mmdebstrap >/dev/null || die "needs mmdebstrap (apt-get install mmdebstrap)"
 [[ -n $prepare ]] || compgen -G "$dist/*.whl" >/dev/null ||
@@ -81,7 +87,6 @@ command -v mmdebstrap >/dev/null || die "needs mmdebstrap (apt-get install mmdeb
 # Makes qemu-user run arm64 programs through binfmt_misc, also inside a
 # chroot (the F flag: the interpreter is opened when registered).
 enable_qemu() {
-  [[ $(uname -m) == aarch64 ]] && return
   [[ -x /usr/libexec/qemu-binfmt/aarch64-binfmt-P || -x /usr/bin/qemu-aarch64-static ]] ||
     die "needs qemu-user-static (apt-get install qemu-user-static) to run arm64 programs"
   [[ -f /proc/sys/fs/binfmt_misc/status ]] || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
@@ -113,7 +118,7 @@ make_rootfs() {
 run_in() {
   local suite=$1 arch=$2 root
   root=$(make_rootfs "$suite" "$arch")
-  echo "== $suite $arch ($(uname -m) host$([[ $arch == arm64 && $(uname -m) != aarch64 ]] && echo ', through qemu-user'))"
+  echo "== $suite $arch ($(uname -m) host$([[ $arch == arm64 ]] && echo ', through qemu-user'))"
   unshare --mount --propagation private -- \
     bash "$repo/scripts/test_install.sh" --inside "$root" "$dist" "$(readlink /proc/self/ns/mnt)"
   # The mounts lived in that namespace only; none may show here.

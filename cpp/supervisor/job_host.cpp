@@ -190,6 +190,8 @@ int run_job_host(int lifeline_fd) {
   const auto abandon = [&](const std::exception& e, bool never_ran) {
     supervisor.reset();  // kills and reaps the ranks
     kill_all_descendants(cleanup_budget);
+    // Not a subreaper: what the ranks detached is found by the job's tag only.
+    if (subreaper_refused != 0 && !tag.empty()) kill_tagged_processes(spec.supervisor.job_tag, cleanup_budget);
     // A job that never ran leaves no run directory behind.
     if (never_ran && run_dir) run_dir->discard(spec.ranks);
     console.flush();

@@ -33,7 +33,8 @@ std::string rank_log_file_name(const RankAssignment& rank);
 /// Process model: the Job starts one davincirun-supervisor process per job,
 /// in a session of its own, holding one end of a socket pair (the
 /// lifeline). That process is the parent of every rank and a child
-/// subreaper, creates the run directory and writes the logs. When this
+/// subreaper (where the kernel allows it: JobResult::child_subreaper),
+/// creates the run directory and writes the logs. When this
 /// process exits or is killed, the lifeline closes and the supervisor stops
 /// the job (SIGTERM, SIGKILL after the grace period); when the ranks are
 /// done it SIGKILLs whatever they left running anywhere below it (a
