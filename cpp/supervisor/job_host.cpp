@@ -14,9 +14,9 @@
 
 #include <fmt/format.h>
 
-#include "common/text.hpp"
 #include "common/linux_compat.hpp"
 #include "common/remove_tree.hpp"
+#include "common/text.hpp"
 #include "davincirun/device_lock.hpp"
 #include "davincirun/environment.hpp"
 #include "davincirun/errors.hpp"
