@@ -34,8 +34,10 @@
 #   qemu-user with Debian's arm64 glibc, when there); an x86_64 wheel is
 #   installed into a new venv of its interpreter, and `davincirun --version`
 #   and `davincirunsdk.__version__` must both give the package's version.
+#   A build must not write into the (unpacked sdist's) source tree.
 # Prints a table at the end: wheel, size, policy, newest GLIBC symbol and
-# the module's build time, then the core builds' times and the total.
+# the module's build time (wall / CPU), where each version's headers came
+# from, the core builds' times and the total.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -96,6 +98,8 @@ done
 (cd "$work/src" && find . -type f) | while read -r f; do [[ -e $work/src.new/$f ]] || rm -f "$work/src/$f"; done
 rm -rf "$work/src.new"
 src=$work/src
+# Anything newer than this in the tree was written by a build: none may be.
+touch "$work/src.synced"
 version=$(sed -n 's/^version = "\([^"]*\)".*/\1/p' "$src/pyproject.toml" | head -1)
 
 # Debian's root file systems (variant extract: the named packages and their
@@ -129,7 +133,7 @@ pyenv_python() {  # 3.X -> the newest pyenv 3.X.Y interpreter
   echo "$v/bin/python3"
 }
 
-rows=() failed=() core_times=()
+rows=() failed=() core_times=() header_notes=()
 for arch in "${archs[@]}"; do
   triplet=$arch-linux-gnu
   toolchain=$src/cmake/toolchains/zig-$arch-linux-gnu.2.17.cmake
@@ -198,7 +202,7 @@ for arch in "${archs[@]}"; do
       # scikit-build-core names the module from it (SKBUILD_SOABI).
       env+=(SETUPTOOLS_EXT_SUFFIX="$ext_suffix")
     fi
-    echo "$headers" >"$dir/headers.txt"
+    header_notes+=("$name: $headers")
     say "$name: building the module ($ext_suffix; headers: $headers)"
     t0=$SECONDS
     cpu_mark c0
@@ -211,6 +215,7 @@ for arch in "${archs[@]}"; do
     fi
     cpu_mark c1
     build_time="$((SECONDS - t0)) s / $(since "$c0" "$c1") s"
+    written=$(find "$src" -newer "$work/src.synced" | head -5)
     built=$(ls "$dir"/wheel/davincirunsdk-*.whl)
     retagged=$dir/wheel/$(python -m wheel tags --remove --platform-tag "$plat" "$built")
     # `wheel tags` sorts the platform tags; the file is named in the usual
@@ -224,6 +229,7 @@ for arch in "${archs[@]}"; do
 
     # 4. The checks.
     errors=()
+    [[ -z $written ]] || errors+=("the build wrote into the source tree: $(echo $written)")
     result=$(python scripts/wheel_support.py check "$wheel" "$arch") || true
     # Lines: policy, newest GLIBC, then one per error.
     readarray -t parsed < <(python -c '
@@ -270,6 +276,8 @@ echo
   echo "wheel|size|policy|newest GLIBC|module build (wall / CPU)|checks"
   printf '%s\n' "${rows[@]}"
 } | column -t -s '|'
+echo "Python headers:"
+printf '  %s\n' "${header_notes[@]}"
 printf '%s\n' "${core_times[@]}"
 cpu_mark c1
 echo "total: $((SECONDS - started)) s wall, $(since 0 "$c1") s CPU (user + system of everything this run started)"

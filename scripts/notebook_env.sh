@@ -53,8 +53,8 @@ KERNEL_PREFIX=davincirun-ipykernel
 # requires a newer setuptools than venv bundles).
 VENV_OPTIONS=(--system-site-packages --without-pip)
 
-# The wheel gets its own build directory: setup.sh's `pip install .` uses
-# build/<wheel tag>, and two builds must not share one.
+# The wheel gets its own, kept build directory, for incremental rebuilds
+# (pyproject.toml sets none: `pip install .` builds in a temporary one).
 WHEEL_SETTINGS=(
   -C "build-dir=$ENV_DIR/cmake-build"
 )
