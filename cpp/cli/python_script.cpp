@@ -39,8 +39,12 @@ std::string installation_python(const std::string& self_exe) {
   const auto [lib, version] = split_last(lib_version);  // "python3.11", or Debian's "python3"
   const auto [base, lib_name] = split_last(lib);
   if ((lib_name != "lib" && lib_name != "lib64") || version.rfind("python3", 0) != 0) return "";
-  const std::string candidate = base + "/bin/" + version;
-  return is_executable_file(candidate) ? candidate : "";
+  // A venv made by CPython 3.7 has bin/python3 but no bin/python3.7.
+  for (const std::string& name : {version, std::string("python3")}) {
+    const std::string candidate = base + "/bin/" + name;
+    if (is_executable_file(candidate)) return candidate;
+  }
+  return "";
 }
 
 }  // namespace

@@ -13,8 +13,11 @@ def make_work_dir(work_dir: PathLike) -> Optional[str]:
     topmost directory made, or None when nothing was made. A path that
     cannot be made is left alone: the launch plan then says why it cannot be
     used."""
-    path = os.path.abspath(os.fsdecode(work_dir) or ".")
-    if os.path.lexists(path):
+    if os.path.lexists(work_dir or "."):
+        return None
+    try:
+        path = os.path.abspath(os.fsdecode(work_dir))
+    except OSError:  # the current directory was removed: the launch plan says so
         return None
     top = path
     while not os.path.lexists(os.path.dirname(top)):
