@@ -15,8 +15,9 @@ namespace davincirun::cli {
 /// console script sets it to the interpreter running it); else, when
 /// `self_exe` (this program's path) lies in an installed package,
 /// `<base>/lib[64]/pythonX.Y/{site,dist}-packages/davincirunsdk/bin/davincirun`,
-/// the interpreter of that installation, `<base>/bin/pythonX.Y` (or
-/// `python3` for Debian's versionless `lib/python3/dist-packages`); else
+/// the interpreter of that installation, `<base>/bin/pythonX.Y`, else
+/// `<base>/bin/python3` (a CPython 3.7 venv; Debian's versionless
+/// `lib/python3/dist-packages`); else
 /// `python3`, then `python`, looked up in the PATH of `env`.
 std::optional<std::string> python_interpreter(const Environment& env, const std::string& self_exe);
 
