@@ -62,3 +62,7 @@ if [[ ! -f build/.setup/installed-wheel || $(<build/.setup/installed-wheel) != "
 else
   echo "setup: ${wheel} is installed in $PYTHON"
 fi
+
+# MindSpore's CPU wheel in a venv of its own (it needs numpy<2), for the
+# tests that train with it: scripts/mindspore_env.sh.
+bash scripts/mindspore_env.sh >/dev/null

@@ -47,6 +47,22 @@ def rank_table(tmp_path):
     return make
 
 
+@pytest.fixture(scope="session")
+def mindspore_python():
+    """The interpreter of the MindSpore virtual environment
+    (scripts/mindspore_env.sh: build/mindspore-env), or the one named by
+    DAVINCIRUN_MINDSPORE_PYTHON. Missing, the test is skipped, unless
+    DAVINCIRUN_REQUIRE_MINDSPORE=1 (scripts/test.sh sets it), where that
+    is a failure: the full test command never skips MindSpore quietly."""
+    path = os.environ.get("DAVINCIRUN_MINDSPORE_PYTHON") or os.path.join(REPO, "build", "mindspore-env", "bin", "python")
+    if not os.access(path, os.X_OK):
+        message = "no MindSpore environment at %s: run bash scripts/mindspore_env.sh" % path
+        if os.environ.get("DAVINCIRUN_REQUIRE_MINDSPORE") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
 @pytest.fixture(autouse=True)
 def device_lock_dir(tmp_path_factory, monkeypatch):
     """Every test's jobs lock their devices (DAVINCIRUN_LOCK_DIR) in a
