@@ -75,6 +75,13 @@ Rule violations raise LaunchConfigError naming the option.)");
           },
           [](LaunchOptions& o, std::vector<std::pair<std::string, std::string>> v) { o.env = std::move(v); },
           "Extra variables for every rank: [(name, value)].")
+      .def_property(
+          "launch_mode", [](const LaunchOptions& o) { return std::string(to_string(o.launch_mode)); },
+          [](LaunchOptions& o, const std::string& v) { o.launch_mode = parse_launch_mode(v); },
+          "\"rank-table\" (default) or \"dynamic-cluster\" (MindSpore's scheduler and workers).")
+      .def_readwrite("nproc", &LaunchOptions::nproc, "No rank table: this many ranks on this machine; None (default).")
+      .def_readwrite("devices", &LaunchOptions::devices,
+                     "Physical device ids: narrows a one-server table, or the devices of nproc; None (default).")
       .def_readwrite("device_dir", &LaunchOptions::device_dir, "Where /dev/davinciN are looked for. Default \"/dev\".")
       .def_readwrite("ranks_to_show", &LaunchOptions::ranks_to_show,
                      "Rank ids whose output is shown live; None: every rank.")
@@ -97,7 +104,10 @@ Rule violations raise LaunchConfigError naming the option.)");
   def_seconds(options, "job_timeout", "Seconds the job may run before every rank is stopped; 0: no limit.");
   options.def("validate", &LaunchOptions::validate, "Raises LaunchConfigError when an option breaks its rule.");
 
-  py::class_<RankAssignment>(m, "RankAssignment", "One rank to start on this machine.")
+  py::class_<RankAssignment>(m, "RankAssignment", "One rank (or MindSpore's scheduler) to start on this machine.")
+      .def_property_readonly(
+          "role", [](const RankAssignment& a) { return to_string(a.role); },
+          "\"rank\", or \"scheduler\" (rank, local rank and device ids -1).")
       .def_readonly("rank", &RankAssignment::rank)
       .def_readonly("local_rank", &RankAssignment::local_rank)
       .def_readonly("physical_device_id", &RankAssignment::physical_device_id)
@@ -112,7 +122,10 @@ Rule violations raise LaunchConfigError naming the option.)");
       .def_property_readonly("master_port", [](const LaunchPlan& p) { return p.job.master_port; })
       .def_property_readonly("server_id", [](const LaunchPlan& p) { return p.table.servers[p.server_index].server_id; })
       .def_readonly("warnings", &LaunchPlan::warnings, "What was accepted with a warning, one sentence each.")
-      .def_readonly("ranks", &LaunchPlan::ranks, "This server's ranks, by rank.")
+      .def_readonly("ranks", &LaunchPlan::ranks,
+                    "This server's ranks, by rank, then (dynamic-cluster mode) MindSpore's scheduler.")
+      .def_property_readonly("launch_mode",
+                             [](const LaunchPlan& p) { return std::string(to_string(p.options.launch_mode)); })
       .def_property_readonly("work_dir", [](const LaunchPlan& p) { return fs_text(p.work_dir); })
       .def_property_readonly("log_dir", [](const LaunchPlan& p) { return fs_text(p.log_dir); })
       .def_property_readonly(

@@ -12,8 +12,11 @@ namespace py = pybind11;
 namespace davincirun::python {
 
 void bind_results(py::module_& m) {
-  py::class_<RankResult>(m, "RankResult", "How one rank ended.")
-      .def_readonly("rank", &RankResult::rank, "Its rank id.")
+  py::class_<RankResult>(m, "RankResult", "How one rank (or MindSpore's scheduler) ended.")
+      .def_property_readonly(
+          "role", [](const RankResult& r) { return to_string(r.role); },
+          "\"rank\", or \"scheduler\" for MindSpore's scheduler (launch_mode=\"dynamic-cluster\").")
+      .def_readonly("rank", &RankResult::rank, "Its rank id; -1 for the scheduler.")
       .def_readonly("pid", &RankResult::pid, "Its process id.")
       .def_readonly("log_path", &RankResult::log_path, "Its log file, every byte it wrote.")
       .def_property_readonly("exit_code",

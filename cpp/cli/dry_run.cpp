@@ -25,11 +25,19 @@ std::string describe_plan(const LaunchPlan& plan, const std::vector<std::string>
       plan.table.servers.size(), plan.job.rank_start, plan.job.rank_start + plan.job.local_world_size - 1,
       plan.job.world_size, detail::shell_quote(command), plan.job.master_addr, plan.job.master_port, plan.work_dir,
       plan.log_dir, server.server_id, plan.server_reason, plan.device_lock_dir.empty() ? "off" : plan.device_lock_dir);
+  if (plan.job.dynamic_cluster) {
+    out += fmt::format("launch mode dynamic-cluster: MindSpore's scheduler at {}:{}{}\n", plan.job.master_addr,
+                       plan.job.sched_port, plan.job.rank_start == 0 ? ", started here" : ", on the server of rank 0");
+  }
   for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
     const RankAssignment& a = plan.ranks[i];
-    out += fmt::format("\nrank {} (local rank {}): physical device {}, logical device {}{}, log {}\n", a.rank,
-                       a.local_rank, a.physical_device_id, a.logical_device_id,
-                       a.device_ip ? ", device ip " + *a.device_ip : std::string(), rank_log_file_name(a));
+    if (a.role == ProcessRole::scheduler) {
+      out += fmt::format("\nscheduler (MindSpore's dynamic cluster, no device), log {}\n", rank_log_file_name(a));
+    } else {
+      out += fmt::format("\nrank {} (local rank {}): physical device {}, logical device {}{}, log {}\n", a.rank,
+                         a.local_rank, a.physical_device_id, a.logical_device_id,
+                         a.device_ip ? ", device ip " + *a.device_ip : std::string(), rank_log_file_name(a));
+    }
     const Environment& env = plan.environments[i];
     for (const auto& entry : env.entries()) {
       const std::string name = name_of(entry);

@@ -95,7 +95,9 @@ int run(const davincirun::cli::CliOptions& cli) {
     // real start would (DeviceBusyError), but nothing is locked here.
     if (!plan.device_lock_dir.empty()) {
       std::vector<int> devices;
-      for (const RankAssignment& a : plan.ranks) devices.push_back(a.physical_device_id);
+      for (const RankAssignment& a : plan.ranks) {
+        if (a.role == ProcessRole::rank) devices.push_back(a.physical_device_id);
+      }
       check_devices_free(plan.device_lock_dir, devices);
     }
     return 0;
@@ -108,7 +110,9 @@ int run(const davincirun::cli::CliOptions& cli) {
   Job job(plan, ConsoleTarget::stdio);
   running_job.store(&job);
   if (stop_signal) job.request_stop();  // a signal that came during start-up
-  inform(fmt::format("job {}: {} rank(s) on server {} (world size {}), logs in {}", plan.job.job_id, plan.ranks.size(),
+  const std::size_t ranks = static_cast<std::size_t>(plan.job.local_world_size);
+  const char* scheduler = plan.ranks.size() > ranks ? " and MindSpore's scheduler" : "";
+  inform(fmt::format("job {}: {} rank(s){} on server {} (world size {}), logs in {}", plan.job.job_id, ranks, scheduler,
                      server.server_id, plan.job.world_size, job.run_dir()));
   if (verbosity >= 2) {
     say(fmt::format("this machine is server {}: {}", server.server_id, plan.server_reason));
@@ -117,6 +121,10 @@ int run(const davincirun::cli::CliOptions& cli) {
     const auto& pids = job.pids();
     for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
       const RankAssignment& a = plan.ranks[i];
+      if (a.role == ProcessRole::scheduler) {
+        say(fmt::format("scheduler (pid {}): MindSpore's dynamic-cluster scheduler, no device", pids[i]));
+        continue;
+      }
       say(fmt::format("rank {} (pid {}): physical device {}, logical device {}", a.rank, pids[i], a.physical_device_id,
                       a.logical_device_id));
     }
@@ -126,10 +134,11 @@ int run(const davincirun::cli::CliOptions& cli) {
 
   for (const auto& r : result.ranks) {
     if (r.log_error)
-      say(fmt::format("warning: the log of rank {} is incomplete ({}): {}", r.rank, r.log_path, *r.log_error));
+      say(fmt::format("warning: the log of {} is incomplete ({}): {}", process_name(r.role, r.rank), r.log_path,
+                      *r.log_error));
   }
   if (result.success()) {
-    inform(fmt::format("all {} rank(s) exited 0; logs in {}", result.ranks.size(), job.run_dir()));
+    inform(fmt::format("all {} rank(s){} exited 0; logs in {}", ranks, scheduler, job.run_dir()));
     return 0;
   }
   std::string report = failure_report(result);

@@ -27,6 +27,15 @@ Options (they end at the first non-option or at --):
   -r, --rank-table PATH    rank table file, or a directory holding
                            jobstart_hccl.json or hccl.json (default:
                            $RANK_TABLE_FILE_V_1_0, else $RANK_TABLE_FILE)
+      --launch-mode MODE   rank-table (default): each rank reads the table;
+                           dynamic-cluster: MindSpore's dynamic cluster, as
+                           msrun starts it: the ranks as workers plus a
+                           scheduler ([sched], scheduler.log) on the server
+                           of rank 0 (docs/mindspore.md)
+      --nproc N            no rank table: N ranks on this machine
+      --devices LIST       only these devices (physical ids, e.g. 0,1) of a
+                           one-server table; without a table, the devices of
+                           the ranks on this machine
       --wait-timeout SEC   how long to wait for a rank table the platform is
                            still writing (default: 300; 0: do not wait)
   -l, --log-dir DIR        directory for run logs (default: ./log); each run
@@ -84,7 +93,8 @@ std::vector<int> parse_rank_list(std::string_view option, const std::string& tex
     const long rank = std::strtol(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || errno != 0 || rank < 0 || rank > 1'000'000 ||
         item.find_first_not_of("0123456789") != std::string::npos) {
-      throw UsageError(fmt::format("{} expects rank ids separated by commas, e.g. 0,4; got '{}'", option, text));
+      throw UsageError(fmt::format("{} expects {} separated by commas, e.g. 0,4; got '{}'", option,
+                                   option == "--ranks-to-show" ? "rank ids" : "numbers", text));
     }
     ranks.push_back(static_cast<int>(rank));
     start = comma + 1;
@@ -113,7 +123,8 @@ std::string flag_message(const OptionError& error) {
   // The options a flag sets, named by their flag wherever the core's message names them.
   static constexpr std::string_view flagged[] = {"rank_table",   "log_dir",       "work_dir",
                                                  "server_id",    "grace_period",  "job_timeout",
-                                                 "wait_timeout", "ranks_to_show", "env"};
+                                                 "wait_timeout", "ranks_to_show", "env",
+                                                 "launch_mode",  "nproc",         "devices"};
   const std::string& option = error.option();
   if (std::find(std::begin(flagged), std::end(flagged), option) == std::end(flagged)) return error.what();
   std::string flag = "--" + option;
@@ -156,6 +167,14 @@ CliOptions parse_command_line(int argc, char** argv) {
       set_seconds(out.launch, name, value_of(name, arg));
     } else if (name == "--ranks-to-show") {
       out.launch.ranks_to_show = parse_rank_list(name, value_of(name, arg));
+    } else if (name == "--launch-mode") {
+      out.launch.launch_mode = parse_launch_mode(value_of(name, arg));
+    } else if (name == "--nproc") {
+      const std::vector<int> n = parse_rank_list(name, value_of(name, arg));
+      if (n.size() != 1) throw UsageError("--nproc expects one number of ranks, e.g. 2");
+      out.launch.nproc = n.front();
+    } else if (name == "--devices") {
+      out.launch.devices = parse_rank_list(name, value_of(name, arg));
     } else if (name == "--dry-run") {
       out.dry_run = true;
     } else if (name == "-q" || name == "--quiet") {

@@ -103,7 +103,7 @@ std::string random_tag() {
 
 std::vector<std::string> rank_labels(const JobSpec& spec) {
   std::vector<std::string> labels;
-  for (const RankAssignment& a : spec.ranks) labels.push_back(rank_label(a.rank));
+  for (const RankAssignment& a : spec.ranks) labels.push_back(process_label(a));
   return labels;
 }
 
@@ -112,7 +112,9 @@ std::vector<std::string> rank_labels(const JobSpec& spec) {
 std::optional<DeviceLocks> lock_devices(const JobSpec& spec) {
   if (spec.device_lock_dir.empty()) return std::nullopt;
   std::vector<int> devices;
-  for (const RankAssignment& a : spec.ranks) devices.push_back(a.physical_device_id);
+  for (const RankAssignment& a : spec.ranks) {
+    if (a.role == ProcessRole::rank) devices.push_back(a.physical_device_id);
+  }
   return DeviceLocks(spec.device_lock_dir, devices, DeviceLockHolder{spec.job_id, spec.command});
 }
 
@@ -122,8 +124,9 @@ std::unique_ptr<Supervisor> start_ranks(const JobSpec& spec, const RunDir& run_d
   for (std::size_t i = 0; i < spec.ranks.size(); ++i) {
     const RankAssignment& a = spec.ranks[i];
     RankLaunch launch;
+    launch.role = a.role;
     launch.rank = a.rank;
-    launch.label = rank_label(a.rank);
+    launch.label = process_label(a);
     launch.log_path = run_dir.log_path(a);
     launch.show_on_console = i >= spec.show_on_console.size() || spec.show_on_console[i];
     launch.process.argv = spec.command;

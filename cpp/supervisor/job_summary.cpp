@@ -13,6 +13,7 @@ using Json = nlohmann::ordered_json;
 
 Json rank_entry(const RankAssignment& a, const RankResult& r) {
   Json j;
+  j["role"] = to_string(r.role);
   j["rank"] = r.rank;
   j["local_rank"] = a.local_rank;
   j["physical_device_id"] = a.physical_device_id;
@@ -49,7 +50,11 @@ void write_job_summary(const std::string& path, const JobSpec& plan, const std::
   j["exit_code"] = result.exit_code();
   j["stop_reason"] = to_string(result.stop_reason);
   if (result.stop_reason == StopReason::signaled) j["stop_signal"] = result.stop_signal;
-  j["first_failure"] = result.first_failure ? Json(result.ranks[*result.first_failure].rank) : Json();
+  // A rank id, or "scheduler".
+  j["first_failure"] = !result.first_failure ? Json()
+                       : result.ranks[*result.first_failure].role == ProcessRole::scheduler
+                           ? Json("scheduler")
+                           : Json(result.ranks[*result.first_failure].rank);
   j["leftover_processes_killed"] = result.leftover_processes_killed;
   j["ranks"] = Json::array();
   for (std::size_t i = 0; i < result.ranks.size() && i < plan.ranks.size(); ++i) {

@@ -29,9 +29,14 @@ LAST_LINE_COLUMNS = 120
 _CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]?|[\x00-\x08\x0b-\x1f\x7f]")
 
 
+# MindSpore's scheduler (rank -1, prefix "[sched]"): no rank's colour, the
+# yellow of the terminal's (console_sink.hpp colourize_prefixes).
+SCHEDULER_COLOUR = "#9a6700"
+
+
 def rank_colour(rank):
-    """The CSS colour of `rank`'s prefix."""
-    return CSS_COLOURS[rank % len(CSS_COLOURS)]
+    """The CSS colour of `rank`'s prefix (-1: the scheduler's)."""
+    return SCHEDULER_COLOUR if rank < 0 else CSS_COLOURS[rank % len(CSS_COLOURS)]
 
 
 def plain(text):
@@ -77,13 +82,14 @@ def describe_exit(exit_code, signal, stopped_by_launcher):
 
 
 class RankRow:
-    """One rank of this machine in the view."""
+    """One rank of this machine (or MindSpore's scheduler, rank -1) in the view."""
 
-    __slots__ = ("rank", "device", "pid", "state", "status", "ended", "last_line", "progress", "shown_at_end")
+    __slots__ = ("rank", "label", "device", "pid", "state", "status", "ended", "last_line", "progress", "shown_at_end")
 
     def __init__(self, rank, device, pid):
         self.rank = rank
-        self.device = device
+        self.label = "sched" if rank < 0 else str(rank)  # the console's "[sched]"
+        self.device = "-" if rank < 0 else device
         self.pid = pid
         self.state = "running"  # running | done | failed | stopped
         self.status = "running"
@@ -172,21 +178,24 @@ class JobStatus:
         return row.progress or row.last_line
 
     def headline(self):
-        n = len(self.rows)
-        where = "%d rank(s) of %d on server %s" % (n, self.world_size, self.server_id)
+        n = sum(1 for row in self.rows if row.rank >= 0)
+        where = "%d rank(s) of %d%s on server %s" % (
+            n, self.world_size, " and the scheduler" if n < len(self.rows) else "", self.server_id)
         if self.outcome is None:
             running = sum(1 for row in self.rows if row.state == "running")
             return "davincirun job %s: %s, %d running" % (self.job_id, where, running)
         text = "davincirun job %s: %s, %s in %s" % (self.job_id, where, self.outcome, _duration(self.duration))
         if self.first_failure is not None:
-            text += "; first failure: rank %d (%s)" % (self.first_failure.rank, self.first_failure.status)
+            failed = self.first_failure
+            text += "; first failure: %s (%s)" % (
+                "scheduler" if failed.rank < 0 else "rank %d" % failed.rank, failed.status)
         return text
 
     def table_rows(self, now=None):
         """[(rank, device, pid, status, time, last line)] as strings."""
         now = time.monotonic() if now is None else now
         return [
-            (str(row.rank), str(row.device), str(row.pid), row.status, self._elapsed(row, now), self._last(row))
+            (row.label, str(row.device), str(row.pid), row.status, self._elapsed(row, now), self._last(row))
             for row in self.rows
         ]
 
@@ -241,11 +250,12 @@ def _html_lines(text):
     """Recent output lines as HTML, each rank prefix in its colour."""
     parts = []
     for line in plain(text).splitlines():
-        match = re.match(r"^(\[rank (\d+)\]\+?)( .*)?$", line)
+        match = re.match(r"^(\[(?:rank (\d+)|sched)\]\+?)( .*)?$", line)
         if match:
+            rank = int(match.group(2)) if match.group(2) else -1
             parts.append(
                 '<span style="color:%s">%s</span>%s'
-                % (rank_colour(int(match.group(2))), html.escape(match.group(1)), html.escape(match.group(3) or ""))
+                % (rank_colour(rank), html.escape(match.group(1)), html.escape(match.group(3) or ""))
             )
         else:
             parts.append(html.escape(line))

@@ -152,7 +152,9 @@ class DistributedRuntimeError(DavincirunError, RuntimeError):
     and the last lines of that log, then how every other rank ended.
 
     Attributes:
-        rank (int): the first rank that failed (by time).
+        rank (int): the first rank that failed (by time); -1 when it was
+            MindSpore's scheduler (``launch_mode="dynamic-cluster"``).
+        role (str): ``"rank"``, or ``"scheduler"`` for MindSpore's scheduler.
         exit_code (int | None): its exit code, or ``None`` if killed by a signal.
         signal (int | None): the signal that killed it, or ``None``.
         returncode (int): ``exit_code``, or 128 + ``signal``, as a shell reports it.
@@ -162,6 +164,7 @@ class DistributedRuntimeError(DavincirunError, RuntimeError):
     """
 
     rank: Optional[int] = None
+    role: Optional[str] = None
     exit_code: Optional[int] = None
     signal: Optional[int] = None
     returncode: Optional[int] = None

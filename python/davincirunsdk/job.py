@@ -237,6 +237,7 @@ def runtime_error(result: _core.JobResult) -> DistributedRuntimeError:
     if result.first_failure is not None:
         failed = result.ranks[result.first_failure]
         error.rank = failed.rank
+        error.role = failed.role
         error.exit_code = failed.exit_code
         error.signal = failed.signal
         error.returncode = failed.returncode

@@ -104,15 +104,36 @@ def _is_rank_id(value: Any) -> bool:
     return True
 
 
-def _rank_list(ranks_to_show: Union[int, Iterable[int]]) -> List[int]:
-    items: Any = [ranks_to_show] if _is_rank_id(ranks_to_show) else ranks_to_show
+def _id_list(option: str, what: str, value: Union[int, Iterable[int]]) -> List[int]:
+    items: Any = [value] if _is_rank_id(value) else value
     is_list = isinstance(items, Iterable) and not isinstance(items, (str, bytes, Mapping))
     items = list(items) if is_list else []
     if not is_list or not all(_is_rank_id(r) for r in items):
         raise _option_error(
-            "ranks_to_show", "ranks_to_show: expected a rank id or a list of rank ids, e.g. [0], got %r"
-            % (ranks_to_show,), OptionTypeError)
+            option, "%s: expected a %s or a list of them, e.g. [0], got %r" % (option, what, value), OptionTypeError)
     return [operator.index(r) for r in items]
+
+
+def _rank_list(ranks_to_show: Union[int, Iterable[int]]) -> List[int]:
+    return _id_list("ranks_to_show", "rank id", ranks_to_show)
+
+
+def _device_list(devices: Union[int, Iterable[int]]) -> List[int]:
+    return _id_list("devices", "device id", devices)
+
+
+def _count(nproc: int) -> int:
+    if not _is_rank_id(nproc):
+        raise _option_error("nproc", "nproc: expected a number of ranks, got %r" % (nproc,), OptionTypeError)
+    return operator.index(nproc)
+
+
+def _mode(launch_mode: str) -> str:
+    if not isinstance(launch_mode, str):
+        raise _option_error(
+            "launch_mode", "launch_mode: expected \"rank-table\" or \"dynamic-cluster\", got %r" % (launch_mode,),
+            OptionTypeError)
+    return launch_mode
 
 
 # Python keyword -> (LaunchOptions field, conversion); other keywords are set as given.
@@ -121,6 +142,9 @@ _FIELDS: Dict[str, Tuple[str, Callable[[Any], Any]]] = {
     "server_id": ("server_id", str),
     "env": ("env", _env_pairs),
     "ranks_to_show": ("ranks_to_show", _rank_list),
+    "devices": ("devices", _device_list),
+    "nproc": ("nproc", _count),
+    "launch_mode": ("launch_mode", _mode),
     "work_dir": ("work_dir", os.fspath),
     "log_dir": ("log_dir", os.fspath),
 }
@@ -212,6 +236,9 @@ def start_distributed_train(
     job_timeout: Optional[float] = None,
     wait_timeout: float = 300,
     ranks_to_show: Optional[Union[int, Sequence[int]]] = None,
+    launch_mode: str = "rank-table",
+    nproc: Optional[int] = None,
+    devices: Optional[Union[int, Sequence[int]]] = None,
 ) -> DistributedJob:
     """Starts one process per device of this machine's server in the rank table.
 
@@ -267,6 +294,23 @@ def start_distributed_train(
             still writing (missing, empty, half-written, status
             "initializing"), with a message on stderr now and then; 0: no
             waiting. Default 300, at most one year.
+        launch_mode (str): how the ranks find each other. ``"rank-table"``
+            (default): each reads the rank table (``RANK_TABLE_FILE``,
+            ``RANK_ID``...; HCCL, torch.distributed's ``MASTER_ADDR``).
+            ``"dynamic-cluster"``: MindSpore's dynamic cluster as its
+            ``msrun`` starts it (MindSpore >= 2.0; its only distributed
+            mode on CPU): the ranks are its workers (``MS_ROLE=MS_WORKER``,
+            ``MS_NODE_ID`` = ``RANK_ID``) and the server of rank 0 also runs
+            the command as its scheduler (``MS_ROLE=MS_SCHED``, log
+            ``scheduler.log``, console prefix ``[sched]``), a member of the
+            job like a rank: its failure fails the job. See
+            docs/mindspore.md.
+        nproc (int | None): no rank table: this many ranks (1 to 1024) on
+            this machine, on ``devices`` or the first NPUs of ``/dev`` (else
+            devices 0..nproc-1); not with ``rank_table``.
+        devices (list[int] | int | None): physical device ids: only these
+            devices of a one-server rank table run (ranks numbered 0..k-1);
+            without a table, the devices of the ranks on this machine.
 
     Returns:
         DistributedJob: the job keeps running if this handle is dropped
@@ -318,6 +362,9 @@ def start_and_wait_distributed_train(
     job_timeout: Optional[float] = None,
     wait_timeout: float = 300,
     ranks_to_show: Optional[Union[int, Sequence[int]]] = None,
+    launch_mode: str = "rank-table",
+    nproc: Optional[int] = None,
+    devices: Optional[Union[int, Sequence[int]]] = None,
 ) -> int:
     """Starts distributed training on this machine and waits for it to end.
 
@@ -332,8 +379,8 @@ def start_and_wait_distributed_train(
 
     Args:
         command, work_dir, log_dir, output_notebook, rank_table, server_id,
-        env, grace_period, job_timeout, wait_timeout, ranks_to_show: as for
-        :func:`start_distributed_train`.
+        env, grace_period, job_timeout, wait_timeout, ranks_to_show,
+        launch_mode, nproc, devices: as for :func:`start_distributed_train`.
         random_cache_dir (bool): default True: a fresh MindSpore compiler
             cache directory for this job, removed afterwards (a
             ``MS_COMPILER_CACHE_PATH`` already set wins).

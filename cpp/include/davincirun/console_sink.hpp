@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "davincirun/device_allocation.hpp"
 #include "davincirun/process.hpp"
 
 namespace davincirun {
@@ -46,6 +47,12 @@ class LineSink {
 /// "rank 3": the label of rank id 3, in its console prefix "[rank 3] ".
 std::string rank_label(int rank);
 
+/// The console label of MindSpore's scheduler, in its prefix "[sched] ".
+inline constexpr std::string_view scheduler_label = "sched";
+
+/// rank_label(process.rank), or scheduler_label for the scheduler.
+std::string process_label(const RankAssignment& process);
+
 /// The prefix of every notice line: "[davincirun] ".
 inline constexpr std::string_view notice_prefix = "[davincirun] ";
 
@@ -61,7 +68,8 @@ std::string_view line_text(std::string_view line) noexcept;
 /// that avoids red, green and yellow, which mean failure, success and warning.
 const char* rank_colour(int rank) noexcept;
 
-/// `lines` with each "[rank N]" (or "[rank N]+") prefix in its rank's colour
+/// `lines` with each "[rank N]" (or "[rank N]+") prefix in its rank's colour,
+/// "[sched]" (MindSpore's scheduler) in yellow,
 /// and each notice_prefix in bold, as ANSI escape sequences.
 std::string colourize_prefixes(std::string_view lines);
 

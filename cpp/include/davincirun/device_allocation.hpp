@@ -11,8 +11,24 @@
 
 namespace davincirun {
 
+/// What a process of a job is.
+enum class ProcessRole {
+  rank,       ///< a training process: one per device (a MindSpore "worker" in dynamic-cluster mode)
+  scheduler,  ///< MindSpore's dynamic-cluster scheduler (MS_ROLE=MS_SCHED): no device, no rank
+};
+
+/// "rank" or "scheduler".
+const char* to_string(ProcessRole role) noexcept;
+
+/// How messages name a process of a job: "rank 3", or "scheduler" for
+/// ProcessRole::scheduler (and for any negative `rank`, which only the
+/// scheduler has).
+std::string process_name(ProcessRole role, int rank);
+
 /// One process to start on this machine.
 struct RankAssignment {
+  /// A scheduler has rank, local_rank and both device ids -1 and no device_ip.
+  ProcessRole role = ProcessRole::rank;
   int rank = 0;                ///< global rank (RANK_ID, RANK)
   int local_rank = 0;          ///< rank - rank_start of this server (LOCAL_RANK)
   int physical_device_id = 0;  ///< the table's device_id: N of /dev/davinciN on the host

@@ -4,6 +4,7 @@
 // source of that fact, is in docs/environment.md.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -48,12 +49,17 @@ struct JobEnvironment {
   std::string master_addr;      ///< MASTER_ADDR
   int master_port = 0;          ///< MASTER_PORT
   std::string host_ip;          ///< default MA_CURRENT_HOST_IP: this server's host_ip, else its server_id
+  /// MindSpore's dynamic cluster (LaunchMode::dynamic_cluster): when true,
+  /// every process gets MS_SCHED_HOST = master_addr, MS_SCHED_PORT =
+  /// sched_port, MS_WORKER_NUM = world_size, and MS_ROLE.
+  bool dynamic_cluster = false;
+  int sched_port = 0;  ///< MS_SCHED_PORT
 };
 
 /// Variables of MindSpore's dynamic-cluster mode, removed from the inherited
-/// environment in rank-table mode: a platform launcher may leave them set,
-/// and then MindSpore tries to bind a scheduler port ("Address already in
-/// use") instead of reading the rank table.
+/// environment (and set anew in dynamic-cluster mode): a platform launcher
+/// may leave them set, and then MindSpore tries to bind a scheduler port
+/// ("Address already in use") instead of reading the rank table.
 const std::vector<std::string_view>& scrubbed_variable_names();
 
 /// Default HCCL_CONNECT_TIMEOUT in seconds when the user set none: 1800, as
@@ -68,7 +74,16 @@ inline constexpr int default_hccl_connect_timeout_s = 1800;
 ///  3. `extra` (the caller's explicit variables) overwrite;
 ///  4. identity, always overwritten: RANK_TABLE_FILE, RANK_ID, RANK_SIZE,
 ///     RANK_START, DEVICE_ID, ASCEND_DEVICE_ID, JOB_ID, RANK, LOCAL_RANK,
-///     WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
+///     WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; with
+///     `job.dynamic_cluster` also MS_ROLE=MS_WORKER, MS_NODE_ID (= RANK_ID),
+///     MS_SCHED_HOST, MS_SCHED_PORT, MS_WORKER_NUM, as msrun sets them
+///     (MindSpore 2.10 parallel/cluster/process_entity/_api.py).
+/// For MindSpore's scheduler (`rank.role` ProcessRole::scheduler) layer 4 is
+/// what msrun gives its scheduler: MS_ROLE=MS_SCHED, MS_SCHED_HOST,
+/// MS_SCHED_PORT, MS_WORKER_NUM, RANK_ID=0, RANK_SIZE, plus RANK_TABLE_FILE
+/// and JOB_ID; the per-device and torch names (DEVICE_ID, ASCEND_DEVICE_ID,
+/// RANK, LOCAL_RANK, RANK_START, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR,
+/// MASTER_PORT) are removed: it holds no device and is no torch rank.
 Environment rank_environment(const Environment& inherited, const JobEnvironment& job, const RankAssignment& rank,
                              const std::vector<std::pair<std::string, std::string>>& extra = {});
 
@@ -79,12 +94,38 @@ const std::vector<std::string_view>& identity_variable_names();
 
 /// JOB_ID for a new job: $JOB_ID when set; else $BATCH_JOB_ID; else
 /// $MA_VJ_NAME with its "ma-job" prefix replaced by "modelarts-job" (as
-/// davincirunsdk 0.1.x did on ModelArts); else "job-<8 random hex digits>".
+/// davincirunsdk 0.1.x did on ModelArts); else, when `shared_seed` is not
+/// empty (the text of a multi-server table, which every server reads
+/// alike), "job-<8 hex digits of its digest>", the same on every server
+/// without any communication; else "job-<8 random hex digits>".
 /// Characters other than letters, digits, '-' and '_' are replaced by '-'.
-std::string resolve_job_id(const Environment& inherited);
+std::string resolve_job_id(const Environment& inherited, std::string_view shared_seed = {});
 
 /// A TCP port on `host` that was free a moment ago (bind to port 0, read it,
 /// close). Throws SystemError when no socket can be bound.
 int find_free_port(const std::string& host = "127.0.0.1");
+
+/// First and last port derived_port() gives: below Linux's default
+/// ephemeral range (32768-60999, net.ipv4.ip_local_port_range), where the
+/// kernel picks the local ports of outgoing connections.
+inline constexpr int first_derived_port = 20000;
+inline constexpr int last_derived_port = 31999;
+
+/// The 64-bit FNV-1a digest of `bytes` (stable across machines and runs).
+std::uint64_t fnv1a64(std::string_view bytes, std::uint64_t seed = 14695981039346656037ULL) noexcept;
+
+/// A port every server of a job computes alike without talking: a 64-bit
+/// FNV-1a digest of `table_json` (the normalized rank table), `job_id` and
+/// `purpose` (e.g. "MASTER_PORT"), mapped onto first_derived_port..
+/// last_derived_port. Two jobs on one host (other job ids) get other ports,
+/// except by a 1 in 12,000 chance.
+int derived_port(std::string_view table_json, std::string_view job_id, std::string_view purpose);
+
+/// Throws ConfigError when TCP port `port` cannot be bound on this machine
+/// (any address, SO_REUSEADDR as torch.distributed's store and MindSpore's
+/// scheduler bind it) because something holds it: "<variable> <port> is
+/// already in use on this machine (<whose>)...". Other bind errors are
+/// ignored: the framework will report them better.
+void check_port_free(int port, std::string_view variable, std::string_view whose);
 
 }  // namespace davincirun

@@ -25,7 +25,8 @@ enum class ConsoleTarget {
 const char* to_string(ConsoleTarget target) noexcept;
 
 /// The name of a rank's log file in the run directory:
-/// "rank_<rank>.device_<physical device id>.log".
+/// "rank_<rank>.device_<physical device id>.log"; "scheduler.log" for
+/// MindSpore's scheduler (the name msrun gives its log too).
 std::string rank_log_file_name(const RankAssignment& rank);
 
 /// A running job.

@@ -27,6 +27,32 @@ inline constexpr std::chrono::milliseconds max_job_timeout{365LL * 86'400'000};
 /// Longest accepted drain timeout: 24 h, like the grace period (max_grace_period).
 inline constexpr std::chrono::milliseconds max_drain_timeout{86'400'000};
 
+/// How the ranks of a job find each other (docs/mindspore.md).
+enum class LaunchMode {
+  /// One process per device, each told the rank table and its identity
+  /// (RANK_TABLE_FILE, RANK_ID, DEVICE_ID...: HCCL's rendezvous, read by
+  /// MindSpore, TensorFlow and torch_npu) and MASTER_ADDR/MASTER_PORT
+  /// (torch.distributed's env:// rendezvous).
+  rank_table,
+  /// MindSpore's dynamic cluster, as its msrun starts it (MindSpore >= 2.0;
+  /// the only distributed mode of its CPU backend): the same processes as
+  /// workers (MS_ROLE=MS_WORKER, MS_NODE_ID = RANK_ID) plus one scheduler
+  /// process on the server of rank 0 running the same command with
+  /// MS_ROLE=MS_SCHED; every process gets MS_SCHED_HOST, MS_SCHED_PORT and
+  /// MS_WORKER_NUM (environment.hpp). The scheduler is a member of the job
+  /// like a rank (ProcessRole::scheduler).
+  dynamic_cluster,
+};
+
+/// "rank-table" or "dynamic-cluster", as the front ends spell the option.
+const char* to_string(LaunchMode mode) noexcept;
+/// The mode of a text to_string() gives. Throws OptionError("launch_mode")
+/// naming both modes for any other text.
+LaunchMode parse_launch_mode(std::string_view text);
+
+/// Most ranks --nproc may ask for on one machine.
+inline constexpr int max_nproc = 1024;
+
 /// Everything a launch can be asked to do. Every front end fills this one
 /// object: the `davincirun` flags, the keywords of the Python functions
 /// (same names, e.g. `grace_period` is `--grace-period`) and C++ callers.
@@ -39,6 +65,25 @@ struct LaunchOptions {
   /// empty (the default) = the environment's RANK_TABLE_FILE_V_1_0, else its
   /// RANK_TABLE_FILE (davincirunsdk 0.1.x's order); neither: NoRankTableError.
   std::string rank_table;
+  /// How the ranks find each other. Default rank_table.
+  LaunchMode launch_mode = LaunchMode::rank_table;
+  /// No rank table (a debug machine): a one-server plan of this many ranks
+  /// on this machine, 1..max_nproc, on the devices in `devices` when given
+  /// (their number must then be `nproc`), else the first `nproc` of
+  /// /dev/davinciN (present_devices()) when there are any (OptionError when
+  /// there are fewer), else devices 0..nproc-1. The ranks read a generated
+  /// one-server table (format 1.0, server_id 127.0.0.1, no device_ip).
+  /// Giving a `rank_table` too is an OptionError; RANK_TABLE_FILE in the
+  /// environment is ignored. Default: none.
+  std::optional<int> nproc;
+  /// Physical device ids (N of /dev/davinciN; unique, 0..max_table_integer).
+  /// With a rank table: only these devices of a one-server table run, ranks
+  /// renumbered 0..k-1 in the table's order (the ranks read the narrowed
+  /// table; OptionError for a multi-server table or a device the table does
+  /// not list). Without one (nothing given, nothing in the environment):
+  /// the devices of a `nproc` plan, whose size defaults to their number.
+  /// Default: none (every device of the table).
+  std::optional<std::vector<int>> devices;
   /// How long to wait for a table the platform is still writing (missing,
   /// empty, half-written or status "initializing"); 0 = no waiting.
   /// Default 300 s, at most max_wait_timeout.
@@ -92,7 +137,8 @@ struct LaunchOptions {
   /// Must be absolute.
   std::string device_lock_dir;
 
-  /// Checks every rule above that needs no rank table: a command, variable
+  /// Checks every rule above that needs no rank table: nproc's range and
+  /// not with a rank_table, devices unique in range and as many as nproc, a command, variable
   /// names and values, NUL bytes in any path or argument, the range of
   /// every duration, ranks to show that are not negative, an absolute lock
   /// directory. Throws OptionError naming the option, e.g.
@@ -118,7 +164,9 @@ struct LaunchPlan {
   std::size_t server_index = 0;           ///< this machine's server in `table`
   std::string server_reason;              ///< why, e.g. "server_id 10.0.0.11 is an address of this machine"
   JobEnvironment job;                     ///< job-wide values (job id, master address...)
-  std::vector<RankAssignment> ranks;      ///< this server's ranks, by rank
+  /// This server's ranks, by rank, then (dynamic-cluster mode, on the
+  /// server of rank 0) MindSpore's scheduler (ProcessRole::scheduler).
+  std::vector<RankAssignment> ranks;
   std::vector<Environment> environments;  ///< one per entry of `ranks`
   std::string work_dir;                   ///< absolute
   std::string log_dir;                    ///< absolute; the run directory is made inside it

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "davincirun/device_allocation.hpp"
 #include "davincirun/log_streamer.hpp"
 #include "davincirun/process.hpp"
 #include "davincirun/unique_fd.hpp"
@@ -86,18 +87,20 @@ struct SupervisorOptions {
   std::string job_tag = {};
 };
 
-/// One rank to start.
+/// One rank (or a scheduler: ProcessRole) to start.
 struct RankLaunch {
-  int rank = 0;
+  ProcessRole role = ProcessRole::rank;
+  int rank = 0;  ///< -1 for a scheduler
   ProcessSpec process;
   std::string log_path;         ///< created by the supervisor; must not exist yet
   std::string label;            ///< console prefix, e.g. "rank 3"
   bool show_on_console = true;  ///< false: its output goes to its log file only
 };
 
-/// How one rank ended.
+/// How one rank (or the scheduler: `role`) ended.
 struct RankResult {
-  int rank = 0;
+  ProcessRole role = ProcessRole::rank;
+  int rank = 0;  ///< -1 for a scheduler
   pid_t pid = 0;
   std::string log_path;
   ExitStatus status;

@@ -44,7 +44,8 @@ std::string failure_report(const JobResult& result, std::size_t tail_lines) {
   std::string out;
   if (result.first_failure) {
     const RankResult& f = result.ranks[*result.first_failure];
-    out += fmt::format("rank {} (pid {}) failed with {} after {:.1f} s\n", f.rank, f.pid, f.status.describe(),
+    out += fmt::format("{} (pid {}) failed with {} after {:.1f} s\n", process_name(f.role, f.rank), f.pid,
+                       f.status.describe(),
                        seconds_between(f.started, f.ended));
     out += fmt::format("log: {}\n", f.log_path);
     std::string tail = read_log_tail(f.log_path, tail_lines);
@@ -83,15 +84,27 @@ std::string failure_report(const JobResult& result, std::size_t tail_lines) {
   }
   for (const auto& [outcome, ranks] : outcomes) {
     if (ranks.size() <= group_above) {
-      for (const RankResult* r : ranks) out += fmt::format("rank {} (pid {}): {}\n", r->rank, r->pid, outcome);
+      for (const RankResult* r : ranks) {
+        out += fmt::format("{} (pid {}): {}\n", process_name(r->role, r->rank), r->pid, outcome);
+      }
       continue;
     }
     std::vector<int> ids;
-    for (const RankResult* r : ranks) ids.push_back(r->rank);
-    out += fmt::format("{} ranks ({}): {}\n", ranks.size(), rank_ranges(ids), outcome);
+    bool scheduler = false;
+    for (const RankResult* r : ranks) {
+      if (r->role == ProcessRole::scheduler) {
+        scheduler = true;
+      } else {
+        ids.push_back(r->rank);
+      }
+    }
+    out += fmt::format("{} ranks ({}){}: {}\n", ids.size(), rank_ranges(ids), scheduler ? " and the scheduler" : "",
+                       outcome);
   }
   for (const auto& r : result.ranks) {
-    if (r.log_error) out += fmt::format("the log of rank {} is incomplete: {}\n", r.rank, *r.log_error);
+    if (r.log_error) {
+      out += fmt::format("the log of {} is incomplete: {}\n", process_name(r.role, r.rank), *r.log_error);
+    }
   }
   return out;
 }

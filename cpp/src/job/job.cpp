@@ -27,6 +27,7 @@ const char* to_string(ConsoleTarget target) noexcept {
 }
 
 std::string rank_log_file_name(const RankAssignment& rank) {
+  if (rank.role == ProcessRole::scheduler) return "scheduler.log";
   return fmt::format("rank_{}.device_{}.log", rank.rank, rank.physical_device_id);
 }
 

@@ -43,6 +43,7 @@ std::string encode_spec(const JobSpec& spec) {
   w.u64(spec.ranks.size());
   for (std::size_t i = 0; i < spec.ranks.size(); ++i) {
     const RankAssignment& a = spec.ranks[i];
+    w.flag(a.role == ProcessRole::scheduler);
     w.i64(a.rank);
     w.i64(a.local_rank);
     w.i64(a.physical_device_id);
@@ -76,6 +77,7 @@ JobSpec decode_spec(std::string_view data) {
   const std::size_t n = r.count();
   for (std::size_t i = 0; i < n; ++i) {
     RankAssignment a;
+    a.role = r.flag() ? ProcessRole::scheduler : ProcessRole::rank;
     a.rank = r.i32();
     a.local_rank = r.i32();
     a.physical_device_id = r.i32();
@@ -198,6 +200,7 @@ std::string encode_result(const JobResult& result) {
   Writer w;
   w.u64(result.ranks.size());
   for (const RankResult& rr : result.ranks) {
+    w.flag(rr.role == ProcessRole::scheduler);
     w.i64(rr.rank);
     w.i64(rr.pid);
     w.str(rr.log_path);
@@ -227,6 +230,7 @@ JobResult decode_result(std::string_view data) {
   const std::size_t n = r.count();
   for (std::size_t i = 0; i < n; ++i) {
     RankResult rr;
+    rr.role = r.flag() ? ProcessRole::scheduler : ProcessRole::rank;
     rr.rank = r.i32();
     rr.pid = static_cast<pid_t>(r.i64());
     rr.log_path = r.str();

@@ -17,6 +17,10 @@ namespace davincirun {
 
 std::string rank_label(int rank) { return fmt::format("rank {}", rank); }
 
+std::string process_label(const RankAssignment& process) {
+  return process.role == ProcessRole::scheduler ? std::string(scheduler_label) : rank_label(process.rank);
+}
+
 std::string notice_line(std::string_view text) {
   std::string line(notice_prefix);
   line += text;
@@ -50,6 +54,11 @@ std::string colourize_prefixes(std::string_view lines) {
       const int rank = std::atoi(std::string(line.substr(6, close - 6)).c_str());
       const std::size_t end = close + 1 < line.size() && line[close + 1] == '+' ? close + 2 : close + 1;
       out += fmt::format("\x1b[{}m{}\x1b[0m", rank_colour(rank), line.substr(0, end));
+      line.remove_prefix(end);
+    } else if (line.rfind("[sched]", 0) == 0) {
+      // Yellow: no rank's colour (rank_colour), so the scheduler stands apart.
+      const std::size_t end = line.size() > 7 && line[7] == '+' ? 8 : 7;
+      out += fmt::format("\x1b[33m{}\x1b[0m", line.substr(0, end));
       line.remove_prefix(end);
     } else if (line.rfind(notice_prefix, 0) == 0) {
       const std::string_view label = notice_prefix.substr(0, notice_prefix.size() - 1);  // without its space

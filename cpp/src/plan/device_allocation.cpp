@@ -14,6 +14,12 @@
 
 namespace davincirun {
 
+const char* to_string(ProcessRole role) noexcept { return role == ProcessRole::scheduler ? "scheduler" : "rank"; }
+
+std::string process_name(ProcessRole role, int rank) {
+  return role == ProcessRole::scheduler || rank < 0 ? std::string("scheduler") : "rank " + std::to_string(rank);
+}
+
 std::vector<int> present_devices(const std::string& dev_dir) {
   std::vector<int> ids;
   std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(dev_dir.c_str()), ::closedir);

@@ -1,8 +1,5 @@
 #include "davincirun/environment.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -12,7 +9,6 @@
 #include <fmt/format.h>
 
 #include "davincirun/errors.hpp"
-#include "davincirun/unique_fd.hpp"
 
 extern char** environ;
 
@@ -92,15 +88,31 @@ Environment rank_environment(const Environment& inherited, const JobEnvironment&
   if (!job.host_ip.empty()) env.set_default("MA_CURRENT_HOST_IP", job.host_ip);
   for (const auto& [name, value] : extra) env.set(name, value);
 
+  env.set("RANK_TABLE_FILE", job.rank_table_file);
+  env.set("RANK_SIZE", std::to_string(job.world_size));
+  env.set("JOB_ID", job.job_id);
+  if (job.dynamic_cluster) {
+    env.set("MS_ROLE", rank.role == ProcessRole::scheduler ? "MS_SCHED" : "MS_WORKER");
+    env.set("MS_SCHED_HOST", job.master_addr);
+    env.set("MS_SCHED_PORT", std::to_string(job.sched_port));
+    env.set("MS_WORKER_NUM", std::to_string(job.world_size));
+  }
+  if (rank.role == ProcessRole::scheduler) {
+    env.set("RANK_ID", "0");  // as msrun sets it for its scheduler
+    for (const char* name : {"DEVICE_ID", "ASCEND_DEVICE_ID", "RANK", "LOCAL_RANK", "RANK_START", "WORLD_SIZE",
+                             "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) {
+      env.unset(name);
+    }
+    return env;
+  }
+  if (job.dynamic_cluster) env.set("MS_NODE_ID", std::to_string(rank.rank));
+
   const std::string rank_id = std::to_string(rank.rank);
   const std::string logical = std::to_string(rank.logical_device_id);
-  env.set("RANK_TABLE_FILE", job.rank_table_file);
   env.set("RANK_ID", rank_id);
-  env.set("RANK_SIZE", std::to_string(job.world_size));
   env.set("RANK_START", std::to_string(job.rank_start));
   env.set("DEVICE_ID", logical);
   env.set("ASCEND_DEVICE_ID", logical);
-  env.set("JOB_ID", job.job_id);
   env.set("RANK", rank_id);
   env.set("LOCAL_RANK", std::to_string(rank.local_rank));
   env.set("WORLD_SIZE", std::to_string(job.world_size));
@@ -119,7 +131,7 @@ std::string sanitize_job_id(std::string id) {
 }
 }  // namespace
 
-std::string resolve_job_id(const Environment& inherited) {
+std::string resolve_job_id(const Environment& inherited, std::string_view shared_seed) {
   for (const char* name : {"JOB_ID", "BATCH_JOB_ID"}) {
     auto v = inherited.get(name);
     if (v && !v->empty()) return sanitize_job_id(*v);
@@ -130,23 +142,9 @@ std::string resolve_job_id(const Environment& inherited) {
     return sanitize_job_id(id);
   }
   // Run directories already carry the start time; keep generated ids short.
+  if (!shared_seed.empty()) return fmt::format("job-{:08x}", static_cast<std::uint32_t>(fnv1a64(shared_seed) >> 32));
   std::random_device rd;
   return fmt::format("job-{:08x}", rd());
-}
-
-int find_free_port(const std::string& host) {
-  const UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) throw SystemError("socket", errno);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = 0;
-  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    throw SystemError("bind " + host + ":0", errno);
-  }
-  socklen_t len = sizeof addr;
-  if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) throw SystemError("getsockname", errno);
-  return ntohs(addr.sin_port);
 }
 
 }  // namespace davincirun

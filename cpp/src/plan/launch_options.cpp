@@ -1,5 +1,6 @@
 // LaunchOptions' rules, in one place: what every front end's input must
 // satisfy before a rank table is even read.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -75,7 +76,42 @@ void LaunchOptions::set_seconds(std::string_view name, double seconds) {
 
 double LaunchOptions::seconds(std::string_view name) const { return as_seconds(field_of(*this, rule_of(name))); }
 
+const char* to_string(LaunchMode mode) noexcept {
+  return mode == LaunchMode::dynamic_cluster ? "dynamic-cluster" : "rank-table";
+}
+
+LaunchMode parse_launch_mode(std::string_view text) {
+  for (const LaunchMode mode : {LaunchMode::rank_table, LaunchMode::dynamic_cluster}) {
+    if (text == to_string(mode)) return mode;
+  }
+  throw OptionError("launch_mode", fmt::format("launch_mode must be rank-table or dynamic-cluster, got '{}'",
+                                               detail::printable(std::string(text))));
+}
+
 void LaunchOptions::validate() const {
+  if (nproc && (*nproc < 1 || *nproc > max_nproc)) {
+    throw OptionError("nproc", fmt::format("nproc must be a number of ranks between 1 and {}, got {}", max_nproc, *nproc));
+  }
+  if (nproc && !rank_table.empty()) {
+    throw OptionError("nproc", "nproc plans ranks on this machine without a rank table: give nproc or rank_table, "
+                               "not both");
+  }
+  if (devices) {
+    if (devices->empty()) throw OptionError("devices", "devices is empty: name at least one device, e.g. 0,1");
+    std::vector<int> seen;
+    for (const int d : *devices) {
+      if (d < 0 || d > max_table_integer) {
+        throw OptionError("devices", fmt::format("devices: {} is not a device id (0 to {})", d, max_table_integer));
+      }
+      if (std::find(seen.begin(), seen.end(), d) != seen.end()) {
+        throw OptionError("devices", fmt::format("devices: device {} is named twice", d));
+      }
+      seen.push_back(d);
+    }
+    if (nproc && static_cast<std::size_t>(*nproc) != devices->size()) {
+      throw OptionError("nproc", fmt::format("nproc {} does not match the {} devices given", *nproc, devices->size()));
+    }
+  }
   if (command.empty() || command[0].empty()) {
     throw OptionError("command", "no command given: name the program each rank runs, e.g. python train.py");
   }

@@ -16,6 +16,7 @@
 #include "davincirun/device_lock.hpp"
 #include "davincirun/errors.hpp"
 #include "davincirun/rank_table_loader.hpp"
+#include "plan/plan_tables.hpp"
 
 namespace davincirun {
 
@@ -57,14 +58,36 @@ std::string resolve_work_dir(const std::string& work_dir) {
   return real;
 }
 
-int parse_port(const std::string& text) {
+int parse_port(std::string_view name, const std::string& text) {
   char* end = nullptr;
   errno = 0;
   const long port = std::strtol(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0' || errno != 0 || port < 1 || port > 65535) {
-    throw ConfigError(fmt::format("MASTER_PORT must be a TCP port number (1-65535), got '{}'", text));
+    throw ConfigError(fmt::format("{} must be a TCP port number (1-65535), got '{}'", name, text));
   }
   return static_cast<int>(port);
+}
+
+// A rendezvous port: the user's (`name` in the environment or the extra
+// variables), else a free one when every rank runs here, else one derived
+// alike on every server. Checked free on the server of rank 0, which binds
+// it, unless it was just found free.
+int rendezvous_port(const Environment& env, std::string_view name, const RankTable& table, const JobEnvironment& job) {
+  int port = 0;
+  bool found_free = false;
+  if (auto value = env.get(name); value && !value->empty()) {
+    port = parse_port(name, *value);
+  } else if (table.servers.size() == 1) {
+    port = find_free_port(job.master_addr);
+    found_free = true;
+  } else {
+    port = derived_port(table.normalized_json, job.job_id, name);
+  }
+  if (!found_free && job.rank_start == 0) {
+    check_port_free(port, name, name == "MS_SCHED_PORT" ? "MindSpore's scheduler listens on it here, the server of rank 0"
+                                                         : "rank 0 listens on it here for torch.distributed's rendezvous");
+  }
+  return port;
 }
 
 // MASTER_ADDR: loopback when every rank runs here; otherwise the address of
@@ -122,6 +145,39 @@ std::vector<std::string> option_warnings(const LaunchOptions& options) {
   return warnings;
 }
 
+std::string device_list(const std::vector<int>& devices) {
+  std::string out;
+  for (const int d : devices) out += (out.empty() ? "" : ",") + std::to_string(d);
+  return out;
+}
+
+// Without a rank table (a debug machine): --nproc, or --devices alone.
+bool plans_without_table(const LaunchOptions& options, const Environment& environment) {
+  if (options.nproc) return true;
+  if (!options.devices || !options.rank_table.empty()) return false;
+  return environment.get("RANK_TABLE_FILE_V_1_0").value_or("").empty() &&
+         environment.get("RANK_TABLE_FILE").value_or("").empty();
+}
+
+// The one-server table of a plan without a table (LaunchOptions::nproc).
+LoadedRankTable machine_table(const LaunchOptions& options) {
+  std::vector<int> devices;
+  if (options.devices) {
+    devices = *options.devices;
+  } else {
+    const int n = *options.nproc;
+    const std::vector<int> present = present_devices(options.device_dir);
+    if (!present.empty() && static_cast<std::size_t>(n) > present.size()) {
+      throw OptionError("nproc", fmt::format("nproc {} asks for more ranks than this machine has NPUs ({}: {} under {})",
+                                             n, present.size(), device_list(present), options.device_dir));
+    }
+    for (int i = 0; i < n; ++i) devices.push_back(present.empty() ? i : present[static_cast<std::size_t>(i)]);
+  }
+  LoadedRankTable loaded;
+  loaded.table = detail::one_server_table(devices, fmt::format("(this machine, devices {})", device_list(devices)));
+  return loaded;
+}
+
 LoadedRankTable load_completed_table(const LaunchOptions& options, const Environment& environment) {
   std::string path = options.rank_table;
   // A 1.0 table a platform names in RANK_TABLE_FILE_V_1_0 wins over
@@ -151,8 +207,14 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   options.validate();
   LaunchPlan plan;
   plan.options = options;
-  LoadedRankTable loaded = load_completed_table(options, environment);
+  const bool without_table = plans_without_table(options, environment);
+  LoadedRankTable loaded =
+      without_table ? machine_table(options) : load_completed_table(options, environment);
   plan.table = std::move(loaded.table);
+  if (options.devices && !without_table) {
+    plan.table = detail::narrowed_table(plan.table, *options.devices,
+                                        fmt::format("{} (devices {})", loaded.path, device_list(*options.devices)));
+  }
   if (options.ranks_to_show) {
     for (const int rank : *options.ranks_to_show) {
       if (rank >= plan.table.world_size) {
@@ -182,16 +244,30 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   job.rank_table_file = loaded.path;  // the source; the Job points the ranks at its normalized copy
   job.world_size = plan.table.world_size;
   job.rank_start = local.server.rank_start;
-  job.local_world_size = static_cast<int>(plan.ranks.size());
-  job.job_id = resolve_job_id(with_extra);
+  job.local_world_size = static_cast<int>(plan.ranks.size());  // before the scheduler joins them
+  // Several servers must agree on the job id (and the ports derived from
+  // it) without talking: from the table they all read.
+  job.job_id = resolve_job_id(with_extra, plan.table.servers.size() > 1 ? std::string_view(plan.table.normalized_json)
+                                                                         : std::string_view());
   job.master_addr = master_address(plan.table);
   job.host_ip = local.server.host_ip.value_or(local.server.server_id);
-  if (auto port = with_extra.get("MASTER_PORT"); port && !port->empty()) {
-    job.master_port = parse_port(*port);
+  job.dynamic_cluster = options.launch_mode == LaunchMode::dynamic_cluster;
+  if (job.dynamic_cluster) {
+    job.sched_port = rendezvous_port(with_extra, "MS_SCHED_PORT", plan.table, job);
+    // Workers keep MASTER_PORT (set, never bound by MindSpore): the user's, or a free one.
+    const auto user_port = with_extra.get("MASTER_PORT");
+    job.master_port = user_port && !user_port->empty() ? parse_port("MASTER_PORT", *user_port)
+                                                        : derived_port(plan.table.normalized_json, job.job_id, "MASTER_PORT");
   } else {
-    // One server: any free port will do. Several servers must agree without
-    // talking, so use torch.distributed's conventional default.
-    job.master_port = plan.table.servers.size() == 1 ? find_free_port(job.master_addr) : 29500;
+    job.master_port = rendezvous_port(with_extra, "MASTER_PORT", plan.table, job);
+  }
+  if (job.dynamic_cluster && job.rank_start == 0) {
+    // MindSpore's scheduler runs with the server of rank 0, as msrun starts
+    // it on the node whose address is --master_addr.
+    RankAssignment scheduler;
+    scheduler.role = ProcessRole::scheduler;
+    scheduler.rank = scheduler.local_rank = scheduler.physical_device_id = scheduler.logical_device_id = -1;
+    plan.ranks.push_back(scheduler);
   }
   for (const auto& rank : plan.ranks) {
     plan.environments.push_back(rank_environment(environment, job, rank, options.env));

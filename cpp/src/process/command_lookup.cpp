@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "davincirun/device_allocation.hpp"
+
 namespace davincirun::detail {
 
 namespace {
@@ -112,11 +114,12 @@ std::string abbreviated_path(const std::string& path_list) {
 
 std::string command_lookup_message(int rank, const std::string& name, const std::string& path_list, int error) {
   if (error != ENOENT) {
-    return fmt::format("rank {}: cannot run '{}': found in PATH but {} ({})", rank, name,
+    return fmt::format("{}: cannot run '{}': found in PATH but {} ({})", process_name(ProcessRole::rank, rank), name,
                        error == EACCES ? "not executable" : std::strerror(error), abbreviated_path(path_list));
   }
   std::string message =
-      fmt::format("rank {}: cannot run '{}': command not found in PATH ({})", rank, name, abbreviated_path(path_list));
+      fmt::format("{}: cannot run '{}': command not found in PATH ({})", process_name(ProcessRole::rank, rank), name,
+                  abbreviated_path(path_list));
   const std::vector<std::string> similar = similar_commands(name, path_list);
   for (std::size_t i = 0; i < similar.size(); ++i) {
     message += i == 0 ? "; did you mean " : i + 1 == similar.size() ? " or " : ", ";

@@ -11,7 +11,7 @@ std::string describe_running(const std::vector<RunningRank>& ranks) {
   std::string out;
   for (std::size_t i = 0; i < ranks.size() && i < shown; ++i) {
     if (i > 0) out += ", ";
-    out += fmt::format("rank {} (pid {})", ranks[i].rank, ranks[i].pid);
+    out += fmt::format("{} (pid {})", process_name(ranks[i].role, ranks[i].rank), ranks[i].pid);
   }
   if (ranks.size() > shown) out += fmt::format(" and {} more", ranks.size() - shown);
   return out;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "davincirun/device_allocation.hpp"
+
 namespace davincirun::detail {
 
 /// How long after SIGTERM the ranks still running are named (when the grace
@@ -18,6 +20,7 @@ inline constexpr std::chrono::milliseconds stop_report_delay{3'000};
 
 /// A rank still running, by rank id and pid.
 struct RunningRank {
+  ProcessRole role;
   int rank;
   pid_t pid;
 };

@@ -60,7 +60,7 @@ template <typename Ranks>
 std::vector<detail::RunningRank> running_ranks(const Ranks& ranks) {
   std::vector<detail::RunningRank> running;
   for (const auto& r : ranks) {
-    if (!r.exited) running.push_back({r.result.rank, r.result.pid});
+    if (!r.exited) running.push_back({r.result.role, r.result.rank, r.result.pid});
   }
   return running;
 }
@@ -112,6 +112,7 @@ Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions optio
     RankLog log(index, launch.label, child.release_output_fd(), launch.log_path,
                 launch.show_on_console ? *console_ : hidden_);
     RankResult result;
+    result.role = launch.role;
     result.rank = launch.rank;
     result.pid = child.pid();
     result.log_path = launch.log_path;
@@ -285,7 +286,8 @@ void Supervisor::close_output(std::size_t index) {
   r.result.log_error = r.log.file_error();
   if (r.result.log_error) {
     log_notice(
-        fmt::format("rank {}: log file {} is incomplete: {}", r.result.rank, r.log.log_path(), *r.result.log_error));
+        fmt::format("{}: log file {} is incomplete: {}", process_name(r.result.role, r.result.rank), r.log.log_path(),
+                    *r.result.log_error));
   }
 }
 
@@ -319,7 +321,8 @@ void Supervisor::handle_exit(std::size_t index) {
   if (!status->success() && !r.result.terminated_by_launcher && stop_reason_ == StopReason::none) {
     first_failure_ = index;
     begin_stop(StopReason::rank_failed, index,
-               fmt::format("rank {} (pid {}) failed with {}", r.result.rank, r.result.pid, status->describe()));
+               fmt::format("{} (pid {}) failed with {}", process_name(r.result.role, r.result.rank), r.result.pid,
+                           status->describe()));
   }
 }
 
@@ -451,9 +454,9 @@ void Supervisor::check_deadlines() {
     Rank& r = ranks_[i];
     if (r.drain_deadline && r.log.open() && now >= *r.drain_deadline) {
       log_notice(
-          fmt::format("rank {}: a process that left the rank's process group still holds its "
+          fmt::format("{}: a process that left its process group still holds its "
                       "output open; no longer reading it",
-                      r.result.rank));
+                      process_name(r.result.role, r.result.rank)));
       close_output(i);
     }
   }
