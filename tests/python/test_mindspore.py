@@ -160,7 +160,7 @@ def test_notebook_cell_trains_with_the_scheduler_shown(tmp_path, rank_table, job
     the members run the MindSpore venv's python. One kernel: what is particular
     to MindSpore here is the scheduler member, not the kernel (test_notebook.py
     runs both ipykernel versions)."""
-    from notebook_support import KERNEL_NAMES, cell_errors, cell_text, checked_kernel, execute_notebook
+    from notebook_support import KERNEL_NAMES, cell_displays, cell_errors, cell_text, checked_kernel, execute_notebook
 
     kernel_name = checked_kernel(KERNEL_NAMES[0])
     call = (
@@ -179,6 +179,10 @@ def test_notebook_cell_trains_with_the_scheduler_shown(tmp_path, rank_table, job
     for rank in range(2):
         assert any(line.startswith("[rank %d] rank %d epoch 10/10: loss" % (rank, rank)) for line in lines)
     assert results[0] == results[1] and results[0][0] > 0.9
+    # The status view has the scheduler's row and says so in its headline.
+    [view] = cell_displays(nb.cells[0])
+    headline = view["text/plain"].splitlines()[0]
+    assert "2 rank(s) of 2 and the scheduler" in headline and "first failure" not in headline, headline
     assert processes_with_marker(job_env[MARKER_VARIABLE]) == []
 
 
@@ -202,7 +206,7 @@ def test_worker_killed_stops_the_scheduler_and_the_other_worker(tmp_path, rank_t
         job.terminate()
     assert gone_after < STOP_BOUND
     error = info.value
-    assert (error.rank, error.signal) == (1, signal.SIGKILL)
+    assert (error.rank, error.role, error.signal) == (1, "rank", signal.SIGKILL)
     assert "rank 1" in str(error) and "SIGKILL" in str(error)
     # The supervisor's record: the others ended within the bound of the kill.
     summary = read_summary(job.run_dir)
@@ -224,7 +228,7 @@ def test_scheduler_killed_stops_the_workers_and_names_the_scheduler(tmp_path, ra
     )
     try:
         wait_for_text(str(tmp_path / "log" / "latest" / "rank_1.device_1.log"), "rank 1 epoch  2/")
-        kill_member(marker, "MS_SCHED", 0)
+        pid, _ = kill_member(marker, "MS_SCHED", 0)
         gone_after = wait_until_gone(marker)
         _, err = proc.communicate(timeout=30)
     finally:
@@ -233,8 +237,10 @@ def test_scheduler_killed_stops_the_workers_and_names_the_scheduler(tmp_path, ra
             proc.wait()
     assert gone_after < STOP_BOUND
     assert proc.returncode == 128 + signal.SIGKILL, err
-    assert "the scheduler" in err and "SIGKILL" in err
+    assert "scheduler (pid %d) failed with signal 9 (SIGKILL)" % pid in err, err
+    assert "rank 0 (pid" in err and "rank 1 (pid" in err and "stopped by the launcher (SIGTERM)" in err
     summary = read_summary(str(tmp_path / "log" / "latest"))
+    assert summary["first_failure"] == "scheduler"
     sched = scheduler_entry(summary)
     assert sched["signal"] == signal.SIGKILL and not sched["killed_by_launcher"]
     workers = [r for r in summary["ranks"] if r.get("role") == "rank"]
