@@ -121,10 +121,9 @@ void set_seconds(LaunchOptions& options, std::string_view flag, const std::strin
 
 std::string flag_message(const OptionError& error) {
   // The options a flag sets, named by their flag wherever the core's message names them.
-  static constexpr std::string_view flagged[] = {"rank_table",   "log_dir",       "work_dir",
-                                                 "server_id",    "grace_period",  "job_timeout",
-                                                 "wait_timeout", "ranks_to_show", "env",
-                                                 "launch_mode",  "nproc",         "devices"};
+  static constexpr std::string_view flagged[] = {"rank_table",   "log_dir",     "work_dir",     "server_id",
+                                                 "grace_period", "job_timeout", "wait_timeout", "ranks_to_show",
+                                                 "env",          "launch_mode", "nproc",        "devices"};
   const std::string& option = error.option();
   if (std::find(std::begin(flagged), std::end(flagged), option) == std::end(flagged)) return error.what();
   std::string flag = "--" + option;

@@ -14,8 +14,8 @@
 
 #include "davincirun/environment.hpp"
 #include "davincirun/errors.hpp"
-#include "davincirun/plan.hpp"
 #include "davincirun/failure_report.hpp"
+#include "davincirun/plan.hpp"
 #include "job/job_protocol.hpp"
 #include "plan/plan_tables.hpp"
 

@@ -161,9 +161,9 @@ struct LaunchOptions {
 struct LaunchPlan {
   LaunchOptions options;
   RankTable table;
-  std::size_t server_index = 0;           ///< this machine's server in `table`
-  std::string server_reason;              ///< why, e.g. "server_id 10.0.0.11 is an address of this machine"
-  JobEnvironment job;                     ///< job-wide values (job id, master address...)
+  std::size_t server_index = 0;  ///< this machine's server in `table`
+  std::string server_reason;     ///< why, e.g. "server_id 10.0.0.11 is an address of this machine"
+  JobEnvironment job;            ///< job-wide values (job id, master address...)
   /// This server's ranks, by rank, then (dynamic-cluster mode, on the
   /// server of rank 0) MindSpore's scheduler (ProcessRole::scheduler).
   std::vector<RankAssignment> ranks;
