@@ -109,8 +109,8 @@ def _id_list(option: str, what: str, value: Union[int, Iterable[int]]) -> List[i
     is_list = isinstance(items, Iterable) and not isinstance(items, (str, bytes, Mapping))
     items = list(items) if is_list else []
     if not is_list or not all(_is_rank_id(r) for r in items):
-        raise _option_error(
-            option, "%s: expected a %s or a list of %ss, e.g. [0], got %r" % (option, what, what, value), OptionTypeError)
+        message = "%s: expected a %s or a list of %ss, e.g. [0], got %r" % (option, what, what, value)
+        raise _option_error(option, message, OptionTypeError)
     return [operator.index(r) for r in items]
 
 
