@@ -64,8 +64,9 @@ Rule violations raise LaunchConfigError naming the option.)");
           "The program every rank runs and its arguments (no shell).")
       .def_readwrite("rank_table", &LaunchOptions::rank_table, "Rank table file or directory; empty: $RANK_TABLE_FILE.")
       .def_readwrite("work_dir", &LaunchOptions::work_dir, "Working directory of the ranks. Default \".\".")
-      .def_readwrite("log_dir", &LaunchOptions::log_dir, "Where each run's log directory is made. Default \"\": <cache root>/davincirun/log when "
-                    "the cache disk is usable, else ./log.")
+      .def_readwrite("log_dir", &LaunchOptions::log_dir,
+                     "Where each run's log directory is made. Default \"\": <cache root>/davincirun/log when "
+                     "the cache disk is usable, else ./log.")
       .def_readwrite("server_id", &LaunchOptions::server_id, "This machine's server_id in the table, or None.")
       .def_property(
           "env",

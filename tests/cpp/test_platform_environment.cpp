@@ -48,7 +48,7 @@ Vars added(const Vars& inputs, int rank, const PlatformPaths& paths, std::vector
 struct Scenario {
   const char* name;
   Vars inputs;
-  Vars expected;  // beyond ASCEND_PROCESS_LOG_PATH
+  Vars expected;                  // beyond ASCEND_PROCESS_LOG_PATH
   std::vector<std::string> dirs;  // beyond the process log directory
 };
 
@@ -56,7 +56,10 @@ std::vector<Scenario> scenarios() {
   const std::string ms_log = kRun + "/mindspore/log";
   return {
       {"no platform variables", {}, {}, {}},
-      {"IDE mode", {{"MA_ALGORITHM_OPERATOR", kOperatorIde}}, {{"SLOG_PRINT_TO_STDOUT", "1"}, {"ASCEND_SLOG_PRINT_TO_STDOUT", "1"}}, {}},
+      {"IDE mode",
+       {{"MA_ALGORITHM_OPERATOR", kOperatorIde}},
+       {{"SLOG_PRINT_TO_STDOUT", "1"}, {"ASCEND_SLOG_PRINT_TO_STDOUT", "1"}},
+       {}},
       {"IDE mode by a non-zero number",
        {{"MA_ALGORITHM_OPERATOR", R"({"obs": {"obs_url": ""}, "ide_mode": 1})"}},
        {{"SLOG_PRINT_TO_STDOUT", "1"}, {"ASCEND_SLOG_PRINT_TO_STDOUT", "1"}},
@@ -74,7 +77,8 @@ std::vector<Scenario> scenarios() {
         {"ASCEND_HOST_LOG_FILE_NUM", "1000"},
         {"NPU_COLLECT_PATH", kRun + "/ascend/npu_collect/rank_3"}},
        {kRun + "/ascend/npu_collect/rank_3/extra-info/graph"}},
-      {"faults, MindSpore 1.3", {{"MA_DIAG_MODE_ENV", "faults"}, {"MA_ENGINE_VERSION", "mindspore_1.3.0-cann_5.0.2"}},
+      {"faults, MindSpore 1.3",
+       {{"MA_DIAG_MODE_ENV", "faults"}, {"MA_ENGINE_VERSION", "mindspore_1.3.0-cann_5.0.2"}},
        {{"PRINT_MODEL", "1"},
         {"DUMP_GE_GRAPH", "2"},
         {"DUMP_GRAPH_LEVEL", "2"},
@@ -83,7 +87,8 @@ std::vector<Scenario> scenarios() {
         {"NPU_COLLECT_PATH", kRun + "/ascend/npu_collect/rank_3"}},
        {kRun + "/ascend/npu_collect/rank_3/extra-info/graph"}},
       {"faults, MindSpore 1.10 (a later version than 1.4, not a smaller text)",
-       {{"MA_DIAG_MODE_ENV", "faults"}, {"MA_ENGINE_VERSION", "mindspore_1.10.1-cann_6.0.1-py_3.7-euler_2.8.3-aarch64"}},
+       {{"MA_DIAG_MODE_ENV", "faults"},
+        {"MA_ENGINE_VERSION", "mindspore_1.10.1-cann_6.0.1-py_3.7-euler_2.8.3-aarch64"}},
        {{"PRINT_MODEL", "1"},
         {"DUMP_GE_GRAPH", "2"},
         {"DUMP_GRAPH_LEVEL", "2"},
@@ -97,11 +102,16 @@ std::vector<Scenario> scenarios() {
         {"MS_RDR_PATH", ms_log},
         {"MS_OM_PATH", ms_log}},
        {kRun + "/ascend/npu_collect/rank_3/extra-info/graph", ms_log}},
-      {"accuracy", {{"MA_DIAG_MODE_ENV", "accuracy"}, {"MA_RUN_MODE_ENV", "normal"}},
-       {{"MS_DIAGNOSTIC_DATA_PATH", kRun + "/mindspore/diagnostic_data"}}, {kRun + "/mindspore/diagnostic_data"}},
-      {"profile", {{"MA_DIAG_MODE_ENV", "profile"}},
-       {{"MS_DIAGNOSTIC_DATA_PATH", kRun + "/mindspore/diagnostic_data"}}, {kRun + "/mindspore/diagnostic_data"}},
-      {"performance", {{"MA_RUN_MODE_ENV", "performance"}},
+      {"accuracy",
+       {{"MA_DIAG_MODE_ENV", "accuracy"}, {"MA_RUN_MODE_ENV", "normal"}},
+       {{"MS_DIAGNOSTIC_DATA_PATH", kRun + "/mindspore/diagnostic_data"}},
+       {kRun + "/mindspore/diagnostic_data"}},
+      {"profile",
+       {{"MA_DIAG_MODE_ENV", "profile"}},
+       {{"MS_DIAGNOSTIC_DATA_PATH", kRun + "/mindspore/diagnostic_data"}},
+       {kRun + "/mindspore/diagnostic_data"}},
+      {"performance",
+       {{"MA_RUN_MODE_ENV", "performance"}},
        {{"ASCEND_GLOBAL_LOG_LEVEL", "3"},
         {"ASCEND_GLOBAL_EVENT_LEVEL", "0"},
         {"ASCEND_GLOBAL_EVENT_ENABLE", "0"},
@@ -110,8 +120,10 @@ std::vector<Scenario> scenarios() {
         {"GLOG_logtostderr", "0"},
         {"MS_OM_PATH", ms_log}},
        {ms_log}},
-      {"normal", {{"MA_RUN_MODE_ENV", "normal"}, {"MA_DIAG_MODE_ENV", "none"}},
-       {{"GLOG_v", "1"}, {"GLOG_log_dir", ms_log}, {"GLOG_logtostderr", "0"}, {"MS_OM_PATH", ms_log}}, {ms_log}},
+      {"normal",
+       {{"MA_RUN_MODE_ENV", "normal"}, {"MA_DIAG_MODE_ENV", "none"}},
+       {{"GLOG_v", "1"}, {"GLOG_log_dir", ms_log}, {"GLOG_logtostderr", "0"}, {"MS_OM_PATH", ms_log}},
+       {ms_log}},
       {"an unknown run mode", {{"MA_RUN_MODE_ENV", "fast"}}, {}, {}},
   };
 }

@@ -128,7 +128,7 @@ struct LaunchPlan {
   /// `<cache root>/davincirun` when the cache disk is in use (usable_cache_dir()),
   /// else empty: the default log directory, ASCEND_WORK_PATH and ASCEND_CACHE_PATH go there.
   std::string cache_dir;
-  std::string device_lock_dir;            ///< absolute; empty: the devices are not locked
+  std::string device_lock_dir;  ///< absolute; empty: the devices are not locked
   /// What was accepted with a warning, one sentence each: the table's
   /// (RankTable::warnings), then the options' (an identity variable in `env`).
   std::vector<std::string> warnings;

@@ -20,13 +20,13 @@ namespace {
 // When a row applies: a set of these bits, against the conditions of one job.
 enum Condition : unsigned {
   always = 1U << 0,
-  ide = 1U << 1,              // ModelArts IDE mode (MA_ALGORITHM_OPERATOR)
-  faults = 1U << 2,           // MA_DIAG_MODE_ENV=faults
+  ide = 1U << 1,               // ModelArts IDE mode (MA_ALGORITHM_OPERATOR)
+  faults = 1U << 2,            // MA_DIAG_MODE_ENV=faults
   faults_mindspore = 1U << 3,  // ... and MA_ENGINE_VERSION names MindSpore 1.4 or later
-  diagnostic_data = 1U << 4,  // MA_DIAG_MODE_ENV=accuracy or profile
-  performance = 1U << 5,      // MA_RUN_MODE_ENV=performance (no diagnosis mode)
-  normal = 1U << 6,           // MA_RUN_MODE_ENV=normal (no diagnosis mode)
-  cache = 1U << 7,            // the cache disk is in use
+  diagnostic_data = 1U << 4,   // MA_DIAG_MODE_ENV=accuracy or profile
+  performance = 1U << 5,       // MA_RUN_MODE_ENV=performance (no diagnosis mode)
+  normal = 1U << 6,            // MA_RUN_MODE_ENV=normal (no diagnosis mode)
+  cache = 1U << 7,             // the cache disk is in use
 };
 
 // The ModelArts modes, first match wins: a diagnosis mode over a run mode, as in 0.1.x.
@@ -135,8 +135,10 @@ unsigned conditions_of(const Environment& env, bool cache_in_use) {
 
 std::string expand(std::string_view value, int rank, const PlatformPaths& paths) {
   const std::string run_name = paths.run_dir.substr(paths.run_dir.rfind('/') + 1);
-  const std::pair<std::string_view, std::string> fields[] = {
-      {"{run}", paths.run_dir}, {"{rank}", std::to_string(rank)}, {"{cache}", paths.cache_dir}, {"{run_name}", run_name}};
+  const std::pair<std::string_view, std::string> fields[] = {{"{run}", paths.run_dir},
+                                                             {"{rank}", std::to_string(rank)},
+                                                             {"{cache}", paths.cache_dir},
+                                                             {"{run_name}", run_name}};
   std::string out(value);
   for (const auto& [key, replacement] : fields) {
     for (std::size_t pos = out.find(key); pos != std::string::npos; pos = out.find(key, pos + replacement.size())) {
@@ -184,17 +186,10 @@ std::vector<PlatformDirectory> apply_platform_defaults(Environment& env, int ran
     const std::string value = expand(rule.value, rank, paths);
     env.set(rule.name, value);
     switch (rule.dir) {
-      case Dir::none:
-        break;
-      case Dir::value:
-        add_dir({value, false});
-        break;
-      case Dir::value_extra_info_graph:
-        add_dir({value + "/extra-info/graph", false});
-        break;
-      case Dir::value_removed_after_job:
-        add_dir({value, true});
-        break;
+      case Dir::none: break;
+      case Dir::value: add_dir({value, false}); break;
+      case Dir::value_extra_info_graph: add_dir({value + "/extra-info/graph", false}); break;
+      case Dir::value_removed_after_job: add_dir({value, true}); break;
     }
   }
   return dirs;
