@@ -38,7 +38,8 @@ Options (they end at the first non-option or at --):
                            the ranks on this machine
       --wait-timeout SEC   how long to wait for a rank table the platform is
                            still writing (default: 300; 0: do not wait)
-  -l, --log-dir DIR        directory for run logs (default: ./log); each run
+  -l, --log-dir DIR        directory for run logs (default: /cache/davincirun/log
+                           when /cache is writable, else ./log); each run
                            gets a new subdirectory, DIR/latest points to it
   -w, --work-dir DIR       working directory of the ranks (default: .)
       --server-id ID       this machine's server_id in the table (needed when

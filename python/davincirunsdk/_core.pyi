@@ -166,7 +166,7 @@ class LaunchOptions:
     @property
     def log_dir(self) -> str:
         """
-        Where each run's log directory is made. Default "./log".
+        Where each run's log directory is made. Default "": <cache root>/davincirun/log when the cache disk is usable, else ./log.
         """
     @log_dir.setter
     def log_dir(self, arg0: str) -> None:
@@ -271,6 +271,11 @@ class LaunchPlan:
     """
     Everything decided before anything starts.
     """
+    @property
+    def cache_dir(self) -> str:
+        """
+        <cache root>/davincirun when the cache disk is in use, else "".
+        """
     @property
     def environments(self) -> list[list[str]]:
         """

@@ -225,7 +225,7 @@ def _start(
 def start_distributed_train(
     command: Command,
     work_dir: PathLike = "./",
-    log_dir: PathLike = "./log",
+    log_dir: Optional[PathLike] = None,
     *,
     output_notebook: Optional[bool] = None,
     rank_table: Optional[PathLike] = None,
@@ -254,8 +254,13 @@ def start_distributed_train(
             ``command`` resolve from it. Default ``"./"`` (``""`` too).
             Created with its missing parents when it does not exist (as
             0.1.x did; removed again if the job cannot start).
-        log_dir (str): where this run's log directory is created (relative to
-            the caller's working directory). Default ``"./log"`` (``""`` too).
+        log_dir (str | None): where this run's log directory is created
+            (relative to the caller's working directory). Default ``None``
+            (``""`` too): ``/cache/davincirun/log`` when ``/cache`` (the
+            notebook's large local disk; ``$DAVINCIRUN_CACHE_ROOT`` when set)
+            is writable, so the code folder stays clean, else ``"./log"``.
+            A directory given here always wins. ``job.run_dir`` and the
+            status view say where the logs went (docs/usage.md).
         output_notebook (bool | None): show the ranks' output live, each line
             prefixed by its rank (in the rank's colour in a notebook or on a
             terminal; ``NO_COLOR`` turns colour off). ``None`` (default) or
@@ -349,7 +354,7 @@ def wait_distributed_train(
 def start_and_wait_distributed_train(
     command: Command,
     work_dir: PathLike = "./",
-    log_dir: PathLike = "./log",
+    log_dir: Optional[PathLike] = None,
     *,
     output_notebook: Optional[bool] = None,
     random_cache_dir: bool = True,

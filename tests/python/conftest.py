@@ -76,6 +76,14 @@ def device_lock_dir(tmp_path_factory, monkeypatch):
     return path
 
 
+@pytest.fixture(autouse=True)
+def no_cache_disk(monkeypatch):
+    """No test writes to a machine's /cache: the cache disk is off
+    (DAVINCIRUN_CACHE_ROOT=off) unless a test points it at a directory of
+    its own (test_platform_env.py)."""
+    monkeypatch.setenv("DAVINCIRUN_CACHE_ROOT", "off")
+
+
 @pytest.fixture
 def job_env():
     """Variables to pass as env= to every job of a test; after the test, fails

@@ -231,6 +231,7 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   // this is, JOB_ID, MASTER_PORT, ASCEND_RT_VISIBLE_DEVICES).
   Environment with_extra = environment;
   for (const auto& [name, value] : options.env) with_extra.set(name, value);
+  for (auto& warning : platform_warnings(with_extra)) plan.warnings.push_back(std::move(warning));
 
   const LocalServer local = find_local_server(plan.table, with_extra, MachineIdentity::current(), options.server_id);
   plan.server_index = local.index;
@@ -239,7 +240,8 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   if (auto v = with_extra.get("ASCEND_RT_VISIBLE_DEVICES")) rt_visible = parse_visible_devices(*v);
   plan.ranks = allocate_ranks(local.server, present_devices(options.device_dir), rt_visible);
   plan.work_dir = resolve_work_dir(options.work_dir);
-  plan.log_dir = absolute(options.log_dir.empty() ? "./log" : options.log_dir);
+  plan.cache_dir = usable_cache_dir(environment);
+  plan.log_dir = absolute(options.log_dir.empty() ? default_log_dir(plan.cache_dir) : options.log_dir);
 
   JobEnvironment& job = plan.job;
   job.rank_table_file = loaded.path;  // the source; the Job points the ranks at its normalized copy
