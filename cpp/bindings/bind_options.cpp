@@ -64,7 +64,9 @@ Rule violations raise LaunchConfigError naming the option.)");
           "The program every rank runs and its arguments (no shell).")
       .def_readwrite("rank_table", &LaunchOptions::rank_table, "Rank table file or directory; empty: $RANK_TABLE_FILE.")
       .def_readwrite("work_dir", &LaunchOptions::work_dir, "Working directory of the ranks. Default \".\".")
-      .def_readwrite("log_dir", &LaunchOptions::log_dir, "Where each run's log directory is made. Default \"./log\".")
+      .def_readwrite("log_dir", &LaunchOptions::log_dir,
+                     "Where each run's log directory is made. Default \"\": <cache root>/davincirun/log when "
+                     "the cache disk is usable, else ./log.")
       .def_readwrite("server_id", &LaunchOptions::server_id, "This machine's server_id in the table, or None.")
       .def_property(
           "env",
@@ -128,6 +130,9 @@ Rule violations raise LaunchConfigError naming the option.)");
                              [](const LaunchPlan& p) { return std::string(to_string(p.options.launch_mode)); })
       .def_property_readonly("work_dir", [](const LaunchPlan& p) { return fs_text(p.work_dir); })
       .def_property_readonly("log_dir", [](const LaunchPlan& p) { return fs_text(p.log_dir); })
+      .def_property_readonly(
+          "cache_dir", [](const LaunchPlan& p) { return fs_text(p.cache_dir); },
+          "<cache root>/davincirun when the cache disk is in use, else \"\".")
       .def_property_readonly(
           "environments",
           [](const LaunchPlan& p) {

@@ -38,7 +38,8 @@ Options (they end at the first non-option or at --):
                            the ranks on this machine
       --wait-timeout SEC   how long to wait for a rank table the platform is
                            still writing (default: 300; 0: do not wait)
-  -l, --log-dir DIR        directory for run logs (default: ./log); each run
+  -l, --log-dir DIR        directory for run logs (default: /cache/davincirun/log
+                           when /cache is writable, else ./log); each run
                            gets a new subdirectory, DIR/latest points to it
   -w, --work-dir DIR       working directory of the ranks (default: .)
       --server-id ID       this machine's server_id in the table (needed when
@@ -121,10 +122,9 @@ void set_seconds(LaunchOptions& options, std::string_view flag, const std::strin
 
 std::string flag_message(const OptionError& error) {
   // The options a flag sets, named by their flag wherever the core's message names them.
-  static constexpr std::string_view flagged[] = {"rank_table",   "log_dir",       "work_dir",
-                                                 "server_id",    "grace_period",  "job_timeout",
-                                                 "wait_timeout", "ranks_to_show", "env",
-                                                 "launch_mode",  "nproc",         "devices"};
+  static constexpr std::string_view flagged[] = {"rank_table",   "log_dir",     "work_dir",     "server_id",
+                                                 "grace_period", "job_timeout", "wait_timeout", "ranks_to_show",
+                                                 "env",          "launch_mode", "nproc",        "devices"};
   const std::string& option = error.option();
   if (std::find(std::begin(flagged), std::end(flagged), option) == std::end(flagged)) return error.what();
   std::string flag = "--" + option;

@@ -26,6 +26,7 @@
 #include "job_console.hpp"
 #include "job_summary.hpp"
 #include "lifeline.hpp"
+#include "platform_dirs.hpp"
 #include "process/descendants.hpp"
 #include "run_dir.hpp"
 
@@ -119,7 +120,7 @@ std::optional<DeviceLocks> lock_devices(const JobSpec& spec) {
 }
 
 std::unique_ptr<Supervisor> start_ranks(const JobSpec& spec, const RunDir& run_dir, const std::string& tag,
-                                        LineSink& console) {
+                                        LineSink& console, PlatformDirs& platform) {
   std::vector<RankLaunch> launches;
   for (std::size_t i = 0; i < spec.ranks.size(); ++i) {
     const RankAssignment& a = spec.ranks[i];
@@ -133,6 +134,7 @@ std::unique_ptr<Supervisor> start_ranks(const JobSpec& spec, const RunDir& run_d
     Environment env(spec.environments[i]);
     env.set("RANK_TABLE_FILE", run_dir.table_path());
     env.set("DAVINCIRUN_JOB_TAG", tag);
+    platform.prepare(env, a.rank);  // CANN's and MindSpore's directories (platform_environment.hpp)
     launch.process.env = env.entries();
     launch.process.work_dir = spec.work_dir;
     launches.push_back(std::move(launch));
@@ -187,6 +189,7 @@ int run_job_host(int lifeline_fd) {
   // started is gone; the kernel releases them if it dies.
   std::optional<DeviceLocks> locks;
   std::optional<RunDir> run_dir;
+  std::optional<PlatformDirs> platform;
   std::unique_ptr<Supervisor> supervisor;
   std::string tag;
   // Ends a job that failed to start or whose event loop broke, and says why.
@@ -196,6 +199,7 @@ int run_job_host(int lifeline_fd) {
     // Not a subreaper: what the ranks detached is found by the job's tag only.
     if (subreaper_refused != 0 && !tag.empty()) kill_tagged_processes(spec.supervisor.job_tag, cleanup_budget);
     // A job that never ran leaves no run directory behind.
+    if (never_ran && platform) platform->discard();
     if (never_ran && run_dir) run_dir->discard(spec.ranks);
     console.flush();
     lifeline.send(Frame::error, encode_error(e));
@@ -206,7 +210,9 @@ int run_job_host(int lifeline_fd) {
     spec.supervisor.job_tag = "DAVINCIRUN_JOB_TAG=" + tag;
     locks = lock_devices(spec);
     run_dir.emplace(spec.log_dir, spec.job_id, spec.rank_table_json);
-    supervisor = start_ranks(spec, *run_dir, tag, console.sink());
+    platform.emplace(PlatformPaths{run_dir->path(), spec.cache_dir});
+    supervisor = start_ranks(spec, *run_dir, tag, console.sink(), *platform);
+    for (const auto& dir : platform->removed_after_job()) spec.remove_after_job.push_back(dir);
   } catch (const std::exception& e) {
     return abandon(e, true);
   }

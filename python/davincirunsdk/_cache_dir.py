@@ -6,15 +6,26 @@ import shutil
 import tempfile
 
 
+def cache_root():
+    """The cache disk's root when usable, else None: ``$DAVINCIRUN_CACHE_ROOT``
+    when set and not empty (``off``: none), else ``/cache`` (the large local
+    disk of ModelArts and OpenI notebooks); usable when it is a directory
+    this process may write into. The core applies the same rule for the log
+    directory and ASCEND_WORK_PATH (``usable_cache_dir``, which also refuses
+    a relative path: here that is simply not used)."""
+    root = os.environ.get("DAVINCIRUN_CACHE_ROOT") or "/cache"
+    if root == "off" or not os.path.isabs(root):
+        return None
+    return root if os.path.isdir(root) and os.access(root, os.W_OK | os.X_OK) else None
+
+
 def make_cache_dir():
     """Creates and returns a new empty directory for ``MS_COMPILER_CACHE_PATH``.
 
-    Under ``/cache`` when it exists and is writable (the large local disk of
-    ModelArts and OpenI notebooks), else under the system temporary directory.
-    The name is unique; the directory has mode 0700.
+    Under the cache root (:func:`cache_root`) when usable, else under the
+    system temporary directory. The name is unique; the directory has mode 0700.
     """
-    base = "/cache" if os.path.isdir("/cache") and os.access("/cache", os.W_OK | os.X_OK) else None
-    return tempfile.mkdtemp(prefix="davincirun-ms-cache-", dir=base)
+    return tempfile.mkdtemp(prefix="davincirun-ms-cache-", dir=cache_root())
 
 
 def remove_cache_dir(path):

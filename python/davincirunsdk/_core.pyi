@@ -116,6 +116,14 @@ class LaunchOptions:
     def device_lock_dir(self, arg0: str) -> None:
         ...
     @property
+    def devices(self) -> list[int] | None:
+        """
+        Physical device ids: narrows a one-server table, or the devices of nproc; None (default).
+        """
+    @devices.setter
+    def devices(self, arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] | None) -> None:
+        ...
+    @property
     def drain_timeout(self) -> float:
         """
         Seconds a rank's output may stay open after it exited. Default 2.
@@ -148,12 +156,28 @@ class LaunchOptions:
     def job_timeout(self, arg1: typing.Any) -> None:
         ...
     @property
+    def launch_mode(self) -> str:
+        """
+        "rank-table" (default) or "dynamic-cluster" (MindSpore's scheduler and workers).
+        """
+    @launch_mode.setter
+    def launch_mode(self, arg1: str) -> None:
+        ...
+    @property
     def log_dir(self) -> str:
         """
-        Where each run's log directory is made. Default "./log".
+        Where each run's log directory is made. Default "": <cache root>/davincirun/log when the cache disk is usable, else ./log.
         """
     @log_dir.setter
     def log_dir(self, arg0: str) -> None:
+        ...
+    @property
+    def nproc(self) -> int | None:
+        """
+        No rank table: this many ranks on this machine; None (default).
+        """
+    @nproc.setter
+    def nproc(self, arg0: typing.SupportsInt | typing.SupportsIndex | None) -> None:
         ...
     @property
     def rank_table(self) -> str:
@@ -221,7 +245,7 @@ class LaunchOptions:
         ...
 class RankAssignment:
     """
-    One rank to start on this machine.
+    One rank (or MindSpore's scheduler) to start on this machine.
     """
     @property
     def device_ip(self) -> str | None:
@@ -238,10 +262,20 @@ class RankAssignment:
     @property
     def rank(self) -> int:
         ...
+    @property
+    def role(self) -> str:
+        """
+        "rank", or "scheduler" (rank, local rank and device ids -1).
+        """
 class LaunchPlan:
     """
     Everything decided before anything starts.
     """
+    @property
+    def cache_dir(self) -> str:
+        """
+        <cache root>/davincirun when the cache disk is in use, else "".
+        """
     @property
     def environments(self) -> list[list[str]]:
         """
@@ -249,6 +283,9 @@ class LaunchPlan:
         """
     @property
     def job_id(self) -> str:
+        ...
+    @property
+    def launch_mode(self) -> str:
         ...
     @property
     def log_dir(self) -> str:
@@ -265,7 +302,7 @@ class LaunchPlan:
     @property
     def ranks(self) -> list[RankAssignment]:
         """
-        This server's ranks, by rank.
+        This server's ranks, by rank, then (dynamic-cluster mode) MindSpore's scheduler.
         """
     @property
     def server_id(self) -> str:
@@ -283,7 +320,7 @@ class LaunchPlan:
         ...
 class RankResult:
     """
-    How one rank ended.
+    How one rank (or MindSpore's scheduler) ended.
     """
     @property
     def ended(self) -> float:
@@ -321,12 +358,17 @@ class RankResult:
     @property
     def rank(self) -> int:
         """
-        Its rank id.
+        Its rank id; -1 for the scheduler.
         """
     @property
     def returncode(self) -> int:
         """
         As a shell reports it: the exit code, or 128 + the signal.
+        """
+    @property
+    def role(self) -> str:
+        """
+        "rank", or "scheduler" for MindSpore's scheduler (launch_mode="dynamic-cluster").
         """
     @property
     def signal(self) -> int | None:

@@ -109,8 +109,8 @@ def _id_list(option: str, what: str, value: Union[int, Iterable[int]]) -> List[i
     is_list = isinstance(items, Iterable) and not isinstance(items, (str, bytes, Mapping))
     items = list(items) if is_list else []
     if not is_list or not all(_is_rank_id(r) for r in items):
-        raise _option_error(
-            option, "%s: expected a %s or a list of them, e.g. [0], got %r" % (option, what, value), OptionTypeError)
+        message = "%s: expected a %s or a list of %ss, e.g. [0], got %r" % (option, what, what, value)
+        raise _option_error(option, message, OptionTypeError)
     return [operator.index(r) for r in items]
 
 
@@ -225,7 +225,7 @@ def _start(
 def start_distributed_train(
     command: Command,
     work_dir: PathLike = "./",
-    log_dir: PathLike = "./log",
+    log_dir: Optional[PathLike] = None,
     *,
     output_notebook: Optional[bool] = None,
     rank_table: Optional[PathLike] = None,
@@ -254,8 +254,13 @@ def start_distributed_train(
             ``command`` resolve from it. Default ``"./"`` (``""`` too).
             Created with its missing parents when it does not exist (as
             0.1.x did; removed again if the job cannot start).
-        log_dir (str): where this run's log directory is created (relative to
-            the caller's working directory). Default ``"./log"`` (``""`` too).
+        log_dir (str | None): where this run's log directory is created
+            (relative to the caller's working directory). Default ``None``
+            (``""`` too): ``/cache/davincirun/log`` when ``/cache`` (the
+            notebook's large local disk; ``$DAVINCIRUN_CACHE_ROOT`` when set)
+            is writable, so the code folder stays clean, else ``"./log"``.
+            A directory given here always wins. ``job.run_dir`` and the
+            status view say where the logs went (docs/usage.md).
         output_notebook (bool | None): show the ranks' output live, each line
             prefixed by its rank (in the rank's colour in a notebook or on a
             terminal; ``NO_COLOR`` turns colour off). ``None`` (default) or
@@ -349,7 +354,7 @@ def wait_distributed_train(
 def start_and_wait_distributed_train(
     command: Command,
     work_dir: PathLike = "./",
-    log_dir: PathLike = "./log",
+    log_dir: Optional[PathLike] = None,
     *,
     output_notebook: Optional[bool] = None,
     random_cache_dir: bool = True,

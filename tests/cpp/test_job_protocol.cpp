@@ -57,6 +57,7 @@ JobSpec sample_spec() {
   spec.environments = {{"A=" + with_nul, "MULTI=" + newlines, "EMPTY="}, {"BYTES=" + all_bytes}};
   spec.show_on_console = {false, true};
   spec.remove_after_job = {"/tmp/cache-" + with_nul, "/x/" + bad_utf8};
+  spec.cache_dir = "/cache/davincirun";
   spec.supervisor.grace_period = std::chrono::milliseconds(1234);
   spec.supervisor.drain_timeout = std::chrono::milliseconds(567);
   spec.supervisor.job_timeout = std::chrono::milliseconds(86'400'000);
@@ -203,6 +204,7 @@ TEST_CASE("job spec: every field round-trips, strings with NULs, invalid UTF-8 a
   CHECK((got.environments == want.environments));
   CHECK((got.show_on_console == want.show_on_console));
   CHECK((got.remove_after_job == want.remove_after_job));
+  CHECK(got.cache_dir == want.cache_dir);
   CHECK(got.supervisor.grace_period == want.supervisor.grace_period);
   CHECK(got.supervisor.drain_timeout == want.supervisor.drain_timeout);
   CHECK(got.supervisor.job_timeout == want.supervisor.job_timeout);

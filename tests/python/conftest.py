@@ -54,7 +54,8 @@ def mindspore_python():
     DAVINCIRUN_MINDSPORE_PYTHON. Missing, the test is skipped, unless
     DAVINCIRUN_REQUIRE_MINDSPORE=1 (scripts/test.sh sets it), where that
     is a failure: the full test command never skips MindSpore quietly."""
-    path = os.environ.get("DAVINCIRUN_MINDSPORE_PYTHON") or os.path.join(REPO, "build", "mindspore-env", "bin", "python")
+    default = os.path.join(REPO, "build", "mindspore-env", "bin", "python")
+    path = os.environ.get("DAVINCIRUN_MINDSPORE_PYTHON") or default
     if not os.access(path, os.X_OK):
         message = "no MindSpore environment at %s: run bash scripts/mindspore_env.sh" % path
         if os.environ.get("DAVINCIRUN_REQUIRE_MINDSPORE") == "1":
@@ -73,6 +74,14 @@ def device_lock_dir(tmp_path_factory, monkeypatch):
     path = tmp_path_factory.mktemp("device-locks")
     monkeypatch.setenv("DAVINCIRUN_LOCK_DIR", str(path))
     return path
+
+
+@pytest.fixture(autouse=True)
+def no_cache_disk(monkeypatch):
+    """No test writes to a machine's /cache: the cache disk is off
+    (DAVINCIRUN_CACHE_ROOT=off) unless a test points it at a directory of
+    its own (test_platform_env.py)."""
+    monkeypatch.setenv("DAVINCIRUN_CACHE_ROOT", "off")
 
 
 @pytest.fixture

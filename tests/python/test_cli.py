@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -392,9 +393,10 @@ def test_a_directory_as_the_command_says_so(tmp_path, rank_table, job_env):
 ], ids=["host_ip", "container_ip", "server_id"])
 def test_a_multi_server_job_meets_at_rank_0s_server(tmp_path, job_env, server0, expected):
     """MASTER_ADDR on a job spanning servers: the host_ip of the server holding
-    rank 0, else its container_ip, else its server_id; MASTER_PORT 29500 unless
-    set (every server must agree without talking). A dry run only: the
-    addresses are made up and never contacted."""
+    rank 0, else its container_ip, else its server_id; JOB_ID and MASTER_PORT
+    derived from the table, the same on every server without talking, unless
+    set. A dry run on each server's behalf: the addresses are made up and
+    never contacted."""
     servers = []
     for s, server_id in enumerate(["10.0.0.11", "10.0.0.12"]):
         devices = [{"device_id": str(d), "device_ip": "192.%d.%d.1" % (d + 1, s), "rank_id": str(2 * s + d)}
@@ -402,10 +404,17 @@ def test_a_multi_server_job_meets_at_rank_0s_server(tmp_path, job_env, server0, 
         servers.append(dict({"server_id": server_id, "device": devices}, **(server0 if s == 0 else {})))
     table = tmp_path / "table.json"
     table.write_text(json.dumps({"version": "1.0", "server_count": "2", "server_list": servers, "status": "completed"}))
-    env = {k: v for k, v in os.environ.items() if k != "MASTER_PORT"}
-    proc = subprocess.run([DAVINCIRUN, "--dry-run", "--server-id", "10.0.0.12", "-r", str(table), "true"],
-                          cwd=str(tmp_path), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.count("  + MASTER_ADDR=%s\n" % expected) == 2
-    assert proc.stdout.count("  + MASTER_PORT=29500\n") == 2
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_PORT", "JOB_ID", "BATCH_JOB_ID", "MA_VJ_NAME")}
+    seen = []
+    for server_id in ("10.0.0.11", "10.0.0.12"):
+        proc = subprocess.run([DAVINCIRUN, "--dry-run", "--server-id", server_id, "-r", str(table), "true"],
+                              cwd=str(tmp_path), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.count("  + MASTER_ADDR=%s\n" % expected) == 2
+        ports = set(re.findall(r"\+ MASTER_PORT=(\d+)\n", proc.stdout))
+        job_ids = set(re.findall(r"\+ JOB_ID=(\S+)\n", proc.stdout))
+        assert len(ports) == 1 and len(job_ids) == 1, proc.stdout
+        seen.append((ports.pop(), job_ids.pop()))
+    assert seen[0] == seen[1]
+    assert 20000 <= int(seen[0][0]) <= 31999

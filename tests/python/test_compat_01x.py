@@ -133,10 +133,11 @@ def test_the_cli_reads_rank_table_file_v_1_0_first(tmp_path, rank_table, no_tabl
 
 
 def test_the_ranks_environment_where_it_differs_from_0_1_x(tmp_path, rank_table, job_env, monkeypatch):
-    """0.1.x set ASCEND_PROCESS_LOG_PATH under /tmp/logdir and, under
-    ModelArts' MA_RUN_MODE_ENV, GLOG_* variables; it set RANK_START only
-    through init_rank_table; JOB_ID fell back to the host name; the ranks
-    inherited its stdin. Now: none of the former, RANK_START always, JOB_ID
+    """0.1.x set ASCEND_PROCESS_LOG_PATH and, under ModelArts'
+    MA_RUN_MODE_ENV, GLOG_* variables naming directories under /tmp/logdir;
+    it set RANK_START only through init_rank_table; JOB_ID fell back to the
+    host name; the ranks inherited its stdin. Now: the same variables, their
+    directories inside the run directory, RANK_START always, JOB_ID
     job-<8 hex digits>, stdin /dev/null."""
     monkeypatch.setenv("MA_RUN_MODE_ENV", "normal")
     for name in ("ASCEND_PROCESS_LOG_PATH", "GLOG_v", "GLOG_log_dir", "RANK_START", "BATCH_JOB_ID", "MA_VJ_NAME",
@@ -150,8 +151,10 @@ def test_the_ranks_environment_where_it_differs_from_0_1_x(tmp_path, rank_table,
     assert job.wait() == 0
     assert re.fullmatch(r"job-[0-9a-f]{8}", job.job_id)
     with open(os.path.join(job.run_dir, "rank_0.device_0.log")) as f:
-        assert f.read().split("\n")[:6] == ["ASCEND_PROCESS_LOG_PATH None", "GLOG_v None", "GLOG_log_dir None",
-                                            "RANK_START 0", "JOB_ID " + job.job_id, "stdin /dev/null"]
+        assert f.read().split("\n")[:6] == [
+            "ASCEND_PROCESS_LOG_PATH " + os.path.join(job.run_dir, "ascend", "process_log", "rank_0"), "GLOG_v 1",
+            "GLOG_log_dir " + os.path.join(job.run_dir, "mindspore", "log"), "RANK_START 0", "JOB_ID " + job.job_id,
+            "stdin /dev/null"]
 
 
 def test_no_rank_table_is_also_the_runtime_error_0_1_x_raised(tmp_path, job_env, no_table_variables):

@@ -25,6 +25,7 @@
 #include "davincirun/non_blocking_sink.hpp"
 #include "davincirun/output_queue.hpp"
 #include "davincirun/plan.hpp"
+#include "davincirun/platform_environment.hpp"
 #include "davincirun/polled_sink.hpp"
 #include "davincirun/process.hpp"
 #include "davincirun/rank_table.hpp"

@@ -14,6 +14,7 @@
 
 #include "davincirun/device_allocation.hpp"
 #include "davincirun/environment.hpp"
+#include "davincirun/platform_environment.hpp"
 #include "davincirun/rank_table.hpp"
 #include "davincirun/server_identity.hpp"
 #include "davincirun/supervisor.hpp"
@@ -95,9 +96,11 @@ struct LaunchOptions {
   std::function<void()> keep_waiting;
   /// Working directory of the ranks; relative paths in `command` resolve here. Default ".".
   std::string work_dir = ".";
-  /// Where each run's directory of per-rank logs is created. Default "./log";
-  /// empty means the default.
-  std::string log_dir = "./log";
+  /// Where each run's directory of per-rank logs is created. Empty (the
+  /// default): `<cache root>/davincirun/log` when the cache disk is usable
+  /// (usable_cache_dir(), platform_environment.hpp: /cache, or
+  /// DAVINCIRUN_CACHE_ROOT), else "./log". A path given here always wins.
+  std::string log_dir;
   /// This machine's server_id in the table. Without it the server is found
   /// from the environment and this machine's addresses and host name
   /// (server_identity.hpp); a multi-server table never falls back to its
@@ -161,16 +164,19 @@ struct LaunchOptions {
 struct LaunchPlan {
   LaunchOptions options;
   RankTable table;
-  std::size_t server_index = 0;           ///< this machine's server in `table`
-  std::string server_reason;              ///< why, e.g. "server_id 10.0.0.11 is an address of this machine"
-  JobEnvironment job;                     ///< job-wide values (job id, master address...)
+  std::size_t server_index = 0;  ///< this machine's server in `table`
+  std::string server_reason;     ///< why, e.g. "server_id 10.0.0.11 is an address of this machine"
+  JobEnvironment job;            ///< job-wide values (job id, master address...)
   /// This server's ranks, by rank, then (dynamic-cluster mode, on the
   /// server of rank 0) MindSpore's scheduler (ProcessRole::scheduler).
   std::vector<RankAssignment> ranks;
   std::vector<Environment> environments;  ///< one per entry of `ranks`
   std::string work_dir;                   ///< absolute
   std::string log_dir;                    ///< absolute; the run directory is made inside it
-  std::string device_lock_dir;            ///< absolute; empty: the devices are not locked
+  /// `<cache root>/davincirun` when the cache disk is in use (usable_cache_dir()),
+  /// else empty: the default log directory, ASCEND_WORK_PATH and ASCEND_CACHE_PATH go there.
+  std::string cache_dir;
+  std::string device_lock_dir;  ///< absolute; empty: the devices are not locked
   /// What was accepted with a warning, one sentence each: the table's
   /// (RankTable::warnings), then the options' (an identity variable in `env`).
   std::vector<std::string> warnings;
@@ -181,7 +187,9 @@ struct LaunchPlan {
 /// in a 0.1 table, its pod), assigns devices and builds each rank's
 /// environment from `environment` (normally Environment::current()), which
 /// also gives the launcher's own variables (DAVINCIRUN_PROCESS_TRACKING,
-/// DAVINCIRUN_LOCK_DIR). Starts nothing and creates nothing.
+/// DAVINCIRUN_LOCK_DIR, DAVINCIRUN_CACHE_ROOT). Starts nothing and creates
+/// nothing: the platform defaults that name directories of the run
+/// (platform_environment.hpp) are set by the job's supervisor process.
 /// Throws OptionError, ConfigError, RankTableError or SystemError.
 LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environment);
 

@@ -45,8 +45,7 @@ std::string failure_report(const JobResult& result, std::size_t tail_lines) {
   if (result.first_failure) {
     const RankResult& f = result.ranks[*result.first_failure];
     out += fmt::format("{} (pid {}) failed with {} after {:.1f} s\n", process_name(f.role, f.rank), f.pid,
-                       f.status.describe(),
-                       seconds_between(f.started, f.ended));
+                       f.status.describe(), seconds_between(f.started, f.ended));
     out += fmt::format("log: {}\n", f.log_path);
     std::string tail = read_log_tail(f.log_path, tail_lines);
     if (tail.empty()) {

@@ -54,6 +54,7 @@ detail::JobSpec make_job_spec(const LaunchPlan& plan, detail::ConsoleRoute conso
   spec.supervisor = plan.options.supervisor;
   spec.console = console;
   spec.remove_after_job = plan.options.remove_after_job;
+  spec.cache_dir = plan.cache_dir;
   return spec;
 }
 

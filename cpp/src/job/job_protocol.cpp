@@ -40,6 +40,7 @@ std::string encode_spec(const JobSpec& spec) {
   w.strs(spec.command);
   w.str(spec.work_dir);
   w.str(spec.device_lock_dir);
+  w.str(spec.cache_dir);
   w.u64(spec.ranks.size());
   for (std::size_t i = 0; i < spec.ranks.size(); ++i) {
     const RankAssignment& a = spec.ranks[i];
@@ -74,6 +75,7 @@ JobSpec decode_spec(std::string_view data) {
   spec.command = r.strs();
   spec.work_dir = r.str();
   spec.device_lock_dir = r.str();
+  spec.cache_dir = r.str();
   const std::size_t n = r.count();
   for (std::size_t i = 0; i < n; ++i) {
     RankAssignment a;

@@ -50,6 +50,7 @@ struct JobSpec {
   SupervisorOptions supervisor;
   ConsoleRoute console = ConsoleRoute::relay;
   std::vector<std::string> remove_after_job;  ///< LaunchOptions::remove_after_job
+  std::string cache_dir;                      ///< LaunchPlan::cache_dir
 };
 
 /// One-byte commands, launcher → supervisor. `forward` is followed by the signal number byte.

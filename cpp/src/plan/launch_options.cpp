@@ -90,11 +90,13 @@ LaunchMode parse_launch_mode(std::string_view text) {
 
 void LaunchOptions::validate() const {
   if (nproc && (*nproc < 1 || *nproc > max_nproc)) {
-    throw OptionError("nproc", fmt::format("nproc must be a number of ranks between 1 and {}, got {}", max_nproc, *nproc));
+    throw OptionError("nproc",
+                      fmt::format("nproc must be a number of ranks between 1 and {}, got {}", max_nproc, *nproc));
   }
   if (nproc && !rank_table.empty()) {
-    throw OptionError("nproc", "nproc plans ranks on this machine without a rank table: give nproc or rank_table, "
-                               "not both");
+    throw OptionError("nproc",
+                      "nproc plans ranks on this machine without a rank table: give nproc or rank_table, "
+                      "not both");
   }
   if (devices) {
     if (devices->empty()) throw OptionError("devices", "devices is empty: name at least one device, e.g. 0,1");

@@ -84,8 +84,9 @@ int rendezvous_port(const Environment& env, std::string_view name, const RankTab
     port = derived_port(table.normalized_json, job.job_id, name);
   }
   if (!found_free && job.rank_start == 0) {
-    check_port_free(port, name, name == "MS_SCHED_PORT" ? "MindSpore's scheduler listens on it here, the server of rank 0"
-                                                         : "rank 0 listens on it here for torch.distributed's rendezvous");
+    check_port_free(port, name,
+                    name == "MS_SCHED_PORT" ? "MindSpore's scheduler listens on it here, the server of rank 0"
+                                            : "rank 0 listens on it here for torch.distributed's rendezvous");
   }
   return port;
 }
@@ -168,8 +169,9 @@ LoadedRankTable machine_table(const LaunchOptions& options) {
     const int n = *options.nproc;
     const std::vector<int> present = present_devices(options.device_dir);
     if (!present.empty() && static_cast<std::size_t>(n) > present.size()) {
-      throw OptionError("nproc", fmt::format("nproc {} asks for more ranks than this machine has NPUs ({}: {} under {})",
-                                             n, present.size(), device_list(present), options.device_dir));
+      throw OptionError("nproc",
+                        fmt::format("nproc {} asks for more ranks than this machine has NPUs ({}: {} under {})", n,
+                                    present.size(), device_list(present), options.device_dir));
     }
     for (int i = 0; i < n; ++i) devices.push_back(present.empty() ? i : present[static_cast<std::size_t>(i)]);
   }
@@ -208,8 +210,7 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   LaunchPlan plan;
   plan.options = options;
   const bool without_table = plans_without_table(options, environment);
-  LoadedRankTable loaded =
-      without_table ? machine_table(options) : load_completed_table(options, environment);
+  LoadedRankTable loaded = without_table ? machine_table(options) : load_completed_table(options, environment);
   plan.table = std::move(loaded.table);
   if (options.devices && !without_table) {
     plan.table = detail::narrowed_table(plan.table, *options.devices,
@@ -230,6 +231,7 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   // this is, JOB_ID, MASTER_PORT, ASCEND_RT_VISIBLE_DEVICES).
   Environment with_extra = environment;
   for (const auto& [name, value] : options.env) with_extra.set(name, value);
+  for (auto& warning : platform_warnings(with_extra)) plan.warnings.push_back(std::move(warning));
 
   const LocalServer local = find_local_server(plan.table, with_extra, MachineIdentity::current(), options.server_id);
   plan.server_index = local.index;
@@ -238,7 +240,8 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   if (auto v = with_extra.get("ASCEND_RT_VISIBLE_DEVICES")) rt_visible = parse_visible_devices(*v);
   plan.ranks = allocate_ranks(local.server, present_devices(options.device_dir), rt_visible);
   plan.work_dir = resolve_work_dir(options.work_dir);
-  plan.log_dir = absolute(options.log_dir.empty() ? "./log" : options.log_dir);
+  plan.cache_dir = usable_cache_dir(environment);
+  plan.log_dir = absolute(options.log_dir.empty() ? default_log_dir(plan.cache_dir) : options.log_dir);
 
   JobEnvironment& job = plan.job;
   job.rank_table_file = loaded.path;  // the source; the Job points the ranks at its normalized copy
@@ -247,8 +250,8 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   job.local_world_size = static_cast<int>(plan.ranks.size());  // before the scheduler joins them
   // Several servers must agree on the job id (and the ports derived from
   // it) without talking: from the table they all read.
-  job.job_id = resolve_job_id(with_extra, plan.table.servers.size() > 1 ? std::string_view(plan.table.normalized_json)
-                                                                         : std::string_view());
+  job.job_id = resolve_job_id(
+      with_extra, plan.table.servers.size() > 1 ? std::string_view(plan.table.normalized_json) : std::string_view());
   job.master_addr = master_address(plan.table);
   job.host_ip = local.server.host_ip.value_or(local.server.server_id);
   job.dynamic_cluster = options.launch_mode == LaunchMode::dynamic_cluster;
@@ -256,8 +259,9 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
     job.sched_port = rendezvous_port(with_extra, "MS_SCHED_PORT", plan.table, job);
     // Workers keep MASTER_PORT (set, never bound by MindSpore): the user's, or a free one.
     const auto user_port = with_extra.get("MASTER_PORT");
-    job.master_port = user_port && !user_port->empty() ? parse_port("MASTER_PORT", *user_port)
-                                                        : derived_port(plan.table.normalized_json, job.job_id, "MASTER_PORT");
+    job.master_port = user_port && !user_port->empty()
+                          ? parse_port("MASTER_PORT", *user_port)
+                          : derived_port(plan.table.normalized_json, job.job_id, "MASTER_PORT");
   } else {
     job.master_port = rendezvous_port(with_extra, "MASTER_PORT", plan.table, job);
   }

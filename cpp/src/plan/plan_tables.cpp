@@ -44,7 +44,8 @@ RankTable narrowed_table(const RankTable& table, const std::vector<int>& devices
   }
   const auto& listed = table.servers.front().devices;
   for (const int d : devices) {
-    const bool found = std::any_of(listed.begin(), listed.end(), [d](const RankTableDevice& x) { return x.device_id == d; });
+    const bool found =
+        std::any_of(listed.begin(), listed.end(), [d](const RankTableDevice& x) { return x.device_id == d; });
     if (!found) {
       std::vector<int> ids;
       for (const auto& x : listed) ids.push_back(x.device_id);

@@ -59,10 +59,11 @@ void check_port_free(int port, std::string_view variable, std::string_view whose
   addr.sin_port = htons(static_cast<std::uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_ANY);
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 || errno != EADDRINUSE) return;
-  throw ConfigError(fmt::format("{} {} is already in use on this machine ({}): another job or program listens "
-                                "on it, and the ranks would fail to rendezvous; set {} to a free port (on every "
-                                "server alike), or end what holds it (ss -ltnp 'sport = :{}' names it)",
-                                variable, port, whose, variable, port));
+  throw ConfigError(
+      fmt::format("{} {} is already in use on this machine ({}): another job or program listens "
+                  "on it, and the ranks would fail to rendezvous; set {} to a free port (on every "
+                  "server alike), or end what holds it (ss -ltnp 'sport = :{}' names it)",
+                  variable, port, whose, variable, port));
 }
 
 }  // namespace davincirun

@@ -117,9 +117,8 @@ std::string command_lookup_message(int rank, const std::string& name, const std:
     return fmt::format("{}: cannot run '{}': found in PATH but {} ({})", process_name(ProcessRole::rank, rank), name,
                        error == EACCES ? "not executable" : std::strerror(error), abbreviated_path(path_list));
   }
-  std::string message =
-      fmt::format("{}: cannot run '{}': command not found in PATH ({})", process_name(ProcessRole::rank, rank), name,
-                  abbreviated_path(path_list));
+  std::string message = fmt::format("{}: cannot run '{}': command not found in PATH ({})",
+                                    process_name(ProcessRole::rank, rank), name, abbreviated_path(path_list));
   const std::vector<std::string> similar = similar_commands(name, path_list);
   for (std::size_t i = 0; i < similar.size(); ++i) {
     message += i == 0 ? "; did you mean " : i + 1 == similar.size() ? " or " : ", ";

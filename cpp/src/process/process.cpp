@@ -220,7 +220,8 @@ bool pidfd_supported() noexcept {
 
 ChildProcess ChildProcess::spawn(const ProcessSpec& spec, int rank) {
   const std::string command = detail::shell_quote(spec.argv);
-  if (spec.argv.empty()) throw SpawnError(rank, command, EINVAL, fmt::format("{}: empty command", process_name(ProcessRole::rank, rank)));
+  if (spec.argv.empty())
+    throw SpawnError(rank, command, EINVAL, fmt::format("{}: empty command", process_name(ProcessRole::rank, rank)));
 
   std::string path_list = env_value(spec.env, "PATH");
   if (path_list.empty()) path_list = "/usr/local/bin:/usr/bin:/bin";
@@ -328,7 +329,8 @@ ChildProcess ChildProcess::spawn(const ProcessSpec& spec, int rank) {
       if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) reason = "it is a directory";
     }
     std::string target = failure.step == 0 ? spec.work_dir : *executable;
-    throw SpawnError(rank, command, failure.error, fmt::format("{}: {} '{}': {}", process_name(ProcessRole::rank, rank), step, target, reason));
+    throw SpawnError(rank, command, failure.error,
+                     fmt::format("{}: {} '{}': {}", process_name(ProcessRole::rank, rank), step, target, reason));
   }
 
   ChildProcess child(pid, std::move(pidfd_owner), std::move(out_read));

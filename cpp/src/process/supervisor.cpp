@@ -285,9 +285,8 @@ void Supervisor::close_output(std::size_t index) {
   r.result.output_bytes = r.log.bytes();
   r.result.log_error = r.log.file_error();
   if (r.result.log_error) {
-    log_notice(
-        fmt::format("{}: log file {} is incomplete: {}", process_name(r.result.role, r.result.rank), r.log.log_path(),
-                    *r.result.log_error));
+    log_notice(fmt::format("{}: log file {} is incomplete: {}", process_name(r.result.role, r.result.rank),
+                           r.log.log_path(), *r.result.log_error));
   }
 }
 
