@@ -197,8 +197,7 @@ void bind_job(py::module_& m) {
           "The most telling CANN error-code line (\"EI0006: ...\"); empty without one.")
       .def_readonly("found", &RootCause::found, "A traceback, an error code or an error section was found.");
   m.def(
-      "root_cause",
-      [](const std::string& path, std::size_t tail_lines) { return read_root_cause(path, tail_lines); },
+      "root_cause", [](const std::string& path, std::size_t tail_lines) { return read_root_cause(path, tail_lines); },
       py::arg("path"), py::arg("tail_lines") = RootCauseLimits::default_tail_lines,
       py::call_guard<py::gil_scoped_release>(),
       "The root cause in the last 256 KiB of a log file (empty if unreadable), with its last `tail_lines` lines.");

@@ -54,7 +54,8 @@ def mindspore_python():
     DAVINCIRUN_MINDSPORE_PYTHON. Missing, the test is skipped, unless
     DAVINCIRUN_REQUIRE_MINDSPORE=1 (scripts/test.sh sets it), where that
     is a failure: the full test command never skips MindSpore quietly."""
-    path = os.environ.get("DAVINCIRUN_MINDSPORE_PYTHON") or os.path.join(REPO, "build", "mindspore-env", "bin", "python")
+    default = os.path.join(REPO, "build", "mindspore-env", "bin", "python")
+    path = os.environ.get("DAVINCIRUN_MINDSPORE_PYTHON") or default
     if not os.access(path, os.X_OK):
         message = "no MindSpore environment at %s: run bash scripts/mindspore_env.sh" % path
         if os.environ.get("DAVINCIRUN_REQUIRE_MINDSPORE") == "1":
