@@ -82,6 +82,23 @@ def test_a_mindspore_error_of_a_rank_not_shown_is_in_the_exception(tmp_path, ran
 
 
 @pytest.mark.mindspore
+def test_the_printed_status_view_shows_the_root_cause_of_a_rank_not_shown(tmp_path, rank_table, job_env,
+                                                                           mindspore_python, capsys):
+    # output_notebook=True outside a kernel: the status view, printed as text when the job ends.
+    code = davincirunsdk.start_and_wait_distributed_train(
+        [mindspore_python, write_script(tmp_path, SHAPE_ERROR)], rank_table=rank_table(2), env=job_env,
+        log_dir=str(tmp_path / "log"), output_notebook=True, ranks_to_show=[0], raise_exception=False)
+    assert code == 1
+    out = capsys.readouterr().out
+    summary = out[out.index("davincirun job "):].splitlines()
+    assert summary[0].endswith("first failure: rank 1 (exit code 1)")
+    assert summary[3].split()[:4] == ["1", "1", summary[3].split()[2], "exit"]
+    assert summary[3].endswith(SHAPE_MESSAGE)  # its exception, not its last line ("shutting down 29")
+    assert summary[4] == "root cause (rank 1): " + SHAPE_MESSAGE
+    assert summary[5].startswith("logs: ")
+
+
+@pytest.mark.mindspore
 def test_the_cli_report_holds_the_root_cause(tmp_path, rank_table, job_env, mindspore_python):
     davincirun = shutil.which("davincirun")
     if davincirun is None:
