@@ -203,6 +203,37 @@ TEST_CASE("root cause bounds: a flood of error codes and a long exception stay w
   CHECK(!has(all.text, "EZ1149:"));
 }
 
+TEST_CASE("root cause: at most 64 lines, the exception first, the oldest of the last lines dropped first",
+          "[root_cause]") {
+  std::string log =
+      "Traceback (most recent call last):\n  File \"a.py\", line 9, in <module>\n    f()\n"
+      "  File \"a.py\", line 5, in f\n    g()\n  File \"a.py\", line 2, in g\n    raise RuntimeError('x')\n"
+      "RuntimeError: the real error\n\n";
+  log += "--------------------\n- Ascend Error Message:\n--------------------\n";
+  for (int i = 10; i < 30; ++i) {
+    log += "EI00" + std::to_string(i) + ": code message " + std::to_string(i) + "\n";
+    log += "    Solution: do " + std::to_string(i) + "\n    more " + std::to_string(i) + "\n";
+  }
+  log += "--------------------\n- Framework Error Message:\n--------------------\n";
+  for (int i = 0; i < 20; ++i) log += "framework detail " + std::to_string(i) + "\n";
+  log += "--------------------\n- C++ Call Stack: (For framework developers)\n--------------------\n";
+  for (int i = 0; i < 100; ++i) log += "frame_" + std::to_string(i) + ".cc:1 F\n";
+  const RootCause c = find_root_cause(log, 50);
+  check_bounds(c);
+  std::size_t lines = count_lines(c.text);
+  for (std::size_t at = c.text.find("...\n"); at != std::string::npos; at = c.text.find("...\n", at + 1)) --lines;
+  CHECK(lines == RootCauseLimits::lines);
+  CHECK(has(c.text, "RuntimeError: the real error\n"));
+  CHECK(c.error_code == "EI0024: code message 24");  // the first of the latest 6
+  CHECK(has(c.text, "EI0024: code message 24\n    Solution: do 24\n    more 24\n"));
+  CHECK(has(c.text, "- Framework Error Message:\nframework detail 0\n"));
+  CHECK(!has(c.text, "framework detail 12\n"));  // 12 lines of a section
+  CHECK(has(c.text, "Traceback (most recent call last):\n  File \"a.py\", line 9, in <module>\n    f()\n...\n"
+                    "  File \"a.py\", line 2, in g\n"));
+  CHECK(has(c.text, "...\nframe_86.cc:1 F\n"));
+  CHECK(ends_with(c.text, "frame_99.cc:1 F\n"));
+}
+
 TEST_CASE("failure report: the root cause of the failed rank, with its log path", "[root_cause][failure_report]") {
   TempDir dir;
   JobResult result;

@@ -72,7 +72,7 @@ struct RootCauseLimits {
   static constexpr std::size_t line_bytes = 400;
   /// Lines of the block, "..." markers not counted. The parts are taken in
   /// this order until it is reached: exception, earlier exception, error
-  /// codes, sections, traceback head, last lines.
+  /// codes, sections, traceback head, last lines (the newest first).
   static constexpr std::size_t lines = 64;
   /// Lines of an exception (its first line included).
   static constexpr std::size_t exception_lines = 8;
@@ -100,8 +100,9 @@ struct RootCause {
   /// When the last exception's message is empty (ChildFailedError: ) and
   /// an earlier one is shown, that one. Empty without a traceback.
   std::string exception;
-  /// The most telling CANN error-code line shown ("EI0006: ..."): the
-  /// first that says more than "Inner Error!", else the first. Empty
+  /// The most telling CANN error-code line ("EI0006: ..."): of the latest
+  /// RootCauseLimits::error_codes distinct ones, the first (in the log's
+  /// order) that says more than "Inner Error!", else the first. Empty
   /// without one.
   std::string error_code;
   /// A traceback, an error code or a section was found: `text` is more
@@ -111,7 +112,9 @@ struct RootCause {
 
 /// The root cause in `log` (a log's text, or the end of it: a first line
 /// may be partial), with its last `tail_lines` lines (at most
-/// RootCauseLimits::tail_lines). Never throws but std::bad_alloc.
+/// RootCauseLimits::tail_lines). It reads all of `log`, in time and memory
+/// linear in its size: give it a bounded text (read_root_cause() reads
+/// RootCauseLimits::read_bytes). Never throws but std::bad_alloc.
 RootCause find_root_cause(std::string_view log, std::size_t tail_lines = RootCauseLimits::default_tail_lines);
 
 /// find_root_cause() of the last RootCauseLimits::read_bytes of the file at

@@ -135,6 +135,10 @@ class Picker {
   void add_range(std::size_t begin, std::size_t end) {
     for (std::size_t i = begin; i < end; ++i) add(i);
   }
+  // The newest first: what the limit cuts is the oldest.
+  void add_range_backwards(std::size_t begin, std::size_t end) {
+    for (std::size_t i = end; i-- > begin;) add(i);
+  }
   bool chosen(std::size_t i) const { return chosen_[i]; }
 
  private:
@@ -324,7 +328,7 @@ RootCause find_root_cause(std::string_view log, std::size_t tail_lines) {
   std::size_t end = lines.size();
   while (end > 0 && trim(lines[end - 1]).empty()) --end;
   const std::size_t tail = std::min({tail_lines, Limits::tail_lines, end});
-  pick.add_range(end - tail, end);
+  pick.add_range_backwards(end - tail, end);
 
   std::size_t last = npos;
   for (std::size_t i = 0; i < lines.size(); ++i) {
