@@ -228,8 +228,9 @@ TEST_CASE("root cause: at most 64 lines, the exception first, the oldest of the 
   CHECK(has(c.text, "EI0024: code message 24\n    Solution: do 24\n    more 24\n"));
   CHECK(has(c.text, "- Framework Error Message:\nframework detail 0\n"));
   CHECK(!has(c.text, "framework detail 12\n"));  // 12 lines of a section
-  CHECK(has(c.text, "Traceback (most recent call last):\n  File \"a.py\", line 9, in <module>\n    f()\n...\n"
-                    "  File \"a.py\", line 2, in g\n"));
+  CHECK(has(c.text,
+            "Traceback (most recent call last):\n  File \"a.py\", line 9, in <module>\n    f()\n...\n"
+            "  File \"a.py\", line 2, in g\n"));
   CHECK(has(c.text, "...\nframe_86.cc:1 F\n"));
   CHECK(ends_with(c.text, "frame_99.cc:1 F\n"));
 }
