@@ -185,6 +185,28 @@ void bind_job(py::module_& m) {
       py::arg("path"), py::arg("max_lines") = 20, py::arg("max_bytes") = 16 * 1024,
       "The last lines of a log file, as text (empty if unreadable).");
 
+  py::class_<RootCause>(m, "RootCause", "What a rank's log says about why it failed (root_cause.hpp).")
+      .def_property_readonly(
+          "text", [](const RootCause& c) { return lenient_text(c.text); },
+          "The block: lines of the log in its order, \"...\" where lines were skipped; '\\n'-terminated.")
+      .def_property_readonly(
+          "exception", [](const RootCause& c) { return lenient_text(c.exception); },
+          "The exception line (\"RuntimeError: ...\"); empty without a traceback.")
+      .def_property_readonly(
+          "error_code", [](const RootCause& c) { return lenient_text(c.error_code); },
+          "The most telling CANN error-code line (\"EI0006: ...\"); empty without one.")
+      .def_readonly("found", &RootCause::found, "A traceback, an error code or an error section was found.");
+  m.def(
+      "root_cause", [](const std::string& path, std::size_t tail_lines) { return read_root_cause(path, tail_lines); },
+      py::arg("path"), py::arg("tail_lines") = RootCauseLimits::default_tail_lines,
+      py::call_guard<py::gil_scoped_release>(),
+      "The root cause in the last 256 KiB of a log file (empty if unreadable), with its last `tail_lines` lines.");
+  m.def(
+      "find_root_cause",
+      [](const std::string& text, std::size_t tail_lines) { return find_root_cause(text, tail_lines); },
+      py::arg("text"), py::arg("tail_lines") = RootCauseLimits::default_tail_lines,
+      "The root cause in a log's text (str or bytes), with its last `tail_lines` lines.");
+
   py::class_<PyJob>(m, "Job")
       .def(py::init<const LaunchPlan&, const std::string&>(), py::arg("plan"), py::arg("console"),
            py::call_guard<py::gil_scoped_release>())

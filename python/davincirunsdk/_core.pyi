@@ -5,7 +5,7 @@ Private C++ core of davincirunsdk; use the davincirunsdk package instead.
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['Job', 'JobResult', 'LaunchOptions', 'LaunchPlan', 'LocalServer', 'NOTICE_PREFIX', 'RankAssignment', 'RankResult', 'RankTable', 'RankTableDevice', 'RankTableServer', 'colourize_prefixes', 'display_width', 'find_local_server', 'fit_width', 'load_rank_table', 'parent_pid', 'parse_rank_table', 'plan_launch', 'read_log_tail', 'wait_for_rank_table', 'write_normalized_rank_table']
+__all__: list[str] = ['Job', 'JobResult', 'LaunchOptions', 'LaunchPlan', 'LocalServer', 'NOTICE_PREFIX', 'RankAssignment', 'RankResult', 'RankTable', 'RankTableDevice', 'RankTableServer', 'RootCause', 'colourize_prefixes', 'display_width', 'find_local_server', 'find_root_cause', 'fit_width', 'load_rank_table', 'parent_pid', 'parse_rank_table', 'plan_launch', 'read_log_tail', 'root_cause', 'wait_for_rank_table', 'write_normalized_rank_table']
 class RankTableDevice:
     @property
     def device_id(self) -> int:
@@ -450,6 +450,30 @@ class JobResult:
         """
         Why exits were tracked by SIGCHLD on a kernel with pidfds (clone() refused CLONE_PIDFD: a seccomp filter, qemu-user), or None.
         """
+class RootCause:
+    """
+    What a rank's log says about why it failed (root_cause.hpp).
+    """
+    @property
+    def error_code(self) -> str:
+        """
+        The most telling CANN error-code line ("EI0006: ..."); empty without one.
+        """
+    @property
+    def exception(self) -> str:
+        """
+        The exception line ("RuntimeError: ..."); empty without a traceback.
+        """
+    @property
+    def found(self) -> bool:
+        """
+        A traceback, an error code or an error section was found.
+        """
+    @property
+    def text(self) -> str:
+        """
+        The block: lines of the log in its order, "..." where lines were skipped; '\\n'-terminated.
+        """
 class Job:
     def __init__(self, plan: LaunchPlan, console: str) -> None:
         ...
@@ -494,6 +518,10 @@ def find_local_server(table: RankTable, server_id: str | None = None) -> LocalSe
     """
     This machine's server (and pod) in `table`, from this process's environment and addresses.
     """
+def find_root_cause(text: str, tail_lines: typing.SupportsInt | typing.SupportsIndex = 5) -> RootCause:
+    """
+    The root cause in a log's text (str or bytes), with its last `tail_lines` lines.
+    """
 def fit_width(text: str, columns: typing.SupportsInt | typing.SupportsIndex) -> str:
     """
     The longest start of `text` that takes at most `columns` columns.
@@ -513,6 +541,10 @@ def plan_launch(options: LaunchOptions) -> LaunchPlan:
 def read_log_tail(path: str, max_lines: typing.SupportsInt | typing.SupportsIndex = 20, max_bytes: typing.SupportsInt | typing.SupportsIndex = 16384) -> str:
     """
     The last lines of a log file, as text (empty if unreadable).
+    """
+def root_cause(path: str, tail_lines: typing.SupportsInt | typing.SupportsIndex = 5) -> RootCause:
+    """
+    The root cause in the last 256 KiB of a log file (empty if unreadable), with its last `tail_lines` lines.
     """
 def wait_for_rank_table(path: str, wait_timeout: typing.SupportsFloat | typing.SupportsIndex = 300.0) -> tuple[RankTable, str]:
     """

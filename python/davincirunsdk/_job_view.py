@@ -117,6 +117,7 @@ class JobStatus:
         self.lines_seen = 0  # lines that reached the view's recent output, shown or skipped
         self.outcome = None  # set by finish(): "succeeded" | "failed" | "stopped" | "timed out"
         self.first_failure = None  # RankRow
+        self.root_cause = []  # the first failure's exception line and error-code line, those it has
         self.duration = None
 
     # ---------------------------------------------------------- feeding
@@ -145,10 +146,15 @@ class JobStatus:
         row.ended = time.monotonic()
         row.progress = ""
 
-    def finish(self, result, read_last_line=None):
+    def finish(self, result, read_last_line=None, read_root_cause=None):
         """Takes the final word from the JobResult (exit statuses, times).
         `read_last_line(path)`, if given, reads each rank's last line from its
-        log file: the record of truth, also for ranks not shown live."""
+        log file: the record of truth, also for ranks not shown live.
+        `read_root_cause(path)`, if given, reads the root cause of the first
+        failed rank from its log (an object with `exception` and `error_code`,
+        as _core.root_cause() returns): its row then shows the exception line
+        instead of its last line, and the view shows both lines, whether
+        that rank was shown live or not."""
         for row, rank in zip(self.rows, result.ranks):
             row.state, row.status = describe_exit(rank.exit_code, rank.signal, rank.terminated_by_launcher)
             row.progress = ""
@@ -158,6 +164,12 @@ class JobStatus:
                 row.shown_at_end = True
         if result.first_failure is not None:
             self.first_failure = self.rows[result.first_failure]
+            if read_root_cause is not None:
+                cause = read_root_cause(result.ranks[result.first_failure].log_path)
+                self.root_cause = [_clip(line) for line in (cause.exception, cause.error_code) if line.strip()]
+                if self.root_cause:
+                    self.first_failure.last_line = self.root_cause[0]
+                    self.first_failure.shown_at_end = True
         self.outcome = {
             "none": "succeeded" if result.success else "failed",
             "rank_failed": "failed",
@@ -208,11 +220,19 @@ class JobStatus:
         lines = [self.headline()]
         for r in rows:
             lines.append("  ".join(cell.ljust(w) for cell, w in zip(r, widths)) + "  " + r[-1])
+        lines.extend(self._root_cause_lines())
         lines.append("logs: %s" % self.run_dir)
         text = "\n".join(line.rstrip() for line in lines) + "\n"
         if tail:
             text += "recent output%s:\n%s" % (self._skip_note(tail), plain(tail))
         return text
+
+    def _root_cause_lines(self):
+        """["root cause (rank 1): RuntimeError: ...", "  EI0006: ..."], or []."""
+        if not self.root_cause or self.first_failure is None:
+            return []
+        head = "root cause (rank %d): %s" % (self.first_failure.rank, self.root_cause[0])
+        return [head] + ["  " + line for line in self.root_cause[1:]]
 
     def _skip_note(self, tail):
         shown = tail.count("\n")
@@ -238,6 +258,8 @@ class JobStatus:
                    cell, state_colour.get(row.state, "inherit"), status, cell, elapsed, cell, last)
             )
         out.append("</table>")
+        for line in self._root_cause_lines():
+            out.append('<div style="color:#d1242f;white-space:pre">%s</div>' % html.escape(line))
         out.append("<div>logs: %s</div>" % html.escape(self.run_dir))
         if tail:
             out.append('<div>recent output%s:</div><pre style="margin:0">%s</pre>'

@@ -167,7 +167,7 @@ class LiveOutput:
 
     def _summarize(self, result):
         if self.status.outcome is None:
-            self.status.finish(result, lambda path: _core.read_log_tail(path, 1, 4096))
+            self.status.finish(result, lambda path: _core.read_log_tail(path, 1, 4096), _core.root_cause)
 
     def finish(self, result, waited):
         """Shows how the job ended. In a notebook the status view becomes the

@@ -149,7 +149,12 @@ class DistributedRuntimeError(DavincirunError, RuntimeError):
     """A rank of the distributed job failed; the other ranks were stopped.
 
     The message names the first rank that failed, how it ended, its log file
-    and the last lines of that log, then how every other rank ended.
+    and what that log says: the root cause when one is found there (the last
+    Python traceback's head and its exception, MindSpore's "Ascend Error
+    Message" and "Framework Error Message" sections without the C++ call
+    stack, CANN error codes such as ``EI0006``, torchrun's failure summary,
+    then the log's last 5 lines; ``...`` marks skipped lines), else the last
+    20 lines of that log; then how every other rank ended.
 
     Attributes:
         rank (int): the first rank that failed (by time); -1 when it was
@@ -159,7 +164,14 @@ class DistributedRuntimeError(DavincirunError, RuntimeError):
         signal (int | None): the signal that killed it, or ``None``.
         returncode (int): ``exit_code``, or 128 + ``signal``, as a shell reports it.
         log_file (str): path of that rank's log file.
-        log_tail (str): the last lines of that log file.
+        log_tail (str): the last 20 lines of that log file.
+        root_cause (str | None): the root-cause block of that log, as the
+            message shows it (lines ending in ``\\n``); ``None`` when no
+            traceback, error code or error section was found there.
+        root_cause_exception (str | None): the exception line of that block
+            (``"RuntimeError: ..."``); ``None`` without a traceback.
+        root_cause_error_code (str | None): its most telling CANN error-code
+            line (``"EI0006: ..."``); ``None`` without one.
         result: the job's full result (``ranks``, ``first_failure``, ``stop_reason``).
     """
 
@@ -170,4 +182,7 @@ class DistributedRuntimeError(DavincirunError, RuntimeError):
     returncode: Optional[int] = None
     log_file: Optional[str] = None
     log_tail: Optional[str] = None
+    root_cause: Optional[str] = None
+    root_cause_exception: Optional[str] = None
+    root_cause_error_code: Optional[str] = None
     result: Any = None  # _core.JobResult

@@ -243,6 +243,10 @@ def runtime_error(result: _core.JobResult) -> DistributedRuntimeError:
         error.returncode = failed.returncode
         error.log_file = failed.log_path
         error.log_tail = _core.read_log_tail(failed.log_path)
+        cause = _core.root_cause(failed.log_path)
+        error.root_cause = cause.text if cause.found else None
+        error.root_cause_exception = cause.exception or None
+        error.root_cause_error_code = cause.error_code or None
     else:
         error.returncode = result.exit_code
     return error

@@ -30,6 +30,7 @@
 #include "davincirun/process.hpp"
 #include "davincirun/rank_table.hpp"
 #include "davincirun/rank_table_loader.hpp"
+#include "davincirun/root_cause.hpp"
 #include "davincirun/server_identity.hpp"
 #include "davincirun/supervisor.hpp"
 #include "davincirun/unique_fd.hpp"
