@@ -193,7 +193,9 @@ class LiveOutput:
                 except Exception:
                     pass
             self._note_skipped(0, final=True)
-            self._writer.note("logs of all %d rank(s): %s" % (len(result.ranks), self._core.run_dir))
+            ranks = sum(1 for r in result.ranks if r.role == "rank")
+            scheduler = " and the scheduler" if ranks < len(result.ranks) else ""
+            self._writer.note("logs of all %d rank(s)%s: %s" % (ranks, scheduler, self._core.run_dir))
         else:
             self._note_skipped(0, final=True)
             self._writer.text(self.status.text())

@@ -1,6 +1,6 @@
-// MindSpore's dynamic-cluster mode in the plan: the workers' and the
-// scheduler's variables, derived ports and job ids, taken ports, and the
-// tables a plan makes itself (--nproc, --devices).
+// MindSpore's dynamic-cluster mode in the plan: derived ports and job ids,
+// taken ports, the tables a plan makes itself (--nproc, --devices), and the
+// scheduler in results. (The variables of its roles: test_environment.cpp.)
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
@@ -8,7 +8,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <map>
 #include <set>
 #include <string>
 
@@ -23,26 +22,6 @@ using namespace davincirun;
 
 namespace {
 
-std::map<std::string, std::string> as_map(const Environment& env) {
-  std::map<std::string, std::string> out;
-  for (const auto& e : env.entries()) out.emplace(e.substr(0, e.find('=')), e.substr(e.find('=') + 1));
-  return out;
-}
-
-JobEnvironment a_dynamic_job() {
-  JobEnvironment job;
-  job.rank_table_file = "/run/hccl.json";
-  job.world_size = 16;
-  job.rank_start = 8;
-  job.local_world_size = 8;
-  job.job_id = "job-1";
-  job.master_addr = "10.0.0.1";
-  job.master_port = 29500;
-  job.dynamic_cluster = true;
-  job.sched_port = 21234;
-  return job;
-}
-
 std::string two_server_table() {
   return R"({"version": "1.0", "server_count": "2", "status": "completed", "server_list": [
     {"server_id": "10.0.0.1", "device": [{"device_id": "0", "device_ip": "192.1.0.1", "rank_id": "0"}]},
@@ -50,47 +29,6 @@ std::string two_server_table() {
 }
 
 }  // namespace
-
-TEST_CASE("a dynamic-cluster worker gets msrun's variables beside its rank identity", "[dynamic_cluster]") {
-  RankAssignment rank;
-  rank.rank = 10;
-  rank.local_rank = 2;
-  rank.physical_device_id = 6;
-  rank.logical_device_id = 2;
-  const Environment inherited({"MS_ROLE=MS_SCHED", "MS_NODE_ID=99", "MS_SCHED_PORT=1"});
-  const auto env = as_map(rank_environment(inherited, a_dynamic_job(), rank));
-  CHECK(env.at("MS_ROLE") == "MS_WORKER");
-  CHECK(env.at("MS_NODE_ID") == "10");
-  CHECK(env.at("RANK_ID") == "10");
-  CHECK(env.at("MS_SCHED_HOST") == "10.0.0.1");
-  CHECK(env.at("MS_SCHED_PORT") == "21234");
-  CHECK(env.at("MS_WORKER_NUM") == "16");
-  CHECK(env.at("RANK_SIZE") == "16");
-  CHECK(env.at("DEVICE_ID") == "2");
-  CHECK(env.at("ASCEND_DEVICE_ID") == "2");
-  CHECK(env.at("RANK_TABLE_FILE") == "/run/hccl.json");
-}
-
-TEST_CASE("the scheduler gets msrun's scheduler variables and no device or torch identity", "[dynamic_cluster]") {
-  RankAssignment scheduler;
-  scheduler.role = ProcessRole::scheduler;
-  scheduler.rank = scheduler.local_rank = scheduler.physical_device_id = scheduler.logical_device_id = -1;
-  const Environment inherited({"DEVICE_ID=3", "RANK=5", "MASTER_PORT=1", "LOCAL_RANK={0,1}", "KEEP=yes"});
-  const auto env = as_map(rank_environment(inherited, a_dynamic_job(), scheduler));
-  CHECK(env.at("MS_ROLE") == "MS_SCHED");
-  CHECK(env.at("MS_SCHED_HOST") == "10.0.0.1");
-  CHECK(env.at("MS_SCHED_PORT") == "21234");
-  CHECK(env.at("MS_WORKER_NUM") == "16");
-  CHECK(env.at("RANK_ID") == "0");
-  CHECK(env.at("RANK_SIZE") == "16");
-  CHECK(env.at("JOB_ID") == "job-1");
-  CHECK(env.at("KEEP") == "yes");
-  for (const char* gone : {"MS_NODE_ID", "DEVICE_ID", "ASCEND_DEVICE_ID", "RANK", "LOCAL_RANK", "WORLD_SIZE",
-                           "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RANK_START"}) {
-    INFO(gone);
-    CHECK(env.count(gone) == 0);
-  }
-}
 
 TEST_CASE("derived ports are the same for the same table and job, and stay below the ephemeral range",
           "[dynamic_cluster]") {

@@ -43,6 +43,14 @@ JobEnvironment a_job() {
   return job;
 }
 
+// The same job in MindSpore's dynamic-cluster mode.
+JobEnvironment a_dynamic_job() {
+  JobEnvironment job = a_job();
+  job.dynamic_cluster = true;
+  job.sched_port = 21234;
+  return job;
+}
+
 RankAssignment a_rank() {
   RankAssignment rank;
   rank.rank = 10;
@@ -220,4 +228,40 @@ TEST_CASE("MA_CURRENT_HOST_IP defaults to the server's address and keeps a platf
   CHECK(as_map(rank_environment(Environment(), job, a_rank())).at("MA_CURRENT_HOST_IP") == "10.0.2.21");
   CHECK(as_map(rank_environment(Environment({"MA_CURRENT_HOST_IP=1.2.3.4"}), job, a_rank())).at("MA_CURRENT_HOST_IP") ==
         "1.2.3.4");
+}
+
+TEST_CASE("a dynamic-cluster worker gets msrun's variables beside its rank identity", "[dynamic_cluster]") {
+  const Environment inherited({"MS_ROLE=MS_SCHED", "MS_NODE_ID=99", "MS_SCHED_PORT=1"});
+  const auto env = as_map(rank_environment(inherited, a_dynamic_job(), a_rank()));
+  CHECK(env.at("MS_ROLE") == "MS_WORKER");
+  CHECK(env.at("MS_NODE_ID") == "10");
+  CHECK(env.at("RANK_ID") == "10");
+  CHECK(env.at("MS_SCHED_HOST") == "10.0.0.1");
+  CHECK(env.at("MS_SCHED_PORT") == "21234");
+  CHECK(env.at("MS_WORKER_NUM") == "16");
+  CHECK(env.at("RANK_SIZE") == "16");
+  CHECK(env.at("DEVICE_ID") == "2");
+  CHECK(env.at("ASCEND_DEVICE_ID") == "2");
+  CHECK(env.at("RANK_TABLE_FILE") == "/work/run/hccl.json");
+}
+
+TEST_CASE("the scheduler gets msrun's scheduler variables and no device or torch identity", "[dynamic_cluster]") {
+  RankAssignment scheduler;
+  scheduler.role = ProcessRole::scheduler;
+  scheduler.rank = scheduler.local_rank = scheduler.physical_device_id = scheduler.logical_device_id = -1;
+  const Environment inherited({"DEVICE_ID=3", "RANK=5", "MASTER_PORT=1", "LOCAL_RANK={0,1}", "KEEP=yes"});
+  const auto env = as_map(rank_environment(inherited, a_dynamic_job(), scheduler));
+  CHECK(env.at("MS_ROLE") == "MS_SCHED");
+  CHECK(env.at("MS_SCHED_HOST") == "10.0.0.1");
+  CHECK(env.at("MS_SCHED_PORT") == "21234");
+  CHECK(env.at("MS_WORKER_NUM") == "16");
+  CHECK(env.at("RANK_ID") == "0");
+  CHECK(env.at("RANK_SIZE") == "16");
+  CHECK(env.at("JOB_ID") == "job-1234abcd");
+  CHECK(env.at("KEEP") == "yes");
+  for (const char* gone : {"MS_NODE_ID", "DEVICE_ID", "ASCEND_DEVICE_ID", "RANK", "LOCAL_RANK", "WORLD_SIZE",
+                           "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RANK_START"}) {
+    INFO(gone);
+    CHECK(env.count(gone) == 0);
+  }
 }

@@ -136,10 +136,11 @@ unsigned conditions_of(const Environment& env, bool cache_in_use) {
 
 std::string expand(std::string_view value, int rank, const PlatformPaths& paths) {
   const std::string run_name = paths.run_dir.substr(paths.run_dir.rfind('/') + 1);
-  const std::pair<std::string_view, std::string> fields[] = {{"{run}", paths.run_dir},
-                                                             {"{member}", rank < 0 ? std::string("scheduler") : "rank_" + std::to_string(rank)},
-                                                             {"{cache}", paths.cache_dir},
-                                                             {"{run_name}", run_name}};
+  const std::pair<std::string_view, std::string> fields[] = {
+      {"{run}", paths.run_dir},
+      {"{member}", rank < 0 ? std::string("scheduler") : "rank_" + std::to_string(rank)},
+      {"{cache}", paths.cache_dir},
+      {"{run_name}", run_name}};
   std::string out(value);
   for (const auto& [key, replacement] : fields) {
     for (std::size_t pos = out.find(key); pos != std::string::npos; pos = out.find(key, pos + replacement.size())) {
