@@ -166,7 +166,7 @@ LoadedRankTable machine_table(const LaunchOptions& options) {
   if (options.devices) {
     devices = *options.devices;
   } else {
-    const int n = *options.nproc;
+    const int n = options.nproc.value_or(0);  // set: plans_without_table() said so
     const std::vector<int> present = present_devices(options.device_dir);
     if (!present.empty() && static_cast<std::size_t>(n) > present.size()) {
       throw OptionError("nproc",

@@ -45,7 +45,8 @@ int derived_port(std::string_view table_json, std::string_view job_id, std::stri
   hash = fnv1a64(job_id, hash);
   hash = fnv1a64(std::string_view("\0", 1), hash);
   hash = fnv1a64(purpose, hash);
-  constexpr auto span = static_cast<std::uint64_t>(last_derived_port - first_derived_port + 1);
+  constexpr std::uint64_t span =
+      static_cast<std::uint64_t>(last_derived_port) - static_cast<std::uint64_t>(first_derived_port) + 1;
   return first_derived_port + static_cast<int>(hash % span);
 }
 
