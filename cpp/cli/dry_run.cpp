@@ -23,10 +23,12 @@ std::string describe_plan(const LaunchPlan& plan, const std::vector<std::string>
       "device locks: {}\n"
       "cache disk: {}; ASCEND_PROCESS_LOG_PATH and the other platform defaults are set when the run directory "
       "exists (docs/environment.md)\n",
-      plan.job.job_id, plan.job.rank_table_file, to_string(plan.table.format), server.server_id,
-      plan.table.servers.size(), plan.job.rank_start, plan.job.rank_start + plan.job.local_world_size - 1,
-      plan.job.world_size, detail::shell_quote(command), plan.job.master_addr, plan.job.master_port, plan.work_dir,
-      plan.log_dir, server.server_id, plan.server_reason, plan.device_lock_dir.empty() ? "off" : plan.device_lock_dir,
+      plan.job.job_id,
+      plan.job.rank_table_file.empty() ? std::string("generated for this machine") : plan.job.rank_table_file,
+      to_string(plan.table.format), server.server_id, plan.table.servers.size(), plan.job.rank_start,
+      plan.job.rank_start + plan.job.local_world_size - 1, plan.job.world_size, detail::shell_quote(command),
+      plan.job.master_addr, plan.job.master_port, plan.work_dir, plan.log_dir, server.server_id, plan.server_reason,
+      plan.device_lock_dir.empty() ? "off" : plan.device_lock_dir,
       plan.cache_dir.empty() ? "not used" : plan.cache_dir);
   if (plan.job.dynamic_cluster) {
     out += fmt::format("launch mode dynamic-cluster: MindSpore's scheduler at {}:{}{}\n", plan.job.master_addr,

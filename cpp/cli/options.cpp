@@ -95,7 +95,7 @@ std::vector<int> parse_rank_list(std::string_view option, const std::string& tex
     if (item.empty() || *end != '\0' || errno != 0 || rank < 0 || rank > 1'000'000 ||
         item.find_first_not_of("0123456789") != std::string::npos) {
       throw UsageError(fmt::format("{} expects {} separated by commas, e.g. 0,4; got '{}'", option,
-                                   option == "--ranks-to-show" ? "rank ids" : "numbers", text));
+                                   option == "--ranks-to-show" ? "rank ids" : "device ids", text));
     }
     ranks.push_back(static_cast<int>(rank));
     start = comma + 1;
@@ -170,9 +170,11 @@ CliOptions parse_command_line(int argc, char** argv) {
     } else if (name == "--launch-mode") {
       out.launch.launch_mode = parse_launch_mode(value_of(name, arg));
     } else if (name == "--nproc") {
-      const std::vector<int> n = parse_rank_list(name, value_of(name, arg));
-      if (n.size() != 1) throw UsageError("--nproc expects one number of ranks, e.g. 2");
-      out.launch.nproc = n.front();
+      const std::string text = value_of(name, arg);
+      if (text.empty() || text.size() > 7 || text.find_first_not_of("0123456789") != std::string::npos) {
+        throw UsageError(fmt::format("--nproc expects a number of ranks, e.g. 2; got '{}'", text));
+      }
+      out.launch.nproc = std::stoi(text);  // its range is the option's rule (1..max_nproc)
     } else if (name == "--devices") {
       out.launch.devices = parse_rank_list(name, value_of(name, arg));
     } else if (name == "--dry-run") {

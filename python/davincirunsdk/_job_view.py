@@ -231,7 +231,9 @@ class JobStatus:
         """["root cause (rank 1): RuntimeError: ...", "  EI0006: ..."], or []."""
         if not self.root_cause or self.first_failure is None:
             return []
-        head = "root cause (rank %d): %s" % (self.first_failure.rank, self.root_cause[0])
+        failed = self.first_failure
+        who = "scheduler" if failed.rank < 0 else "rank %d" % failed.rank
+        head = "root cause (%s): %s" % (who, self.root_cause[0])
         return [head] + ["  " + line for line in self.root_cause[1:]]
 
     def _skip_note(self, tail):

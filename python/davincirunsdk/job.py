@@ -145,8 +145,11 @@ class DistributedJob:
         (``None`` until the job is over; then the exit code, or -N for signal
         N, as ``subprocess.Popen`` has it). davincirunsdk 0.1.x listed
         ``subprocess.Popen`` objects here; the ranks are now children of the
-        job's supervisor process (see :class:`RankProcess`)."""
-        return [RankProcess(self, index) for index in range(len(self.pids))]
+        job's supervisor process (see :class:`RankProcess`). MindSpore's
+        scheduler (``launch_mode="dynamic-cluster"``) is not listed: it is
+        no rank; ``pids`` and ``result.ranks`` include it, last."""
+        ranks = [i for i, a in enumerate(self.plan.ranks) if a.role == "rank"]
+        return [RankProcess(self, index) for index in ranks]
 
     @property
     def result(self) -> Optional[_core.JobResult]:

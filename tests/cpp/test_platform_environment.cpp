@@ -143,9 +143,12 @@ TEST_CASE("every rule of the platform table, without the cache disk", "[platform
     std::vector<PlatformDirectory> dirs;
     Vars expected = s.expected;
     expected["ASCEND_PROCESS_LOG_PATH"] = kRun + "/ascend/process_log/rank_3";
+    // No mode set MS_OM_PATH: MindSpore's rank_<id>/om/ still stays out of the code folder.
+    const bool om_default = expected.emplace("MS_OM_PATH", kRun + "/mindspore/om").second;
     CHECK(added(s.inputs, 3, no_cache, &dirs) == expected);
     std::vector<std::string> expected_dirs = {kRun + "/ascend/process_log/rank_3"};
     expected_dirs.insert(expected_dirs.end(), s.dirs.begin(), s.dirs.end());
+    if (om_default) expected_dirs.push_back(kRun + "/mindspore/om");
     CHECK(paths_of(dirs) == expected_dirs);
     for (const auto& d : dirs) CHECK_FALSE(d.remove_after_job);
   }
@@ -157,6 +160,7 @@ TEST_CASE("a value the user set wins over every row, and names no directory", "[
     Vars inputs = s.inputs;
     for (const auto& [name, value] : s.expected) inputs[name] = "user-" + name;
     inputs["ASCEND_PROCESS_LOG_PATH"] = "";  // set, though empty
+    inputs["MS_OM_PATH"] = "/mine/om";
     inputs["ASCEND_WORK_PATH"] = "/mine/work";
     inputs["ASCEND_CACHE_PATH"] = "/mine/cache";
     std::vector<PlatformDirectory> dirs;
@@ -172,11 +176,12 @@ TEST_CASE("the cache disk: ASCEND_WORK_PATH kept, ASCEND_CACHE_PATH removed afte
   std::vector<PlatformDirectory> dirs;
   const Vars got = added({}, 1, kPaths, &dirs);
   CHECK(got == Vars{{"ASCEND_PROCESS_LOG_PATH", kRun + "/ascend/process_log/rank_1"},
+                    {"MS_OM_PATH", kRun + "/mindspore/om"},
                     {"ASCEND_WORK_PATH", "/cache/davincirun/work/20240101-000000-job-1"},
                     {"ASCEND_CACHE_PATH", "/cache/davincirun/kernel_cache/20240101-000000-job-1"}});
-  REQUIRE(dirs.size() == 3);
-  CHECK((dirs[1] == PlatformDirectory{"/cache/davincirun/work/20240101-000000-job-1", false}));
-  CHECK((dirs[2] == PlatformDirectory{"/cache/davincirun/kernel_cache/20240101-000000-job-1", true}));
+  REQUIRE(dirs.size() == 4);
+  CHECK((dirs[2] == PlatformDirectory{"/cache/davincirun/work/20240101-000000-job-1", false}));
+  CHECK((dirs[3] == PlatformDirectory{"/cache/davincirun/kernel_cache/20240101-000000-job-1", true}));
 }
 
 TEST_CASE("MA_ALGORITHM_OPERATOR that is no JSON object gives a warning, never IDE mode", "[platform_environment]") {
@@ -213,4 +218,19 @@ TEST_CASE("the cache root: DAVINCIRUN_CACHE_ROOT, off, missing, not a directory,
   CHECK(usable_cache_dir(with({})) == (default_usable ? "/cache/davincirun" : ""));
   CHECK(default_log_dir("") == "./log");
   CHECK(default_log_dir("/c/davincirun") == "/c/davincirun/log");
+}
+
+TEST_CASE("a cache root the user set that cannot be used gives a warning naming why", "[platform_environment]") {
+  const auto warnings_for = [](const std::string& root) {
+    return platform_warnings(with({{"DAVINCIRUN_CACHE_ROOT", root}}));
+  };
+  const auto missing = warnings_for("/nonexistent/davincirun-cache-root");
+  REQUIRE(missing.size() == 1);
+  CHECK(missing[0].find("DAVINCIRUN_CACHE_ROOT /nonexistent/davincirun-cache-root cannot be used (No such file") == 0);
+  const auto file = warnings_for("/proc/version");
+  REQUIRE(file.size() == 1);
+  CHECK(file[0].find("(not a directory)") != std::string::npos);
+  CHECK(warnings_for("off").empty());
+  CHECK(warnings_for("/tmp").empty());
+  CHECK(usable_cache_dir(with({{"DAVINCIRUN_CACHE_ROOT", "/nonexistent/x"}})).empty());
 }

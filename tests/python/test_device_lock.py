@@ -73,7 +73,8 @@ def test_a_second_job_on_a_busy_device_is_refused_at_once(tmp_path, rank_table, 
         assert str(error).startswith("device 1 is in use by another job: pid %d (job %s, started "
                                      % (first.supervisor_pid, first.job_id))
         first_line, hint = str(error).split("\n")
-        assert first_line.endswith("Z): %s -c 'import time; time.sleep(120)'" % sys.executable)
+        assert first_line.endswith("Z): %s -c 'import time; time.sleep(120)'; wait for it to end, or run on other "
+                                   "devices (devices= / --devices)" % sys.executable)
         # The holder is a job of this very process (e.g. an earlier notebook cell's): say what to do.
         assert hint == ("(that is job %s, started by this process, e.g. by an earlier cell: "
                         "davincirunsdk.running_jobs() returns it; call its terminate() or wait() first)"

@@ -133,7 +133,9 @@ def test_an_unusable_cache_root_is_not_used(tmp_path, rank_table, job_env, monke
         root.write_text("not a directory")
     monkeypatch.chdir(str(code_dir))
     monkeypatch.setenv("DAVINCIRUN_CACHE_ROOT", str(root))
-    job, reports = run_job(rank_table, job_env, ranks=1, random_cache_dir=True)
+    why = "not a directory" if kind == "file" else "No such file or directory"
+    with pytest.warns(UserWarning, match=r"DAVINCIRUN_CACHE_ROOT .* cannot be used \(%s\)" % why):
+        job, reports = run_job(rank_table, job_env, ranks=1, random_cache_dir=True)
     assert os.path.dirname(job.run_dir) == str(code_dir / "log")  # the former default
     values = reports[0]["values"]
     assert values["ASCEND_WORK_PATH"] is None and values["ASCEND_CACHE_PATH"] is None
@@ -156,3 +158,31 @@ def test_the_cli_says_where_the_logs_went(tmp_path, rank_table, job_env):
     assert proc.returncode == 0, proc.stderr
     assert "logs in %s/davincirun/log/" % root in proc.stderr
     assert not (tmp_path / "log").exists()
+
+
+# A graph-mode shape error: MindSpore 2.10.0 writes rank_<id>/om/analyze_fail.ir
+# under MS_OM_PATH, else into the working directory, and its message points there.
+GRAPH_SHAPE_ERROR = (
+    "import numpy as np\n"
+    "import mindspore as ms\n"
+    "from mindspore import nn, Tensor\n"
+    "ms.set_context(mode=ms.GRAPH_MODE)\n"
+    "print(nn.Dense(16, 4)(Tensor(np.ones((8, 10), np.float32))))\n"
+)
+
+
+@pytest.mark.mindspore
+def test_mindspores_files_of_a_failed_compile_stay_out_of_the_code_folder(tmp_path, rank_table, job_env,
+                                                                          mindspore_python):
+    from davincirunsdk import DistributedRuntimeError
+
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text(GRAPH_SHAPE_ERROR)
+    job = start_distributed_train([mindspore_python, "train.py"], work_dir=str(code), log_dir=str(tmp_path / "log"),
+                                  rank_table=rank_table(1), env=job_env, output_notebook=False)
+    with pytest.raises(DistributedRuntimeError) as info:
+        job.wait()
+    assert "For 'MatMul'" in str(info.value)
+    assert sorted(os.listdir(str(code))) == ["train.py"]
+    assert os.path.isfile(os.path.join(job.run_dir, "mindspore", "om", "rank_0", "om", "analyze_fail.ir"))

@@ -85,7 +85,8 @@ class OptionError : public ConfigError {
   /// directory", "env: invalid variable name ''"), or nowhere.
   OptionError(std::string option, const std::string& message);
   /// A message naming the option inside: `before` + option + `after`, e.g.
-  /// "no rank table: set RANK_TABLE_FILE or give " + "rank_table".
+  /// "no rank table: set RANK_TABLE_FILE or give " + "rank_table" + " (...)",
+  /// which then names nproc, for a machine without a table.
   OptionError(std::string option, const std::string& before, const std::string& after);
   /// The option's name, e.g. "grace_period" (the CLI flag is --grace-period).
   const std::string& option() const noexcept { return option_; }
@@ -115,7 +116,7 @@ class NoRankTableError : public OptionError {
 /// Devices of this job are locked by another job (device_lock.hpp); nothing
 /// was started. `what()` names the devices and every holder, e.g.
 /// `devices 0, 1 are in use by another job: pid 1234 (job 20261130-ab12, started 2026-11-30T20:01:02Z): python
-/// train.py`.
+/// train.py; wait for it to end, or run on other devices (devices= / --devices)`.
 class DeviceBusyError : public ConfigError {
  public:
   DeviceBusyError(std::vector<int> devices, pid_t holder_pid, std::string holder_description,

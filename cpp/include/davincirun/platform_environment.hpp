@@ -34,7 +34,9 @@ std::string default_log_dir(const std::string& cache_dir);
 
 /// Sentences for LaunchPlan::warnings about the platform variables of
 /// `environment` (inherited plus explicit): a MA_ALGORITHM_OPERATOR that is
-/// set but is no JSON object (then the IDE-mode rule is not applied).
+/// set but is no JSON object (then the IDE-mode rule is not applied); a
+/// DAVINCIRUN_CACHE_ROOT that is set (absolute, not "off") but missing, no
+/// directory, or not writable, so the cache disk is not used.
 std::vector<std::string> platform_warnings(const Environment& environment);
 
 /// Where one run's platform directories go.

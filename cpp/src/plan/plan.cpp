@@ -188,7 +188,8 @@ LoadedRankTable load_completed_table(const LaunchOptions& options, const Environ
   if (path.empty()) path = environment.get("RANK_TABLE_FILE").value_or("");
   if (path.empty()) {
     throw NoRankTableError("no rank table: set RANK_TABLE_FILE or give ",
-                           " (the rank table file, or the directory holding it)");
+                           " (the rank table file, or the directory holding it); on a machine without one, "
+                           "nproc=N (davincirun --nproc N) runs N ranks here");
   }
   RankTableLoadOptions load;
   load.wait_timeout = options.wait_timeout;

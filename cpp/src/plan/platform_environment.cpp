@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 
 #include <fmt/format.h>
@@ -79,6 +81,10 @@ constexpr Rule kRules[] = {
     {faults_mindspore, "MS_RDR_ENABLE", "1"},
     {faults_mindspore, "MS_RDR_PATH", "{run}/mindspore/log", Dir::value},
     {diagnostic_data, "MS_DIAGNOSTIC_DATA_PATH", "{run}/mindspore/diagnostic_data", Dir::value},
+    // After the modes' rows, which set it to their log directory: where
+    // MindSpore writes rank_<id>/om/ (analyze_fail.ir of a failed graph
+    // compile), else the ranks' working directory, the code folder.
+    {always, "MS_OM_PATH", "{run}/mindspore/om", Dir::value},
     {cache, "ASCEND_WORK_PATH", "{cache}/work/{run_name}", Dir::value},
     {cache, "ASCEND_CACHE_PATH", "{cache}/kernel_cache/{run_name}", Dir::value_removed_after_job},
 };
@@ -168,10 +174,33 @@ std::string usable_cache_dir(const Environment& launcher) {
 std::string default_log_dir(const std::string& cache_dir) { return cache_dir.empty() ? "./log" : cache_dir + "/log"; }
 
 std::vector<std::string> platform_warnings(const Environment& environment) {
-  if (ide_mode(environment) != IdeMode::malformed) return {};
-  return {
-      "MA_ALGORITHM_OPERATOR is not a JSON object; the ModelArts IDE-mode rule (SLOG_PRINT_TO_STDOUT=1) is not "
-      "applied"};
+  std::vector<std::string> warnings;
+  if (ide_mode(environment) == IdeMode::malformed) {
+    warnings.emplace_back(
+        "MA_ALGORITHM_OPERATOR is not a JSON object; the ModelArts IDE-mode rule (SLOG_PRINT_TO_STDOUT=1) is not "
+        "applied");
+  }
+  // A cache root the user chose on purpose is not dropped in silence (a
+  // missing /cache is the normal case off ModelArts and says nothing).
+  const std::string root = environment.get("DAVINCIRUN_CACHE_ROOT").value_or("");
+  if (!root.empty() && root != "off" && root[0] == '/') {
+    struct stat st{};
+    const char* why = nullptr;
+    if (::stat(root.c_str(), &st) != 0) {
+      why = std::strerror(errno);
+    } else if (!S_ISDIR(st.st_mode)) {
+      why = "not a directory";
+    } else if (::access(root.c_str(), W_OK | X_OK) != 0) {
+      why = "this user cannot write into it";
+    }
+    if (why) {
+      warnings.push_back(
+          fmt::format("DAVINCIRUN_CACHE_ROOT {} cannot be used ({}): the cache disk is not used, and "
+                      "the logs go to ./log unless log_dir is given",
+                      root, why));
+    }
+  }
+  return warnings;
 }
 
 std::vector<PlatformDirectory> apply_platform_defaults(Environment& env, int rank, const PlatformPaths& paths) {

@@ -242,6 +242,7 @@ std::string device_list(const std::vector<int>& devices) {
                            devices.size() == 1 ? "is" : "are", holder->summary);
   }
   std::sort(all.begin(), all.end());
+  message += "; wait for it to end, or run on other devices (devices= / --devices)";
   const Holder& first = busy.front().second;
   throw DeviceBusyError(all, first.pid, first.description, message);
 }

@@ -378,23 +378,30 @@ void Supervisor::sweep_descendants() {
 void Supervisor::begin_stop(StopReason reason, std::optional<std::size_t> except, const std::string& why) {
   stop_reason_ = reason;
   std::size_t stopped = 0;
+  bool scheduler = false;  // MindSpore's, counted apart from the ranks
   for (std::size_t i = 0; i < ranks_.size(); ++i) {
     Rank& r = ranks_[i];
     if (r.exited || (except && *except == i)) continue;
     r.child.signal_group(SIGTERM);
     r.result.terminated_by_launcher = true;
-    ++stopped;
+    if (r.result.role == ProcessRole::scheduler) {
+      scheduler = true;
+    } else {
+      ++stopped;
+    }
   }
-  if (stopped == 0) {
+  if (stopped == 0 && !scheduler) {
     log_notice(why + (reason == StopReason::rank_failed ? "; no other rank is running" : ": no rank is running"));
     return;
   }
   kill_deadline_ = Clock::now() + options_.grace_period;
   if (options_.grace_period > detail::stop_report_delay) report_deadline_ = Clock::now() + detail::stop_report_delay;
   const std::string request = orphaned_.load() ? std::string() : options_.stop_request_name;
-  log_notice(fmt::format("{}{}{} rank(s) (SIGTERM); {}", why,
-                         reason == StopReason::rank_failed ? "; stopping the other " : ": stopping ", stopped,
-                         detail::kill_hint(options_.grace_period, request, reason == StopReason::requested)));
+  const std::string whom = stopped == 0 ? std::string("the scheduler")
+                                        : fmt::format("{} rank(s){}", stopped, scheduler ? " and the scheduler" : "");
+  log_notice(fmt::format("{}{}{} (SIGTERM); {}", why,
+                         reason == StopReason::rank_failed && stopped > 0 ? "; stopping the other " : ": stopping ",
+                         whom, detail::kill_hint(options_.grace_period, request, reason == StopReason::requested)));
 }
 
 // The ranks that outlive SIGTERM, named once.
