@@ -175,6 +175,7 @@ class JobStatus:
             "rank_failed": "failed",
             "requested": "stopped",
             "timed_out": "timed out",
+            "launcher_gone": "stopped",
             "signaled": "stopped by signal %d" % result.stop_signal,
         }.get(result.stop_reason, "failed")
         self.duration = max([row.ended - self.started for row in self.rows] or [0.0])

@@ -288,7 +288,7 @@ TEST_CASE("job result: every field round-trips", "[job_protocol]") {
   }
   SECTION("every stop reason") {
     for (StopReason reason : {StopReason::none, StopReason::rank_failed, StopReason::requested, StopReason::timed_out,
-                              StopReason::signaled}) {
+                              StopReason::signaled, StopReason::launcher_gone}) {
       JobResult want = sample_result();
       want.stop_reason = reason;
       want.stop_signal = reason == StopReason::signaled ? 15 : 0;

@@ -2,6 +2,8 @@
 failure, SIGINT, a SIGKILLed caller, a signal to the supervisor), nothing it started survives;
 see test_process_model.py for the promises and the Python API."""
 
+import json
+import os
 import re
 import signal
 import subprocess
@@ -71,6 +73,14 @@ def test_cli_caller_sigkill_leaves_no_descendant(tmp_path, rank_table, job_env, 
         stop(proc)  # SIGKILL: davincirun gets no chance to clean up
     assert proc.returncode == -signal.SIGKILL
     assert_nothing_survives(job_env[MARKER_VARIABLE], also=job.grandchild_pids(2))
+    # The job's supervisor process records why the job ended: not a Ctrl-C.
+    summary_path = os.path.join(str(job.log_dir), "latest", "summary.json")
+    deadline = time.monotonic() + 10
+    while not os.path.exists(summary_path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with open(summary_path) as f:
+        summary = json.load(f)
+    assert (summary["stop_reason"], summary["exit_code"]) == ("launcher_gone", 128 + signal.SIGHUP)
 
 
 @needs_cli

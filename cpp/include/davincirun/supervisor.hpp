@@ -121,9 +121,12 @@ enum class StopReason {
   requested,    ///< request_stop() (Ctrl-C, terminate())
   timed_out,    ///< the job ran longer than SupervisorOptions::job_timeout
   signaled,     ///< request_stop_by_signal(): a signal to the process running the supervisor
+  /// request_stop_orphaned(): whoever started the job is gone (the launcher
+  /// exited or was killed; its end of the lifeline closed).
+  launcher_gone,
 };
 
-/// "none", "rank_failed", "requested", "timed_out" or "signaled".
+/// "none", "rank_failed", "requested", "timed_out", "signaled" or "launcher_gone".
 const char* to_string(StopReason reason) noexcept;
 
 struct JobResult {
@@ -157,7 +160,8 @@ struct JobResult {
   /// 0 on success; the first failure's shell code (N, or 128+signal);
   /// 130 (128+SIGINT) when stopped on request without a failure; 128+N
   /// when signal N stopped it (StopReason::signaled); 124 (as timeout(1)
-  /// reports it) when the job timeout stopped it.
+  /// reports it) when the job timeout stopped it; 129 (128+SIGHUP, as for a
+  /// hangup) when the launcher went away (StopReason::launcher_gone).
   int exit_code() const noexcept;
 };
 
@@ -213,6 +217,10 @@ class Supervisor {
   void reap_children();
   void sweep_descendants();
   void handle_output(std::size_t index);
+  /// requested, or launcher_gone once request_stop_orphaned() was called.
+  StopReason requested_reason() const noexcept {
+    return orphaned_.load() ? StopReason::launcher_gone : StopReason::requested;
+  }
   void begin_stop(StopReason reason, std::optional<std::size_t> except, const std::string& why);
   void report_still_running();
   void kill_remaining();

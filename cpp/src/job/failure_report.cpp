@@ -57,6 +57,8 @@ std::string failure_report(const JobResult& result, std::size_t tail_lines) {
     } else {
       out += fmt::format("last lines of its log:\n{}\n", tail);
     }
+  } else if (result.stop_reason == StopReason::launcher_gone) {
+    out += "the job was stopped because the launcher that started it is gone\n";
   } else if (result.stop_reason == StopReason::requested) {
     out += "the job was stopped on request\n";
   } else if (result.stop_reason == StopReason::timed_out) {

@@ -256,6 +256,7 @@ JobResult decode_result(std::string_view data) {
                        : reason == 2 ? StopReason::requested
                        : reason == 3 ? StopReason::timed_out
                        : reason == 4 ? StopReason::signaled
+                       : reason == 5 ? StopReason::launcher_gone
                                      : StopReason::none;
   result.stop_signal = r.i32();
   result.leftover_processes_killed = r.u64();

@@ -17,6 +17,7 @@ const char* to_string(StopReason reason) noexcept {
     case StopReason::requested: return "requested";
     case StopReason::timed_out: return "timed_out";
     case StopReason::signaled: return "signaled";
+    case StopReason::launcher_gone: return "launcher_gone";
   }
   return "none";
 }
@@ -34,6 +35,7 @@ int JobResult::exit_code() const noexcept {
   if (stop_reason == StopReason::requested) return 128 + SIGINT;
   if (stop_reason == StopReason::signaled) return 128 + stop_signal;
   if (stop_reason == StopReason::timed_out) return 124;
+  if (stop_reason == StopReason::launcher_gone) return 128 + SIGHUP;
   for (const auto& r : ranks) {
     if (!r.status.success()) return r.status.shell_code();
   }

@@ -228,7 +228,7 @@ JobResult Supervisor::run() {
               log_notice(dropped_.load()
                              ? "the job was dropped (its handle destroyed) before it ended: killing every rank now"
                              : "kill requested: killing every rank now");
-              if (stop_reason_ == StopReason::none) stop_reason_ = StopReason::requested;
+              if (stop_reason_ == StopReason::none) stop_reason_ = requested_reason();
               kill_remaining();
             } else if (stop_requests_ == 1 && stop_reason_ == StopReason::none) {
               if (const int sig = stop_signal_.load(); sig != 0) {
@@ -236,12 +236,12 @@ JobResult Supervisor::run() {
                 begin_stop(StopReason::signaled, std::nullopt,
                            fmt::format("the job supervisor got signal {} (SIG{})", sig, name ? name : "?"));
               } else {
-                begin_stop(StopReason::requested, std::nullopt,
+                begin_stop(requested_reason(), std::nullopt,
                            orphaned_.load() ? "the launcher is gone" : "stop requested");
               }
             } else {
               log_notice("stop requested again: killing every rank now");
-              if (stop_reason_ == StopReason::none) stop_reason_ = StopReason::requested;
+              if (stop_reason_ == StopReason::none) stop_reason_ = requested_reason();
               kill_remaining();
             }
           }
