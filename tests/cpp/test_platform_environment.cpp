@@ -54,6 +54,13 @@ struct Scenario {
 
 std::vector<Scenario> scenarios() {
   const std::string ms_log = kRun + "/mindspore/log";
+  // What MA_DIAG_MODE_ENV=faults sets without MindSpore >= 1.4.
+  const Vars faults = {{"PRINT_MODEL", "1"},
+                       {"DUMP_GE_GRAPH", "2"},
+                       {"DUMP_GRAPH_LEVEL", "2"},
+                       {"ASCEND_GLOBAL_LOG_LEVEL", "1"},
+                       {"ASCEND_HOST_LOG_FILE_NUM", "1000"},
+                       {"NPU_COLLECT_PATH", kRun + "/ascend/npu_collect/rank_3"}};
   return {
       {"no platform variables", {}, {}, {}},
       {"IDE mode",
@@ -70,21 +77,11 @@ std::vector<Scenario> scenarios() {
       {"malformed MA_ALGORITHM_OPERATOR", {{"MA_ALGORITHM_OPERATOR", "{not json"}}, {}, {}},
       {"faults, not MindSpore",
        {{"MA_DIAG_MODE_ENV", "faults"}, {"MA_ENGINE_VERSION", "tensorflow_1.15.0-cann_5.1.0-py_3.7"}},
-       {{"PRINT_MODEL", "1"},
-        {"DUMP_GE_GRAPH", "2"},
-        {"DUMP_GRAPH_LEVEL", "2"},
-        {"ASCEND_GLOBAL_LOG_LEVEL", "1"},
-        {"ASCEND_HOST_LOG_FILE_NUM", "1000"},
-        {"NPU_COLLECT_PATH", kRun + "/ascend/npu_collect/rank_3"}},
+       faults,
        {kRun + "/ascend/npu_collect/rank_3/extra-info/graph"}},
       {"faults, MindSpore 1.3",
        {{"MA_DIAG_MODE_ENV", "faults"}, {"MA_ENGINE_VERSION", "mindspore_1.3.0-cann_5.0.2"}},
-       {{"PRINT_MODEL", "1"},
-        {"DUMP_GE_GRAPH", "2"},
-        {"DUMP_GRAPH_LEVEL", "2"},
-        {"ASCEND_GLOBAL_LOG_LEVEL", "1"},
-        {"ASCEND_HOST_LOG_FILE_NUM", "1000"},
-        {"NPU_COLLECT_PATH", kRun + "/ascend/npu_collect/rank_3"}},
+       faults,
        {kRun + "/ascend/npu_collect/rank_3/extra-info/graph"}},
       {"faults, MindSpore 1.10 (a later version than 1.4, not a smaller text)",
        {{"MA_DIAG_MODE_ENV", "faults"},
