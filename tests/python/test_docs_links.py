@@ -154,7 +154,7 @@ def python_blocks():
                 yield pytest.param(text, id="%s:%d" % (os.path.relpath(path, REPO), number))
 
 
-@pytest.mark.parametrize("source", python_blocks())
+@pytest.mark.parametrize("source", list(python_blocks()))
 def test_every_python_block_parses(source):
     if sys.version_info >= (3, 8):
         ast.parse(source, feature_version=(3, 7))
