@@ -120,7 +120,9 @@ def expected_exit(plan):
         return 130, 130 if plan.caller == "python" else 128 + signal.SIGTERM
     if plan.ending == "interrupt":
         return 130, 130
-    return 130, -signal.SIGKILL  # caller_kill: the supervisor stops the job as on request
+    # caller_kill: the supervisor stops the job itself and records why
+    # (stop_reason launcher_gone, 128 + SIGHUP).
+    return 128 + signal.SIGHUP, -signal.SIGKILL
 
 
 def _wait_ready(ledger, ranks, caller, limit=30.0, also=None):
@@ -300,8 +302,8 @@ def _status_code(entry):
 
 
 def _check_summary(plan, result, summary, job_code):
-    expected_reason = {"success": "none", "rank_failure": "rank_failed", "timeout": "timed_out"}.get(
-        plan.ending, "requested")
+    expected_reason = {"success": "none", "rank_failure": "rank_failed", "timeout": "timed_out",
+                       "caller_kill": "launcher_gone"}.get(plan.ending, "requested")
     first = summary["first_failure"]
     got = (summary["exit_code"], summary["stop_reason"], first)
     want = (job_code, expected_reason, plan.primary)
