@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "davincirun/device_lock.hpp"
 #include "davincirun/errors.hpp"
@@ -146,12 +147,6 @@ std::vector<std::string> option_warnings(const LaunchOptions& options) {
   return warnings;
 }
 
-std::string device_list(const std::vector<int>& devices) {
-  std::string out;
-  for (const int d : devices) out += (out.empty() ? "" : ",") + std::to_string(d);
-  return out;
-}
-
 // Without a rank table (a debug machine): --nproc, or --devices alone.
 bool plans_without_table(const LaunchOptions& options, const Environment& environment) {
   if (options.nproc) return true;
@@ -171,12 +166,12 @@ LoadedRankTable machine_table(const LaunchOptions& options) {
     if (!present.empty() && static_cast<std::size_t>(n) > present.size()) {
       throw OptionError("nproc",
                         fmt::format("nproc {} asks for more ranks than this machine has NPUs ({}: {} under {})", n,
-                                    present.size(), device_list(present), options.device_dir));
+                                    present.size(), fmt::join(present, ","), options.device_dir));
     }
     for (int i = 0; i < n; ++i) devices.push_back(present.empty() ? i : present[static_cast<std::size_t>(i)]);
   }
   LoadedRankTable loaded;
-  loaded.table = detail::one_server_table(devices, fmt::format("(this machine, devices {})", device_list(devices)));
+  loaded.table = detail::one_server_table(devices, fmt::format("(this machine, devices {})", fmt::join(devices, ",")));
   return loaded;
 }
 
@@ -215,7 +210,7 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   plan.table = std::move(loaded.table);
   if (options.devices && !without_table) {
     plan.table = detail::narrowed_table(plan.table, *options.devices,
-                                        fmt::format("{} (devices {})", loaded.path, device_list(*options.devices)));
+                                        fmt::format("{} (devices {})", loaded.path, fmt::join(*options.devices, ",")));
   }
   if (options.ranks_to_show) {
     for (const int rank : *options.ranks_to_show) {

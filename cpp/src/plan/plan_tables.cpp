@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "davincirun/errors.hpp"
@@ -12,12 +13,6 @@ namespace davincirun::detail {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-std::string device_list(const std::vector<int>& devices) {
-  std::string out;
-  for (const int d : devices) out += (out.empty() ? "" : ",") + std::to_string(d);
-  return out;
-}
 
 }  // namespace
 
@@ -40,7 +35,7 @@ RankTable narrowed_table(const RankTable& table, const std::vector<int>& devices
   if (table.servers.size() != 1) {
     throw OptionError("devices", fmt::format("devices {} narrows a one-server rank table, and this one lists {} "
                                              "servers: leave devices out, or give each server a table of its own",
-                                             device_list(devices), table.servers.size()));
+                                             fmt::join(devices, ","), table.servers.size()));
   }
   const auto& listed = table.servers.front().devices;
   for (const int d : devices) {
@@ -51,7 +46,7 @@ RankTable narrowed_table(const RankTable& table, const std::vector<int>& devices
       for (const auto& x : listed) ids.push_back(x.device_id);
       throw OptionError("devices", fmt::format("devices: device {} is not in the rank table, whose server lists "
                                                "devices {}",
-                                               d, device_list(ids)));
+                                               d, fmt::join(ids, ",")));
     }
   }
   // The normalized text keeps every field the platform wrote; only the

@@ -156,6 +156,16 @@ std::string expand(std::string_view value, int rank, const PlatformPaths& paths)
   return out;
 }
 
+// Why `root` cannot hold the cache (missing, no directory, not writable
+// and searchable: access(2) W_OK|X_OK), or nullptr when it can.
+const char* unusable_cache_root(const std::string& root) {
+  struct stat st{};
+  if (::stat(root.c_str(), &st) != 0) return std::strerror(errno);
+  if (!S_ISDIR(st.st_mode)) return "not a directory";
+  if (::access(root.c_str(), W_OK | X_OK) != 0) return "this user cannot write into it";
+  return nullptr;
+}
+
 }  // namespace
 
 std::string usable_cache_dir(const Environment& launcher) {
@@ -166,8 +176,7 @@ std::string usable_cache_dir(const Environment& launcher) {
     throw ConfigError(fmt::format("DAVINCIRUN_CACHE_ROOT must be an absolute path (or \"off\"), got '{}'", root));
   }
   while (root.size() > 1 && root.back() == '/') root.pop_back();
-  struct stat st{};
-  if (::stat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || ::access(root.c_str(), W_OK | X_OK) != 0) return {};
+  if (unusable_cache_root(root)) return {};
   return (root == "/" ? "" : root) + "/davincirun";
 }
 
@@ -184,16 +193,7 @@ std::vector<std::string> platform_warnings(const Environment& environment) {
   // missing /cache is the normal case off ModelArts and says nothing).
   const std::string root = environment.get("DAVINCIRUN_CACHE_ROOT").value_or("");
   if (!root.empty() && root != "off" && root[0] == '/') {
-    struct stat st{};
-    const char* why = nullptr;
-    if (::stat(root.c_str(), &st) != 0) {
-      why = std::strerror(errno);
-    } else if (!S_ISDIR(st.st_mode)) {
-      why = "not a directory";
-    } else if (::access(root.c_str(), W_OK | X_OK) != 0) {
-      why = "this user cannot write into it";
-    }
-    if (why) {
+    if (const char* why = unusable_cache_root(root)) {
       warnings.push_back(
           fmt::format("DAVINCIRUN_CACHE_ROOT {} cannot be used ({}): the cache disk is not used, and "
                       "the logs go to ./log unless log_dir is given",
