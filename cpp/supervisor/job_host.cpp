@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "common/linux_compat.hpp"
+#include "common/random_bytes.hpp"
 #include "common/remove_tree.hpp"
 #include "common/text.hpp"
 #include "davincirun/device_lock.hpp"
@@ -62,43 +63,11 @@ std::string subreaper_notice(int error) {
       errno_text(error));
 }
 
-// Fills `buf` through getrandom(2)'s system call (the C library's wrapper
-// needs glibc 2.25); false when the kernel lacks it (before Linux 3.17).
-bool fill_by_getrandom(unsigned char* buf, std::size_t size) {
-#ifdef SYS_getrandom
-  for (std::size_t got = 0; got < size;) {
-    const long n = ::syscall(SYS_getrandom, buf + got, size - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == ENOSYS) return false;
-    if (n < 0) throw SystemError("getrandom", errno);
-    got += static_cast<std::size_t>(n);
-  }
-  return true;
-#else
-  (void)buf;
-  (void)size;
-  return false;
-#endif
-}
-
-void fill_by_urandom(unsigned char* buf, std::size_t size) {
-  const UniqueFd fd(::open("/dev/urandom", O_RDONLY | O_CLOEXEC));
-  if (!fd) throw SystemError("open /dev/urandom", errno);
-  for (std::size_t got = 0; got < size;) {
-    const ssize_t n = ::read(fd.get(), buf + got, size - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw SystemError("read /dev/urandom", n < 0 ? errno : EIO);
-    got += static_cast<std::size_t>(n);
-  }
-}
-
 // 128 random bits, hex: marks every process of this job (DAVINCIRUN_JOB_TAG),
 // so the launcher can still find them should this process be killed.
 std::string random_tag() {
-  unsigned char bytes[16] = {};
-  if (!fill_by_getrandom(bytes, sizeof bytes)) fill_by_urandom(bytes, sizeof bytes);
   std::string out;
-  for (const unsigned char b : bytes) out += fmt::format("{:02x}", b);
+  for (const char b : random_bytes(16)) out += fmt::format("{:02x}", static_cast<unsigned char>(b));
   return out;
 }
 

@@ -1,0 +1,489 @@
+#include "peers/peer_agent.hpp"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "common/text.hpp"
+#include "davincirun/errors.hpp"
+#include "peers/peer_socket.hpp"
+
+namespace davincirun::detail {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+std::chrono::milliseconds heartbeat_interval_for(std::chrono::milliseconds peer_timeout) noexcept {
+  return std::clamp(peer_timeout / 6, milliseconds(50), milliseconds(5'000));
+}
+
+namespace {
+
+// The loop wakes at least this often to check the clocks, so a loss is
+// seen within peer_timeout plus this.
+constexpr milliseconds tick_period{100};
+// A stranger that connects and says nothing is dropped after this.
+constexpr milliseconds handshake_timeout{10'000};
+// Output a peer does not read (it hangs, or its link is gone) is bounded:
+// past this the peer counts as lost.
+constexpr std::size_t max_unsent_bytes = 1 << 20;
+
+std::string seconds_text(milliseconds ms) { return fmt::format("{:.1f} s", static_cast<double>(ms.count()) / 1000.0); }
+
+}  // namespace
+
+struct PeerAgent::Connection {
+  enum class State { connecting, handshake, welcoming, joined };
+  UniqueFd fd;
+  State state = State::handshake;
+  PeerFrameParser parser;
+  PeerSeal seal;
+  std::string hub_nonce;
+  std::uint32_t server_index = UINT32_MAX;  // the hub's side, once joined
+  std::string peer;                         // "address:port" for messages
+  Clock::time_point opened = Clock::now();
+  Clock::time_point last_heard = Clock::now();
+  std::uint64_t silent_ms = UINT64_MAX;
+  Clock::time_point silent_at = Clock::now();
+  std::string unsent;
+  bool done = false;
+  bool closed = false;
+
+  Connection(UniqueFd f, std::string key, char sender, std::string name)
+      : fd(std::move(f)), seal(std::move(key), sender), peer(std::move(name)) {}
+};
+
+PeerAgent::PeerAgent(PeerConfig config, StopHandler on_stop, NoticeHandler on_notice, SilenceProbe silence)
+    : config_(std::move(config)),
+      on_stop_(std::move(on_stop)),
+      on_notice_(std::move(on_notice)),
+      silence_(std::move(silence)),
+      started_(Clock::now()),
+      next_heartbeat_(Clock::now()),
+      next_connect_(Clock::now()) {
+  wake_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake_fd_) throw SystemError("eventfd", errno);
+  member_done_.assign(config_.server_ids.size(), false);
+  member_joined_.assign(config_.server_ids.size(), false);
+  if (config_.hub && config_.server_ids.size() > 1) listen_fd_ = listen_on(config_.hub_address, config_.port);
+}
+
+PeerAgent::~PeerAgent() = default;
+
+std::string PeerAgent::server_name(std::uint32_t index) const {
+  return index < config_.server_ids.size() ? "server " + config_.server_ids[index] : "an unknown server";
+}
+
+void PeerAgent::wake() {
+  const std::uint64_t one = 1;
+  const ssize_t ignored = ::write(wake_fd_.get(), &one, sizeof one);
+  (void)ignored;
+}
+
+void PeerAgent::report(const PeerEvent& event) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!pending_report_) pending_report_ = event;
+  }
+  wake();
+}
+
+void PeerAgent::finish(bool success) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    finished_ = success;
+  }
+  wake();
+}
+
+void PeerAgent::abort() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    aborted_ = true;
+  }
+  wake();
+}
+
+std::optional<PeerEvent> PeerAgent::stop_event() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stop_event_;
+}
+
+void PeerAgent::take_commands() {
+  std::uint64_t count = 0;
+  const ssize_t ignored = ::read(wake_fd_.get(), &count, sizeof count);
+  (void)ignored;
+  std::optional<PeerEvent> report;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (pending_report_ && !reported_) report = pending_report_;
+    if (finished_ && !local_finished_) {
+      local_finished_ = true;
+      local_success_ = *finished_;
+    }
+  }
+  if (report) {
+    reported_ = true;
+    unsent_report_ = *report;
+    stop_job(*report, true, nullptr);
+  }
+  if (local_finished_ && !config_.hub) member_say_done();
+}
+
+void PeerAgent::send(Connection& c, PeerFrame type, const std::string& payload) {
+  if (c.closed) return;
+  c.unsent += c.seal.seal(type, payload);
+  if (!flush_some(c.fd.get(), c.unsent)) {
+    lost(c, fmt::format("the connection to {} broke", c.peer));
+  } else if (c.unsent.size() > max_unsent_bytes) {
+    lost(c, fmt::format("{} stopped reading its connection", c.peer));
+  }
+}
+
+void PeerAgent::drop(Connection& c, const std::string& why) {
+  if (c.closed) return;
+  c.closed = true;
+  c.fd.reset();
+  if (!why.empty()) on_notice_(why);
+}
+
+void PeerAgent::lost(Connection& c, const std::string& why) {
+  if (c.closed) return;
+  const bool joined = c.state == Connection::State::joined;
+  const bool quiet = c.done || stopping_ || local_finished_ || !joined;
+  drop(c, "");
+  if (quiet) return;
+  PeerEvent event;
+  event.kind = PeerEventKind::lost;
+  // The hub names the member; a member names the hub by the address it dialled.
+  event.server_id = config_.hub ? config_.server_ids.at(c.server_index) : config_.hub_address;
+  event.detail = why;
+  stop_job(event, false, &c);
+}
+
+void PeerAgent::stop_job(const PeerEvent& event, bool local, Connection* origin) {
+  if (stopping_) return;
+  stopping_ = true;
+  // The hub tells every member but the one it heard it from; a member
+  // tells the hub what happened on its own server only.
+  if (config_.hub || local) {
+    for (auto& c : connections_) {
+      if (c.get() != origin && !c->closed && c->state == Connection::State::joined) {
+        send(*c, PeerFrame::event, encode_event(event));
+      }
+    }
+  }
+  if (local) return;  // the owner is stopping already
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_event_ = event;
+  }
+  on_stop_(event);
+}
+
+void PeerAgent::hub_accept() {
+  for (;;) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    UniqueFd fd(::accept4(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!fd) return;  // EAGAIN, or a connection that went away before we took it
+    tune_socket(fd.get());
+    auto c = std::make_unique<Connection>(std::move(fd), config_.job_key, 'H', address_text(addr));
+    c->hub_nonce = random_nonce();
+    send(*c, PeerFrame::challenge, c->hub_nonce);
+    connections_.push_back(std::move(c));
+  }
+}
+
+void PeerAgent::hub_frame(Connection& c, const RawPeerFrame& f) {
+  if (c.state == Connection::State::handshake) {
+    if (f.type != PeerFrame::hello) throw PeerProtocolError("expected a hello first");
+    const PeerHello hello = decode_hello(f.payload);
+    c.seal.rekey(peer_session_key(config_.job_key, c.hub_nonce, hello.nonce));
+    c.seal.open(f);
+    const std::uint32_t i = hello.server_index;
+    if (i >= config_.server_ids.size() || i == config_.server_index || config_.server_ids[i] != hello.server_id) {
+      throw PeerProtocolError(fmt::format("it says it is server {} (index {}), which this job's table does not have",
+                                          hello.server_id, i));
+    }
+    if (member_joined_[i]) throw PeerProtocolError(fmt::format("server {} has joined already", hello.server_id));
+    member_joined_[i] = true;
+    c.server_index = i;
+    c.state = Connection::State::joined;
+    c.last_heard = Clock::now();
+    send(c, PeerFrame::welcome, {});
+    if (std::count(member_joined_.begin(), member_joined_.end(), true) + 1 ==
+        static_cast<std::ptrdiff_t>(member_joined_.size())) {
+      on_notice_(fmt::format("the agents of all {} servers are connected ({} after start)", member_joined_.size(),
+                             seconds_text(std::chrono::duration_cast<milliseconds>(Clock::now() - started_))));
+    }
+    // A member that joins after the job began to stop learns it at once.
+    if (stopping_ && stop_event_) send(c, PeerFrame::event, encode_event(*stop_event_));
+    return;
+  }
+  c.seal.open(f);
+  c.last_heard = Clock::now();
+  switch (f.type) {
+    case PeerFrame::heartbeat:
+      c.silent_ms = decode_heartbeat(f.payload).silent_ms;
+      c.silent_at = c.last_heard;
+      break;
+    case PeerFrame::event: stop_job(decode_event(f.payload), false, &c); break;
+    case PeerFrame::done:
+      c.done = true;
+      member_done_[c.server_index] = true;
+      break;
+    default: throw PeerProtocolError("unexpected frame from a member");
+  }
+}
+
+void PeerAgent::member_connect() {
+  std::string error;
+  UniqueFd fd = connect_to(config_.hub_address, config_.port, error);
+  if (!fd) {
+    last_connect_error_ = error;
+    next_connect_ = Clock::now() + milliseconds(200);
+    return;
+  }
+  auto c = std::make_unique<Connection>(std::move(fd), config_.job_key, 'M',
+                                        fmt::format("{}:{}", config_.hub_address, config_.port));
+  c->state = Connection::State::connecting;
+  connections_.push_back(std::move(c));
+}
+
+void PeerAgent::member_frame(Connection& c, const RawPeerFrame& f) {
+  c.seal.open(f);
+  c.last_heard = Clock::now();
+  if (c.state == Connection::State::handshake) {
+    if (f.type != PeerFrame::challenge || f.payload.size() != peer_nonce_bytes) {
+      throw PeerProtocolError("expected a challenge first");
+    }
+    PeerHello hello;
+    hello.nonce = random_nonce();
+    hello.server_index = config_.server_index;
+    hello.server_id = config_.server_ids.at(config_.server_index);
+    hello.pid = static_cast<std::uint32_t>(::getpid());
+    c.seal.rekey(peer_session_key(config_.job_key, f.payload, hello.nonce));
+    send(c, PeerFrame::hello, encode_hello(hello));
+    c.state = Connection::State::welcoming;
+    return;
+  }
+  if (c.state == Connection::State::welcoming) {
+    if (f.type != PeerFrame::welcome) throw PeerProtocolError("expected a welcome");
+    c.state = Connection::State::joined;
+    joined_ = true;
+    on_notice_(fmt::format("joined the agents of the job at {}, the server of rank 0 ({} after start)", c.peer,
+                           seconds_text(std::chrono::duration_cast<milliseconds>(Clock::now() - started_))));
+    // What happened here before the channel was up goes out now.
+    if (unsent_report_) send(c, PeerFrame::event, encode_event(*unsent_report_));
+    if (local_finished_) member_say_done();
+    return;
+  }
+  switch (f.type) {
+    case PeerFrame::heartbeat: break;
+    case PeerFrame::event: stop_job(decode_event(f.payload), false, &c); break;
+    default: throw PeerProtocolError("unexpected frame from the hub");
+  }
+}
+
+void PeerAgent::member_say_done() {
+  if (told_done_) return;
+  for (auto& c : connections_) {
+    if (c->closed || c->state != Connection::State::joined) continue;
+    if (local_success_ && !stopping_) send(*c, PeerFrame::done, {});
+    told_done_ = true;
+  }
+}
+
+void PeerAgent::read_from(Connection& c) {
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = ::read(c.fd.get(), buf, sizeof buf);
+    if (n > 0) {
+      c.parser.feed(std::string_view(buf, static_cast<std::size_t>(n)));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    // Frames read before the end still count (a member's "done" then EOF).
+    while (auto f = c.parser.next()) {
+      config_.hub ? hub_frame(c, *f) : member_frame(c, *f);
+    }
+    lost(c, n == 0 ? fmt::format("the agent at {} closed its connection (killed, or its host went down)", c.peer)
+                   : fmt::format("the connection to {} broke: {}", c.peer, std::strerror(errno)));
+    return;
+  }
+  while (!c.closed) {
+    auto f = c.parser.next();
+    if (!f) break;
+    config_.hub ? hub_frame(c, *f) : member_frame(c, *f);
+  }
+}
+
+void PeerAgent::tick() {
+  const auto now = Clock::now();
+  const auto since_start = std::chrono::duration_cast<milliseconds>(now - started_);
+  if (!config_.hub && !joined_ && !stopping_) {
+    const bool open = std::any_of(connections_.begin(), connections_.end(), [](const auto& c) { return !c->closed; });
+    if (since_start >= config_.connect_timeout) {
+      PeerEvent event;
+      event.kind = PeerEventKind::lost;
+      event.server_id = config_.hub_address;
+      event.detail = fmt::format("could not reach the agent of rank 0's server at {}:{} within {}{}",
+                                 config_.hub_address, config_.port, seconds_text(config_.connect_timeout),
+                                 last_connect_error_.empty() ? "" : ": " + last_connect_error_);
+      for (auto& c : connections_) drop(*c, "");
+      stop_job(event, false, nullptr);
+    } else if (!open && now >= next_connect_) {
+      member_connect();
+    }
+  }
+  if (now >= next_heartbeat_) {
+    next_heartbeat_ = now + config_.heartbeat_interval;
+    const std::string beat = encode_heartbeat({silence_ ? silence_() : 0});
+    for (auto& c : connections_) {
+      if (!c->closed && c->state == Connection::State::joined) send(*c, PeerFrame::heartbeat, beat);
+    }
+  }
+  for (auto& c : connections_) {
+    if (c->closed) continue;
+    const auto quiet = std::chrono::duration_cast<milliseconds>(now - c->last_heard);
+    if (c->state == Connection::State::joined && quiet > config_.peer_timeout) {
+      lost(*c, fmt::format("no heartbeat from the agent at {} for {} (its host is down, or the link is cut)",
+                           c->peer, seconds_text(quiet)));
+    } else if (c->state != Connection::State::joined && now - c->opened > handshake_timeout) {
+      last_connect_error_ = "no answer to the handshake";
+      drop(*c, config_.hub ? fmt::format("dropped a connection from {}: it did not say who it is", c->peer) : "");
+    }
+  }
+  if (config_.hub && !stopping_ && since_start >= config_.connect_timeout) {
+    for (std::uint32_t i = 0; i < member_joined_.size(); ++i) {
+      if (i == config_.server_index || member_joined_[i]) continue;
+      PeerEvent event;
+      event.kind = PeerEventKind::lost;
+      event.server_id = config_.server_ids[i];
+      event.detail = fmt::format("the agent of server {} did not connect within {}", config_.server_ids[i],
+                                 seconds_text(config_.connect_timeout));
+      stop_job(event, false, nullptr);
+      break;
+    }
+  }
+  if (config_.hub && !stopping_ && !local_finished_ && config_.stall_timeout.count() > 0 && silence_) {
+    // The job is silent when every server is: the least silence of them all.
+    std::uint64_t silent = silence_();
+    bool everyone = true;
+    for (std::uint32_t i = 0; i < member_joined_.size(); ++i) {
+      everyone = everyone && (i == config_.server_index || member_joined_[i]);
+    }
+    for (const auto& c : connections_) {
+      if (c->closed || c->done || c->state != Connection::State::joined) continue;
+      const auto since = static_cast<std::uint64_t>(std::chrono::duration_cast<milliseconds>(now - c->silent_at).count());
+      silent = std::min(silent, c->silent_ms == UINT64_MAX ? 0 : c->silent_ms + since);
+    }
+    if (everyone && silent >= static_cast<std::uint64_t>(config_.stall_timeout.count())) {
+      PeerEvent event;
+      event.kind = PeerEventKind::stalled;
+      event.server_id = config_.server_ids.at(config_.server_index);
+      event.detail = fmt::format("no rank of the job wrote any output for {}",
+                                 seconds_text(milliseconds(static_cast<std::int64_t>(silent))));
+      stop_job(event, false, nullptr);
+    }
+  }
+  connections_.erase(std::remove_if(connections_.begin(), connections_.end(), [](const auto& c) { return c->closed; }),
+                     connections_.end());
+}
+
+bool PeerAgent::done() const {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (aborted_) return true;
+  }
+  if (!local_finished_) return false;
+  if (!config_.hub) return stopping_ || told_done_;
+  if (stopping_) return true;
+  for (std::uint32_t i = 0; i < member_done_.size(); ++i) {
+    if (i != config_.server_index && !member_done_[i]) return false;
+  }
+  return true;
+}
+
+void PeerAgent::flush_before_exit() {
+  // What is queued (a stop, a "done") gets up to a second to leave.
+  const auto deadline = Clock::now() + milliseconds(1000);
+  for (auto& c : connections_) {
+    while (!c->closed && !c->unsent.empty() && Clock::now() < deadline) {
+      pollfd p{c->fd.get(), POLLOUT, 0};
+      if (::poll(&p, 1, 100) > 0 && !flush_some(c->fd.get(), c->unsent)) break;
+    }
+  }
+}
+
+void PeerAgent::run() {
+  bool said_waiting = false;
+  while (!done()) {
+    take_commands();
+    if (done()) break;
+    if (config_.hub && local_finished_ && !stopping_ && !said_waiting) {
+      said_waiting = true;
+      on_notice_("this server's processes are done; waiting for the other servers of the job");
+    }
+    std::vector<pollfd> fds;
+    fds.push_back({wake_fd_.get(), POLLIN, 0});
+    if (listen_fd_) fds.push_back({listen_fd_.get(), POLLIN, 0});
+    const std::size_t first = fds.size();
+    for (const auto& c : connections_) {
+      short events = POLLIN;
+      if (c->state == Connection::State::connecting || !c->unsent.empty()) events |= POLLOUT;
+      fds.push_back({c->closed ? -1 : c->fd.get(), events, 0});
+    }
+    if (::poll(fds.data(), fds.size(), static_cast<int>(tick_period.count())) < 0 && errno != EINTR) {
+      throw SystemError("poll", errno);
+    }
+    if (listen_fd_ && fds[1].revents != 0) hub_accept();
+    for (std::size_t i = 0; i < connections_.size() && first + i < fds.size(); ++i) {
+      Connection& c = *connections_[i];
+      const short revents = fds[first + i].revents;
+      if (c.closed || revents == 0) continue;
+      try {
+        if (c.state == Connection::State::connecting) {
+          std::string error;
+          if (!connect_finished(c.fd.get(), error)) {
+            last_connect_error_ = error;
+            drop(c, "");
+            next_connect_ = Clock::now() + milliseconds(200);
+            continue;
+          }
+          c.state = Connection::State::handshake;
+          c.opened = Clock::now();
+        }
+        if ((revents & POLLOUT) != 0 && !flush_some(c.fd.get(), c.unsent)) {
+          lost(c, fmt::format("the connection to {} broke", c.peer));
+          continue;
+        }
+        if ((revents & (POLLIN | POLLHUP | POLLERR)) != 0) read_from(c);
+      } catch (const PeerProtocolError& e) {
+        if (c.state == Connection::State::joined) {
+          lost(c, fmt::format("the agent at {} sent a bad message: {}", c.peer, e.what()));
+        } else {
+          last_connect_error_ = e.what();
+          drop(c, config_.hub ? fmt::format("refused a connection from {}: {}", c.peer, e.what()) : "");
+        }
+      }
+    }
+    tick();
+  }
+  flush_before_exit();
+}
+
+}  // namespace davincirun::detail

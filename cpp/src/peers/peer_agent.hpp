@@ -1,0 +1,137 @@
+// The peer channel's agent: one per server of a job that spans servers,
+// all connected to the agent of rank 0's server (the hub), so that what
+// happens on one server stops every server within milliseconds instead of
+// the framework's collective timeout (docs/multi-server.md).
+//
+// Every agent sends a heartbeat each `heartbeat_interval` and hears one
+// from the other side; silence for `peer_timeout`, or a connection closed
+// before its server said it was done, means an agent, host or link is lost.
+// A member reports its server's first failure (or a stop) to the hub; the
+// hub decides the job's first event and sends it to every member. Members
+// that cannot reach the hub retry until `connect_timeout`. The stall
+// watchdog (PeerConfig::stall_timeout) is decided by the hub from every
+// server's time since its last output, carried in the heartbeats.
+//
+// The agent runs on one thread of its own (run()); the other methods may
+// be called from any thread. It never touches processes: its owner (the
+// job's supervisor process) stops the ranks when on_stop is called.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "davincirun/unique_fd.hpp"
+#include "peers/peer_message.hpp"
+
+namespace davincirun::detail {
+
+struct PeerConfig {
+  bool hub = false;         ///< this server holds rank 0 and listens
+  std::string hub_address;  ///< an IP literal or host name (members connect here)
+  int port = 0;             ///< the hub listens on it, members connect to it
+  std::uint32_t server_index = 0;
+  std::vector<std::string> server_ids;  ///< every server's id, in table order (their number: the servers)
+  std::string job_key;                  ///< any bytes; see peer_message.hpp
+  std::chrono::milliseconds peer_timeout{30'000};
+  std::chrono::milliseconds connect_timeout{300'000};
+  std::chrono::milliseconds heartbeat_interval{5'000};
+  std::chrono::milliseconds stall_timeout{0};  ///< 0: no stall watchdog
+};
+
+/// A heartbeat interval that detects a loss well within `peer_timeout`: a
+/// sixth of it, between 50 ms and 5 s.
+std::chrono::milliseconds heartbeat_interval_for(std::chrono::milliseconds peer_timeout) noexcept;
+
+class PeerAgent {
+ public:
+  /// Called on the agent's thread when the job must stop because of
+  /// another server (or the stall watchdog). At most once.
+  using StopHandler = std::function<void(const PeerEvent&)>;
+  /// Called on the agent's thread with a line for the console.
+  using NoticeHandler = std::function<void(const std::string&)>;
+  /// Milliseconds since this server's processes last wrote output
+  /// (PeerHeartbeat::silent_ms); called on the agent's thread.
+  using SilenceProbe = std::function<std::uint64_t()>;
+
+  /// The hub binds and listens here, before any rank starts: ConfigError
+  /// when the port is taken, naming it. Members connect later, in run().
+  PeerAgent(PeerConfig config, StopHandler on_stop, NoticeHandler on_notice, SilenceProbe silence);
+  ~PeerAgent();
+  PeerAgent(const PeerAgent&) = delete;
+  PeerAgent& operator=(const PeerAgent&) = delete;
+
+  /// Runs until finish() was called and the agent is done: a member once
+  /// it told the hub; the hub once every member is done or the job stopped.
+  void run();
+
+  /// This server's first failure or stop; the hub sends it to everyone.
+  /// Ignored once the job is stopping for another server's event.
+  void report(const PeerEvent& event);
+  /// Every process of this server ended (`success`: each exited 0). run()
+  /// returns once the other agents know, or the hub once every member is done.
+  void finish(bool success);
+  /// Ends run() at once (the owner is going away).
+  void abort();
+
+  /// The event the job stopped for, when it came from another server (or
+  /// the stall watchdog); read after run() returned.
+  std::optional<PeerEvent> stop_event() const;
+
+ private:
+  struct Connection;
+  void wake();
+  void take_commands();
+  void hub_accept();
+  void hub_frame(Connection& c, const RawPeerFrame& f);
+  void member_connect();
+  void member_frame(Connection& c, const RawPeerFrame& f);
+  void read_from(Connection& c);
+  void send(Connection& c, PeerFrame type, const std::string& payload);
+  void drop(Connection& c, const std::string& why);
+  void lost(Connection& c, const std::string& why);
+  void tick();
+  void stop_job(const PeerEvent& event, bool local, Connection* origin);
+  void member_say_done();
+  void flush_before_exit();
+  bool done() const;
+  std::string server_name(std::uint32_t index) const;
+
+  PeerConfig config_;
+  StopHandler on_stop_;
+  NoticeHandler on_notice_;
+  SilenceProbe silence_;
+  UniqueFd listen_fd_;
+  UniqueFd wake_fd_;
+  std::vector<std::unique_ptr<Connection>> connections_;
+  std::chrono::steady_clock::time_point started_;
+  std::chrono::steady_clock::time_point next_heartbeat_;
+  std::chrono::steady_clock::time_point next_connect_;
+  std::string last_connect_error_;
+
+  mutable std::mutex mutex_;  // guards the commands and stop_event_
+  std::optional<PeerEvent> pending_report_;
+  std::optional<bool> finished_;  // finish()'s success
+  bool aborted_ = false;
+  std::optional<PeerEvent> stop_event_;
+
+  // The agent thread's own state.
+  bool stopping_ = false;          // the job is stopping (any cause)
+  bool reported_ = false;          // this server's event went to the hub
+  bool local_finished_ = false;
+  bool local_success_ = false;
+  bool told_done_ = false;          // member: the hub was told this server is done
+  bool joined_ = false;             // member: welcomed by the hub once
+  std::optional<PeerEvent> unsent_report_;  // member: this server's event, for a hub joined later
+  bool all_joined_said_ = false;
+  std::vector<bool> member_done_;   // hub: by server index
+  std::vector<bool> member_joined_;
+};
+
+}  // namespace davincirun::detail

@@ -1,0 +1,186 @@
+#include "peers/peer_message.hpp"
+
+#include <fmt/format.h>
+
+#include "common/random_bytes.hpp"
+#include "job/wire.hpp"
+
+namespace davincirun::detail {
+
+namespace {
+
+constexpr std::string_view magic = "DVRP";
+
+// Decoding errors of wire.hpp's Reader are SystemError(EPROTO); on the
+// network they are the sender's fault, reported as such.
+template <typename F>
+auto decoded(const char* what, F&& decode) {
+  try {
+    return decode();
+  } catch (const std::exception&) {
+    throw PeerProtocolError(fmt::format("malformed {} message", what));
+  }
+}
+
+void put_status(Writer& w, const ExitStatus& s) {
+  w.u64(static_cast<std::uint64_t>(s.kind));
+  w.i64(s.value);
+}
+
+ExitStatus get_status(Reader& r) {
+  ExitStatus s;
+  const std::uint64_t kind = r.u64();
+  r.check(kind <= static_cast<std::uint64_t>(ExitStatus::Kind::unknown));
+  s.kind = static_cast<ExitStatus::Kind>(kind);
+  s.value = r.i32();
+  return s;
+}
+
+}  // namespace
+
+std::string encode_event(const PeerEvent& e) {
+  Writer w;
+  w.u64(static_cast<std::uint64_t>(e.kind));
+  w.str(e.server_id);
+  w.flag(e.role == ProcessRole::scheduler);
+  w.i64(e.rank);
+  put_status(w, e.status);
+  w.str(e.detail);
+  return w.take();
+}
+
+PeerEvent decode_event(std::string_view payload) {
+  return decoded("event", [&] {
+    Reader r(payload);
+    PeerEvent e;
+    const std::uint64_t kind = r.u64();
+    r.check(kind >= 1 && kind <= static_cast<std::uint64_t>(PeerEventKind::stalled));
+    e.kind = static_cast<PeerEventKind>(kind);
+    e.server_id = r.str();
+    e.role = r.flag() ? ProcessRole::scheduler : ProcessRole::rank;
+    e.rank = r.i32();
+    e.status = get_status(r);
+    e.detail = r.str();
+    r.finish();
+    return e;
+  });
+}
+
+std::string encode_hello(const PeerHello& h) {
+  Writer w;
+  w.str(h.nonce);
+  w.u64(h.server_index);
+  w.str(h.server_id);
+  w.u64(h.pid);
+  return w.take();
+}
+
+PeerHello decode_hello(std::string_view payload) {
+  return decoded("hello", [&] {
+    Reader r(payload);
+    PeerHello h;
+    h.nonce = r.str();
+    r.check(h.nonce.size() == peer_nonce_bytes);
+    const std::uint64_t index = r.u64();
+    r.check(index <= UINT32_MAX);
+    h.server_index = static_cast<std::uint32_t>(index);
+    h.server_id = r.str();
+    const std::uint64_t pid = r.u64();
+    r.check(pid <= UINT32_MAX);
+    h.pid = static_cast<std::uint32_t>(pid);
+    r.finish();
+    return h;
+  });
+}
+
+std::string encode_heartbeat(const PeerHeartbeat& h) {
+  Writer w;
+  w.u64(h.silent_ms);
+  return w.take();
+}
+
+PeerHeartbeat decode_heartbeat(std::string_view payload) {
+  return decoded("heartbeat", [&] {
+    Reader r(payload);
+    PeerHeartbeat h;
+    h.silent_ms = r.u64();
+    r.finish();
+    return h;
+  });
+}
+
+std::optional<RawPeerFrame> PeerFrameParser::next() {
+  if (buffered() < peer_header_bytes) return std::nullopt;
+  const std::string_view head(buffer_.data() + start_, peer_header_bytes);
+  if (head.substr(0, 4) != magic) {
+    throw PeerProtocolError("not a davincirun agent (no DVRP header): another program on this port?");
+  }
+  const auto version = static_cast<std::uint8_t>(head[4]);
+  if (version != peer_protocol_version) {
+    throw PeerProtocolError(fmt::format("peer protocol version {}, this agent speaks {}: use the same davincirunsdk "
+                                        "release on every server",
+                                        version, peer_protocol_version));
+  }
+  const auto type = static_cast<std::uint8_t>(head[5]);
+  if (type < static_cast<std::uint8_t>(PeerFrame::challenge) || type > static_cast<std::uint8_t>(PeerFrame::done)) {
+    throw PeerProtocolError(fmt::format("unknown frame type {}", type));
+  }
+  const std::size_t length =
+      (std::size_t{static_cast<unsigned char>(head[6])} << 8) | static_cast<unsigned char>(head[7]);
+  if (length > max_peer_payload) throw PeerProtocolError(fmt::format("frame of {} bytes is too long", length));
+  if (buffered() < peer_header_bytes + length + peer_tag_bytes) return std::nullopt;
+  RawPeerFrame frame;
+  frame.type = static_cast<PeerFrame>(type);
+  frame.header.assign(head);
+  frame.payload.assign(buffer_, start_ + peer_header_bytes, length);
+  frame.tag.assign(buffer_, start_ + peer_header_bytes + length, peer_tag_bytes);
+  start_ += peer_header_bytes + length + peer_tag_bytes;
+  if (start_ == buffer_.size()) {
+    buffer_.clear();
+    start_ = 0;
+  } else if (start_ > 65536) {
+    buffer_.erase(0, start_);
+    start_ = 0;
+  }
+  return frame;
+}
+
+Digest PeerSeal::tag(char direction, std::uint64_t seq, std::string_view header, std::string_view payload) const {
+  char seq_bytes[8];
+  for (int i = 0; i < 8; ++i) seq_bytes[i] = static_cast<char>(seq >> (56 - 8 * i));
+  return hmac_sha256(key_, {std::string_view(&direction, 1), std::string_view(seq_bytes, 8), header, payload});
+}
+
+std::string PeerSeal::seal(PeerFrame type, std::string_view payload) {
+  if (payload.size() > max_peer_payload) {
+    throw PeerProtocolError(fmt::format("message of {} bytes is too long to send", payload.size()));
+  }
+  std::string frame(magic);
+  frame += static_cast<char>(peer_protocol_version);
+  frame += static_cast<char>(type);
+  frame += static_cast<char>(payload.size() >> 8);
+  frame += static_cast<char>(payload.size() & 0xff);
+  const Digest t = tag(sender_, sent_++, frame, payload);
+  frame.append(payload);
+  frame.append(as_view(t));
+  return frame;
+}
+
+void PeerSeal::open(const RawPeerFrame& frame) {
+  const char other = sender_ == 'H' ? 'M' : 'H';
+  const Digest expected = tag(other, received_, frame.header, frame.payload);
+  if (frame.tag.size() != peer_tag_bytes ||
+      !digests_equal(expected.data(), reinterpret_cast<const unsigned char*>(frame.tag.data()), peer_tag_bytes)) {
+    throw PeerProtocolError(
+        "authentication failed: the other agent has another job key (another job, or DAVINCIRUN_JOB_KEY differs)");
+  }
+  ++received_;
+}
+
+std::string peer_session_key(std::string_view job_key, std::string_view hub_nonce, std::string_view member_nonce) {
+  return std::string(as_view(hmac_sha256(job_key, {"session", hub_nonce, member_nonce})));
+}
+
+std::string random_nonce() { return random_bytes(peer_nonce_bytes); }
+
+}  // namespace davincirun::detail

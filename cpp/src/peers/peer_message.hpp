@@ -1,0 +1,147 @@
+// The peer channel's bytes: the authenticated frames the agents of one job
+// exchange over TCP (peer_agent.hpp says who talks to whom, and when).
+//
+// A frame is an 8-byte header ("DVRP", version, type, 16-bit big-endian
+// payload length), the payload (at most max_peer_payload bytes, encoded
+// with wire.hpp's Writer) and a 32-byte HMAC-SHA-256 tag over a direction
+// byte, the frame's 64-bit sequence number in its direction, the header and
+// the payload. Sequence numbers are not sent: TCP keeps the order, so a
+// frame dropped, replayed, reordered or reflected back fails its tag.
+//
+// Keys: the challenge is tagged with the job key; every later frame with a
+// session key, HMAC(job key, "session" || hub nonce || member nonce), fresh
+// for every connection, so frames recorded from one connection are useless
+// in another. What this protects against, and what not, is in
+// docs/multi-server.md ("The peer channel").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "davincirun/device_allocation.hpp"
+#include "davincirun/process.hpp"
+#include "peers/sha256.hpp"
+
+namespace davincirun::detail {
+
+/// Bumped whenever a frame's meaning changes; agents of another version are
+/// refused with a message naming both.
+inline constexpr std::uint8_t peer_protocol_version = 1;
+inline constexpr std::size_t peer_header_bytes = 8;
+inline constexpr std::size_t peer_tag_bytes = 32;
+/// Longest payload: a failure report with its root cause fits easily.
+inline constexpr std::size_t max_peer_payload = 8192;
+inline constexpr std::size_t peer_nonce_bytes = 16;
+
+enum class PeerFrame : std::uint8_t {
+  challenge = 1,  ///< hub → member: the hub's nonce (job key)
+  hello = 2,      ///< member → hub: PeerHello (session key from here on)
+  welcome = 3,    ///< hub → member: joined
+  heartbeat = 4,  ///< both ways: PeerHeartbeat
+  event = 5,      ///< member → hub: something happened here; hub → member: stop (PeerEvent)
+  done = 6,       ///< member → hub: every process of that server exited 0
+};
+
+/// What happened, in a PeerEvent.
+enum class PeerEventKind : std::uint8_t {
+  rank_failed = 1,  ///< a rank (or the scheduler) failed: role, rank, status
+  stopped = 2,      ///< the job was stopped there for another reason (Ctrl-C, a signal, its timeout)
+  lost = 3,         ///< an agent, host or link was lost (hub → members only)
+  stalled = 4,      ///< no output from any rank for the stall timeout (hub → members only)
+};
+
+/// One event, as a member reports it or the hub orders every server to stop for it.
+struct PeerEvent {
+  PeerEventKind kind = PeerEventKind::rank_failed;
+  std::string server_id;  ///< where it happened
+  ProcessRole role = ProcessRole::rank;
+  int rank = 0;
+  ExitStatus status;
+  /// rank_failed: the root cause from the rank's log (root_cause.hpp);
+  /// otherwise why, in words ("stop requested", "no heartbeat for 30.0 s").
+  std::string detail;
+};
+
+struct PeerHello {
+  std::string nonce;  ///< peer_nonce_bytes random bytes
+  std::uint32_t server_index = 0;
+  std::string server_id;
+  std::uint32_t pid = 0;  ///< the agent's, for the hub's messages
+};
+
+struct PeerHeartbeat {
+  /// Milliseconds since any process on the sender's server last wrote
+  /// output; UINT64_MAX when none has yet (the stall watchdog).
+  std::uint64_t silent_ms = UINT64_MAX;
+};
+
+std::string encode_event(const PeerEvent& event);
+PeerEvent decode_event(std::string_view payload);
+std::string encode_hello(const PeerHello& hello);
+PeerHello decode_hello(std::string_view payload);
+std::string encode_heartbeat(const PeerHeartbeat& heartbeat);
+PeerHeartbeat decode_heartbeat(std::string_view payload);
+
+/// A frame that is malformed (bad magic, version, type or length) or fails
+/// its tag: the connection is closed, with this message in the log.
+class PeerProtocolError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// One frame as read, before its tag is checked.
+struct RawPeerFrame {
+  PeerFrame type = PeerFrame::challenge;
+  std::string header;   ///< the 8 header bytes
+  std::string payload;  ///< at most max_peer_payload bytes
+  std::string tag;      ///< peer_tag_bytes
+};
+
+/// Splits a byte stream into frames. feed() then next() until it returns
+/// nullopt (more bytes needed). Throws PeerProtocolError on a bad header,
+/// before reading a payload the header announces: a stranger talking
+/// another protocol costs at most 8 bytes of reading.
+class PeerFrameParser {
+ public:
+  void feed(std::string_view bytes) { buffer_.append(bytes); }
+  std::optional<RawPeerFrame> next();
+  std::size_t buffered() const noexcept { return buffer_.size() - start_; }
+
+ private:
+  std::string buffer_;
+  std::size_t start_ = 0;
+};
+
+/// The tags of one connection: which key, and the sequence numbers of
+/// both directions. `sender` is 'H' at the hub and 'M' at a member.
+class PeerSeal {
+ public:
+  PeerSeal(std::string key, char sender) : key_(std::move(key)), sender_(sender) {}
+  /// The complete frame: header, payload, tag. Throws PeerProtocolError
+  /// when the payload is longer than max_peer_payload.
+  std::string seal(PeerFrame type, std::string_view payload);
+  /// Checks the tag of the next frame from the other side; throws
+  /// PeerProtocolError("authentication failed ...") when it is wrong.
+  void open(const RawPeerFrame& frame);
+  /// Switches both directions to `key`, keeping the sequence numbers.
+  void rekey(std::string key) { key_ = std::move(key); }
+
+ private:
+  Digest tag(char direction, std::uint64_t seq, std::string_view header, std::string_view payload) const;
+  std::string key_;
+  char sender_;
+  std::uint64_t sent_ = 0;
+  std::uint64_t received_ = 0;
+};
+
+/// The session key of one connection (see the top of this file).
+std::string peer_session_key(std::string_view job_key, std::string_view hub_nonce, std::string_view member_nonce);
+
+/// peer_nonce_bytes from the kernel's random source (getrandom, else /dev/urandom).
+std::string random_nonce();
+
+}  // namespace davincirun::detail

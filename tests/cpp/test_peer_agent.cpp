@@ -1,0 +1,292 @@
+// The peer channel's agents (peers/peer_agent.hpp), several in one process
+// on loopback, each on a thread of its own as in a job's supervisor
+// process: they join, carry one server's failure to every other, notice a
+// closed or silent connection, refuse another job's agent, give up on an
+// unreachable hub, end together on success and stop a silent job.
+#include <catch2/catch.hpp>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "davincirun/environment.hpp"
+#include "davincirun/errors.hpp"
+#include "peers/peer_agent.hpp"
+#include "peers/peer_socket.hpp"
+
+using namespace davincirun;
+using namespace davincirun::detail;
+using namespace std::chrono_literals;
+
+namespace {
+
+// One agent on its thread, with what it told its owner.
+class TestAgent {
+ public:
+  TestAgent(PeerConfig config, std::function<std::uint64_t()> silence = {}) {
+    agent_ = std::make_unique<PeerAgent>(
+        std::move(config),
+        [this](const PeerEvent& e) {
+          std::lock_guard<std::mutex> lock(mutex_);
+          stops_.push_back(e);
+          changed_.notify_all();
+        },
+        [this](const std::string& line) {
+          std::lock_guard<std::mutex> lock(mutex_);
+          notices_ += line + "\n";
+          changed_.notify_all();
+        },
+        std::move(silence));
+    thread_ = std::thread([this] {
+      agent_->run();
+      std::lock_guard<std::mutex> lock(mutex_);
+      returned_ = true;
+      changed_.notify_all();
+    });
+  }
+  ~TestAgent() {
+    agent_->abort();
+    thread_.join();
+  }
+  PeerAgent& agent() { return *agent_; }
+  // Waits up to `limit` for a stop; nullopt if none came.
+  std::optional<PeerEvent> wait_stop(std::chrono::milliseconds limit = 5000ms) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait_for(lock, limit, [this] { return !stops_.empty(); });
+    if (stops_.empty()) return std::nullopt;
+    return stops_.front();
+  }
+  bool wait_returned(std::chrono::milliseconds limit = 5000ms) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return changed_.wait_for(lock, limit, [this] { return returned_; });
+  }
+  bool wait_notice(const std::string& part, std::chrono::milliseconds limit = 5000ms) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return changed_.wait_for(lock, limit, [&] { return notices_.find(part) != std::string::npos; });
+  }
+  std::size_t stop_count() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stops_.size();
+  }
+  std::string notices() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return notices_;
+  }
+
+ private:
+  std::unique_ptr<PeerAgent> agent_;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<PeerEvent> stops_;
+  std::string notices_;
+  bool returned_ = false;
+};
+
+PeerConfig config_for(std::uint32_t index, int port, std::size_t servers = 3) {
+  PeerConfig c;
+  c.hub = index == 0;
+  c.hub_address = "127.0.0.1";
+  c.port = port;
+  c.server_index = index;
+  for (std::size_t i = 0; i < servers; ++i) c.server_ids.push_back("10.0.0." + std::to_string(11 + i));
+  c.job_key = "the job's key";
+  c.peer_timeout = 2000ms;
+  c.heartbeat_interval = heartbeat_interval_for(c.peer_timeout);
+  c.connect_timeout = 5000ms;
+  return c;
+}
+
+PeerEvent failure_on(const std::string& server, int rank) {
+  PeerEvent e;
+  e.kind = PeerEventKind::rank_failed;
+  e.server_id = server;
+  e.rank = rank;
+  e.status = {ExitStatus::Kind::exited, 3};
+  e.detail = "ValueError: bad batch";
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("one server's failure stops every other server's agent, naming it", "[peers]") {
+  const int port = find_free_port();
+  TestAgent hub(config_for(0, port));
+  TestAgent b(config_for(1, port));
+  TestAgent c(config_for(2, port));
+  REQUIRE(hub.wait_notice("agents of all 3 servers are connected"));
+  REQUIRE(b.wait_notice("joined the agents of the job at 127.0.0.1"));
+  REQUIRE(c.wait_notice("joined"));
+
+  c.agent().report(failure_on("10.0.0.13", 5));
+  for (TestAgent* other : {&hub, &b}) {
+    const auto stop = other->wait_stop();
+    REQUIRE(stop);
+    CHECK(stop->kind == PeerEventKind::rank_failed);
+    CHECK(stop->server_id == "10.0.0.13");
+    CHECK(stop->rank == 5);
+    CHECK(stop->status.value == 3);
+    CHECK(stop->detail == "ValueError: bad batch");
+  }
+  CHECK(c.stop_count() == 0);  // the failing server stops by itself
+  c.agent().finish(false);
+  CHECK(c.wait_returned());
+  hub.agent().finish(false);
+  CHECK(hub.wait_returned());
+}
+
+TEST_CASE("an agent that goes away, or falls silent, is lost, and the others stop", "[peers]") {
+  const int port = find_free_port();
+  TestAgent hub(config_for(0, port));
+  auto b = std::make_unique<TestAgent>(config_for(1, port));
+  TestAgent c(config_for(2, port));
+  REQUIRE(hub.wait_notice("are connected"));
+
+  SECTION("its connection closes (the agent was killed)") {
+    b.reset();  // aborts its agent: its socket closes without "done"
+    for (TestAgent* other : {&hub, &c}) {
+      const auto stop = other->wait_stop();
+      REQUIRE(stop);
+      CHECK(stop->kind == PeerEventKind::lost);
+    }
+    CHECK(hub.wait_stop()->server_id == "10.0.0.12");
+    CHECK_THAT(hub.wait_stop()->detail, Catch::Contains("closed its connection"));
+  }
+}
+
+TEST_CASE("a member that completed the handshake and then says nothing is lost after the peer timeout", "[peers]") {
+  const int port = find_free_port();
+  PeerConfig hub_config = config_for(0, port, 2);
+  hub_config.peer_timeout = 300ms;
+  hub_config.heartbeat_interval = 50ms;
+  TestAgent hub(hub_config);
+  // A member by hand: handshake, then silence, as behind a cut link.
+  std::string error;
+  UniqueFd fd = connect_to("127.0.0.1", port, error);
+  REQUIRE(fd);
+  PeerSeal seal("the job's key", 'M');
+  PeerFrameParser parser;
+  auto read_frame = [&] {
+    for (int i = 0; i < 500; ++i) {
+      if (auto f = parser.next()) return *f;
+      char buf[4096];
+      const ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
+      if (n > 0) parser.feed(std::string_view(buf, static_cast<std::size_t>(n)));
+      std::this_thread::sleep_for(10ms);
+    }
+    FAIL("no frame from the hub");
+    return RawPeerFrame{};
+  };
+  const RawPeerFrame challenge = read_frame();
+  seal.open(challenge);
+  PeerHello hello;
+  hello.nonce = random_nonce();
+  hello.server_index = 1;
+  hello.server_id = "10.0.0.12";
+  seal.rekey(peer_session_key("the job's key", challenge.payload, hello.nonce));
+  std::string out = seal.seal(PeerFrame::hello, encode_hello(hello));
+  REQUIRE(flush_some(fd.get(), out));
+  const RawPeerFrame welcome = read_frame();
+  seal.open(welcome);
+  CHECK(welcome.type == PeerFrame::welcome);
+
+  const auto stop = hub.wait_stop(3000ms);
+  REQUIRE(stop);
+  CHECK(stop->kind == PeerEventKind::lost);
+  CHECK(stop->server_id == "10.0.0.12");
+  CHECK_THAT(stop->detail, Catch::Contains("no heartbeat from the agent at 127.0.0.1"));
+}
+
+TEST_CASE("another job's agent is refused, and gives up with the reason once its wait is over", "[peers]") {
+  const int port = find_free_port();
+  TestAgent hub(config_for(0, port, 2));
+  PeerConfig stranger_config = config_for(1, port, 2);
+  stranger_config.job_key = "another job's key";
+  stranger_config.connect_timeout = 1000ms;
+  TestAgent stranger(stranger_config);
+  const auto stop = stranger.wait_stop();
+  REQUIRE(stop);
+  CHECK(stop->kind == PeerEventKind::lost);
+  CHECK_THAT(stop->detail, Catch::Contains("could not reach the agent of rank 0's server at 127.0.0.1"));
+  CHECK_THAT(stop->detail, Catch::Contains("authentication failed"));
+  CHECK(hub.stop_count() == 0);
+
+  // A hello tagged with another key is refused by the hub, which says so.
+  std::string error;
+  UniqueFd fd = connect_to("127.0.0.1", port, error);
+  REQUIRE(fd);
+  PeerSeal seal("another job's key", 'M');
+  PeerHello hello;
+  hello.nonce = random_nonce();
+  hello.server_index = 1;
+  hello.server_id = "10.0.0.12";
+  std::string out = seal.seal(PeerFrame::hello, encode_hello(hello));
+  REQUIRE(flush_some(fd.get(), out));
+  CHECK(hub.wait_notice("refused a connection from 127.0.0.1"));
+  CHECK_THAT(hub.notices(), Catch::Contains("authentication failed"));
+  CHECK(hub.stop_count() == 0);
+}
+
+TEST_CASE("a member that cannot reach the hub gives up after the connect timeout, naming the address", "[peers]") {
+  PeerConfig config = config_for(1, find_free_port(), 2);  // nobody listens there
+  config.connect_timeout = 500ms;
+  TestAgent member(config);
+  const auto stop = member.wait_stop();
+  REQUIRE(stop);
+  CHECK(stop->kind == PeerEventKind::lost);
+  CHECK_THAT(stop->detail, Catch::Contains("within 0.5 s: Connection refused"));
+}
+
+TEST_CASE("on success every agent returns once all servers are done, with no stop", "[peers]") {
+  const int port = find_free_port();
+  TestAgent hub(config_for(0, port, 2));
+  TestAgent b(config_for(1, port, 2));
+  REQUIRE(hub.wait_notice("are connected"));
+  hub.agent().finish(true);
+  CHECK_FALSE(hub.wait_returned(300ms));  // waits for server 2
+  CHECK(hub.wait_notice("waiting for the other servers"));
+  b.agent().finish(true);
+  CHECK(b.wait_returned());
+  CHECK(hub.wait_returned());
+  CHECK(hub.stop_count() == 0);
+  CHECK(b.stop_count() == 0);
+  CHECK_FALSE(hub.agent().stop_event());
+}
+
+TEST_CASE("the hub stops a job whose every server is silent for the stall timeout", "[peers]") {
+  const int port = find_free_port();
+  std::atomic<std::uint64_t> hub_silence{0};
+  std::atomic<std::uint64_t> member_silence{0};
+  PeerConfig hub_config = config_for(0, port, 2);
+  hub_config.stall_timeout = 1000ms;
+  hub_config.heartbeat_interval = 50ms;
+  PeerConfig member_config = config_for(1, port, 2);
+  member_config.heartbeat_interval = 50ms;
+  TestAgent hub(hub_config, [&] { return hub_silence.load(); });
+  TestAgent b(member_config, [&] { return member_silence.load(); });
+  REQUIRE(hub.wait_notice("are connected"));
+  hub_silence = 5000;  // the hub's server is silent, the member's is not
+  CHECK_FALSE(hub.wait_stop(400ms));
+  member_silence = 2000;
+  for (TestAgent* agent : {&hub, &b}) {
+    const auto stop = agent->wait_stop();
+    REQUIRE(stop);
+    CHECK(stop->kind == PeerEventKind::stalled);
+    CHECK_THAT(stop->detail, Catch::Contains("no rank of the job wrote any output for 2.0 s"));
+  }
+}
+
+TEST_CASE("the hub's port taken is a ConfigError naming it", "[peers]") {
+  const int port = find_free_port();
+  const UniqueFd holder = listen_on("127.0.0.1", port);
+  PeerConfig config = config_for(0, port, 2);
+  CHECK_THROWS_WITH(PeerAgent(config, {}, {}, {}),
+                    Catch::Contains("port " + std::to_string(port) + " is already in use") &&
+                        Catch::Contains("DAVINCIRUN_PEER_PORT"));
+}
