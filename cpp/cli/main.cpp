@@ -28,9 +28,18 @@ namespace {
 std::atomic<davincirun::Job*> running_job{nullptr};
 volatile sig_atomic_t stop_signal = 0;
 
+// Ctrl-C is a person's request: a second one kills at once. SIGTERM, SIGHUP
+// and SIGQUIT come from a platform or an engine, which often signals every
+// process of the job at once (srun, mpirun): one stop, the grace period kept.
 void on_stop_signal(int sig) {
   stop_signal = sig;
-  if (davincirun::Job* job = running_job.load()) job->request_stop();
+  davincirun::Job* job = running_job.load();
+  if (job == nullptr) return;
+  if (sig == SIGINT) {
+    job->request_stop();
+  } else {
+    job->request_stop_by_signal(sig);
+  }
 }
 
 void on_forwarded_signal(int sig) {
@@ -84,7 +93,7 @@ int run(const davincirun::cli::CliOptions& cli) {
     }
   }
   options.progress = [](const std::string& line) { inform(line); };
-  options.supervisor.stop_request_name = "Ctrl-C";  // a second one (or SIGTERM, SIGHUP, SIGQUIT) kills at once
+  options.supervisor.stop_request_name = "Ctrl-C";  // a second one kills at once
   LaunchPlan plan = plan_launch(options, inherited);
   for (const auto& warning : plan.warnings) say("warning: " + warning);
   if (cli.dry_run) {
@@ -109,7 +118,8 @@ int run(const davincirun::cli::CliOptions& cli) {
   // not being read (a paused pager, Ctrl-S) never slows the ranks.
   Job job(plan, ConsoleTarget::stdio);
   running_job.store(&job);
-  if (stop_signal) job.request_stop();  // a signal that came during start-up
+  if (stop_signal == SIGINT) job.request_stop();  // a signal that came during start-up
+  if (stop_signal != 0 && stop_signal != SIGINT) job.request_stop_by_signal(stop_signal);
   const std::size_t ranks = static_cast<std::size_t>(plan.job.local_world_size);
   const char* scheduler = plan.ranks.size() > ranks ? " and MindSpore's scheduler" : "";
   inform(fmt::format("job {}: {} rank(s){} on server {} (world size {}), logs in {}", plan.job.job_id, ranks, scheduler,

@@ -48,6 +48,16 @@ Options (they end at the first non-option or at --):
                            ranks (default: {:g})
       --job-timeout SEC    stop every rank once the job has run this long
                            (default and 0: no limit; exit status 124)
+      --peer-timeout SEC   several servers: stop the job when another server's
+                           agent is silent this long (default: 30)
+      --peer-port PORT     several servers: the port the agent of rank 0's
+                           server listens on (default: $DAVINCIRUN_PEER_PORT,
+                           else derived from the table, alike on every server)
+      --no-peers           several servers: each server's job on its own, no
+                           job-wide stop (docs/multi-server.md)
+      --stall-timeout SEC  stop the job when no rank of it wrote any output
+                           this long, after dumping Python stacks with py-spy
+                           (default and 0: no watchdog; exit status 124)
       --env NAME=VALUE     set a variable for every rank (repeatable); it wins
                            over inherited values, not over the rank identity
       --ranks-to-show LIST show only these ranks' output live, e.g. 0 or 0,4
@@ -61,8 +71,10 @@ Options (they end at the first non-option or at --):
   -V, --version            show the version and exit
 
 Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT stop every rank (SIGTERM, then
-SIGKILL after the grace period); a second one kills at once. A signal that
-was ignored when davincirun started (e.g. SIGHUP under nohup) stays ignored.
+SIGKILL after the grace period); a second Ctrl-C (SIGINT) kills at once, while
+more SIGTERMs (an engine such as srun signals every process) keep the grace
+period. A signal that was ignored when davincirun started (e.g. SIGHUP under
+nohup) stays ignored.
 SIGUSR1 and SIGUSR2 are forwarded to every rank.
 
 A job locks its devices in $DAVINCIRUN_LOCK_DIR (default /tmp/davincirun-locks;
@@ -71,7 +83,9 @@ A job locks its devices in $DAVINCIRUN_LOCK_DIR (default /tmp/davincirun-locks;
 Exit status: 0 when every rank exited 0; else the first failed rank's exit
 code, or 128+N when it was killed by signal N; 128+N when davincirun itself
 was stopped by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP, 131 SIGQUIT);
-124 when --job-timeout stopped the job; 2 for a usage, configuration or
+124 when --job-timeout or --stall-timeout stopped the job; when another
+server stopped it, that server's failed rank's code (1 when an agent was
+lost or the job was stopped there); 2 for a usage, configuration or
 rank-table error or a device in use; 126/127 when the command cannot be
 executed / is not found. A rank's own exit code
 can take these values too: the messages on standard error say which it was.
@@ -124,7 +138,8 @@ std::string flag_message(const OptionError& error) {
   // The options a flag sets, named by their flag wherever the core's message names them.
   static constexpr std::string_view flagged[] = {"rank_table",   "log_dir",     "work_dir",     "server_id",
                                                  "grace_period", "job_timeout", "wait_timeout", "ranks_to_show",
-                                                 "env",          "launch_mode", "nproc",        "devices"};
+                                                 "env",          "launch_mode", "nproc",        "devices",
+                                                 "peer_timeout", "peer_port",   "stall_timeout"};
   const std::string& option = error.option();
   if (std::find(std::begin(flagged), std::end(flagged), option) == std::end(flagged)) return error.what();
   std::string flag = "--" + option;
@@ -163,7 +178,8 @@ CliOptions parse_command_line(int argc, char** argv) {
       out.launch.work_dir = value_of(name, arg);
     } else if (name == "--server-id") {
       out.launch.server_id = value_of(name, arg);
-    } else if (name == "--grace-period" || name == "--job-timeout" || name == "--wait-timeout") {
+    } else if (name == "--grace-period" || name == "--job-timeout" || name == "--wait-timeout" ||
+               name == "--peer-timeout" || name == "--stall-timeout") {
       set_seconds(out.launch, name, value_of(name, arg));
     } else if (name == "--ranks-to-show") {
       out.launch.ranks_to_show = parse_rank_list(name, value_of(name, arg));
@@ -177,6 +193,14 @@ CliOptions parse_command_line(int argc, char** argv) {
       out.launch.nproc = std::stoi(text);  // its range is the option's rule (1..max_nproc)
     } else if (name == "--devices") {
       out.launch.devices = parse_rank_list(name, value_of(name, arg));
+    } else if (name == "--no-peers") {
+      out.launch.peers = false;
+    } else if (name == "--peer-port") {
+      const std::string text = value_of(name, arg);
+      if (text.empty() || text.size() > 5 || text.find_first_not_of("0123456789") != std::string::npos) {
+        throw UsageError(fmt::format("--peer-port expects a TCP port number, e.g. 29600; got '{}'", text));
+      }
+      out.launch.peer_port = std::stoi(text);  // its range is the option's rule (1..65535)
     } else if (name == "--dry-run") {
       out.dry_run = true;
     } else if (name == "-q" || name == "--quiet") {

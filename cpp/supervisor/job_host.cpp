@@ -25,6 +25,7 @@
 #include "davincirun/unique_fd.hpp"
 #include "job/job_protocol.hpp"
 #include "job_console.hpp"
+#include "job_peers.hpp"
 #include "job_summary.hpp"
 #include "lifeline.hpp"
 #include "platform_dirs.hpp"
@@ -160,9 +161,11 @@ int run_job_host(int lifeline_fd) {
   std::optional<RunDir> run_dir;
   std::optional<PlatformDirs> platform;
   std::unique_ptr<Supervisor> supervisor;
+  std::unique_ptr<JobPeers> peers;  // after the supervisor: destroyed (its thread ended) first
   std::string tag;
   // Ends a job that failed to start or whose event loop broke, and says why.
   const auto abandon = [&](const std::exception& e, bool never_ran) {
+    peers.reset();
     supervisor.reset();  // kills and reaps the ranks
     kill_all_descendants(cleanup_budget);
     // Not a subreaper: what the ranks detached is found by the job's tag only.
@@ -180,7 +183,10 @@ int run_job_host(int lifeline_fd) {
     locks = lock_devices(spec);
     run_dir.emplace(spec.log_dir, spec.job_id, spec.rank_table_json);
     platform.emplace(PlatformPaths{run_dir->path(), spec.cache_dir});
+    // The hub's port is bound before any rank starts: taken, the job never runs.
+    if (JobPeers::wanted(spec.peers)) peers = std::make_unique<JobPeers>(spec, console.sink());
     supervisor = start_ranks(spec, *run_dir, tag, console.sink(), *platform);
+    if (peers) peers->start(*supervisor, run_dir->path(), rank_labels(spec));
     for (const auto& dir : platform->removed_after_job()) spec.remove_after_job.push_back(dir);
   } catch (const std::exception& e) {
     return abandon(e, true);
@@ -193,6 +199,7 @@ int run_job_host(int lifeline_fd) {
   try {
     const CommandListener listener(lifeline_fd, reader.take_buffered(), *supervisor);
     result = supervisor->run();
+    if (peers) peers->finish(result);  // the hub waits here for the other servers
   } catch (const std::exception& e) {
     // The event loop itself failed (epoll, signalfd): nothing to recover.
     return abandon(e, false);

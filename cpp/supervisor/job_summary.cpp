@@ -55,6 +55,19 @@ void write_job_summary(const std::string& path, const JobSpec& plan, const std::
                        : result.ranks[*result.first_failure].role == ProcessRole::scheduler
                            ? Json("scheduler")
                            : Json(result.ranks[*result.first_failure].rank);
+  // What stopped the job from another server (the peer channel).
+  if (result.peer_stop) {
+    const PeerStop& p = *result.peer_stop;
+    Json peer;
+    peer["server_id"] = p.server_id;
+    peer["role"] = p.status ? Json(to_string(p.role)) : Json();
+    peer["rank"] = p.status && p.role == ProcessRole::rank ? Json(p.rank) : Json();
+    peer["status"] = p.status ? Json(p.status->describe()) : Json();
+    peer["detail"] = p.detail;
+    j["peer_stop"] = peer;
+  } else {
+    j["peer_stop"] = Json();
+  }
   j["leftover_processes_killed"] = result.leftover_processes_killed;
   j["ranks"] = Json::array();
   for (std::size_t i = 0; i < result.ranks.size() && i < plan.ranks.size(); ++i) {

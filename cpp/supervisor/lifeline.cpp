@@ -58,17 +58,22 @@ CommandListener::~CommandListener() {
 }
 
 void CommandListener::handle(char c) {
-  if (expect_signal_) {
-    expect_signal_ = false;
-    supervisor_.forward_signal(static_cast<unsigned char>(c));
+  if (expect_signal_ != 0) {
+    const char command = expect_signal_;
+    expect_signal_ = 0;
+    if (command == command_forward) {
+      supervisor_.forward_signal(static_cast<unsigned char>(c));
+    } else {
+      supervisor_.request_stop_by_signal(static_cast<unsigned char>(c));
+    }
   } else if (c == command_stop) {
     supervisor_.request_stop();
   } else if (c == command_kill) {
     supervisor_.request_kill();
   } else if (c == command_drop) {
     supervisor_.request_kill_dropped();
-  } else if (c == command_forward) {
-    expect_signal_ = true;
+  } else if (c == command_forward || c == command_stop_by_signal) {
+    expect_signal_ = c;
   }
 }
 

@@ -65,7 +65,7 @@ class CommandListener {
   Supervisor& supervisor_;
   UniqueFd signals_;
   UniqueFd done_;
-  bool expect_signal_ = false;
+  char expect_signal_ = 0;  // command_forward or command_stop_by_signal, awaiting its signal byte
   std::thread thread_;  // last: starts once the members above exist
 };
 

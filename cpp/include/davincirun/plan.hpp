@@ -122,6 +122,31 @@ struct LaunchOptions {
   /// following symlinks) once the job is over, even when this process died
   /// meanwhile: e.g. a per-job compiler cache. Default: none.
   std::vector<std::string> remove_after_job;
+  /// In a job that spans servers, the agents (davincirun on each server)
+  /// connect to the agent on the server of rank 0 and stop together: a rank
+  /// failing anywhere, a stop on one server, or an agent, host or link lost
+  /// stops every server (docs/multi-server.md, "The peer channel").
+  /// false: each server's job runs on its own. Default true. One-server
+  /// jobs have no channel.
+  bool peers = true;
+  /// The TCP port the agent of rank 0's server listens on for the others.
+  /// Default: the launcher's DAVINCIRUN_PEER_PORT, else a port derived from
+  /// the table and the job id like MASTER_PORT (derived_port(), purpose
+  /// "DAVINCIRUN_PEER_PORT"), the same on every server. 1..65535.
+  std::optional<int> peer_port;
+  /// How long another server's agent may stay silent (no heartbeat) before
+  /// it counts as lost and the job stops. Heartbeats go every sixth of it
+  /// (50 ms..5 s). An agent that has not connected yet is waited for as
+  /// long as the rank table is (`wait_timeout`). Default 30 s; more than 0,
+  /// at most 24 h.
+  std::chrono::milliseconds peer_timeout{30'000};
+  /// The stall watchdog: when no rank of the job (on any server) writes any
+  /// output for this long, each rank's Python stacks are written to its
+  /// run directory (py-spy dump, when py-spy is on PATH) and the job is
+  /// stopped (StopReason::stalled). It sees silence only: a rank that
+  /// hangs while printing, or prints nothing for longer than this while
+  /// working, is beyond it. 0 (the default): no watchdog. At most one year.
+  std::chrono::milliseconds stall_timeout{0};
   /// Timing of stops (`grace_period`, `job_timeout`, `drain_timeout`; their
   /// ranges are rules of validate()) and how exits are tracked (the variable
   /// DAVINCIRUN_PROCESS_TRACKING=pidfd|sigchld|automatic of the environment
@@ -149,7 +174,7 @@ struct LaunchOptions {
   void validate() const;
 
   /// Sets the duration option `name` ("wait_timeout", "grace_period",
-  /// "drain_timeout" or "job_timeout") from a number of seconds, as the
+  /// "drain_timeout", "job_timeout", "peer_timeout" or "stall_timeout") from a number of seconds, as the
   /// front ends read it (a flag's text, a Python float): rounded to the
   /// nearest millisecond, a positive value never to 0 (which means "no
   /// waiting" or "no limit"). Throws OptionError, naming the option and its
@@ -158,6 +183,25 @@ struct LaunchOptions {
   void set_seconds(std::string_view name, double seconds);
   /// The duration option `name` in seconds. Throws OptionError for an unknown name.
   double seconds(std::string_view name) const;
+};
+
+/// The peer channel of this server's agent (LaunchOptions::peers), and the
+/// stall watchdog, which needs no channel on one server.
+struct PeerPlan {
+  bool enabled = false;     ///< several servers, and LaunchOptions::peers
+  bool hub = false;         ///< this server holds rank 0: its agent listens
+  std::string hub_address;  ///< where the hub listens: MASTER_ADDR
+  int port = 0;             ///< LaunchOptions::peer_port, resolved
+  std::size_t server_index = 0;
+  std::vector<std::string> server_ids;  ///< every server's, in table order
+  /// 32 bytes: SHA-256 of DAVINCIRUN_JOB_KEY when the platform set it,
+  /// else HMAC-SHA-256 of the normalized table and the job id (the same on
+  /// every server; docs/multi-server.md says what each protects against).
+  std::string job_key;
+  bool key_from_environment = false;
+  std::chrono::milliseconds peer_timeout{30'000};
+  std::chrono::milliseconds connect_timeout{300'000};  ///< LaunchOptions::wait_timeout
+  std::chrono::milliseconds stall_timeout{0};
 };
 
 /// Everything decided before anything starts.
@@ -177,6 +221,7 @@ struct LaunchPlan {
   /// else empty: the default log directory, ASCEND_WORK_PATH and ASCEND_CACHE_PATH go there.
   std::string cache_dir;
   std::string device_lock_dir;  ///< absolute; empty: the devices are not locked
+  PeerPlan peers;
   /// What was accepted with a warning, one sentence each: the table's
   /// (RankTable::warnings), then the options' (an identity variable in `env`).
   std::vector<std::string> warnings;

@@ -19,6 +19,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -124,10 +126,38 @@ enum class StopReason {
   /// request_stop_orphaned(): whoever started the job is gone (the launcher
   /// exited or was killed; its end of the lifeline closed).
   launcher_gone,
+  /// request_stop_by_peer(): a rank on another server of the job failed, or
+  /// that server's job was stopped (JobResult::peer_stop says which).
+  peer_failed,
+  /// request_stop_by_peer(): the agent of another server, its host or the
+  /// link to it was lost (no heartbeat for the peer timeout, or its
+  /// connection closed before it was done).
+  peer_lost,
+  /// request_stop_by_peer(): no rank of the job wrote output for the stall timeout.
+  stalled,
 };
 
-/// "none", "rank_failed", "requested", "timed_out", "signaled" or "launcher_gone".
+/// "none", "rank_failed", "requested", "timed_out", "signaled",
+/// "launcher_gone", "peer_failed", "peer_lost" or "stalled".
 const char* to_string(StopReason reason) noexcept;
+
+/// What stopped a job from another server, as the peer channel told it
+/// (docs/multi-server.md).
+struct PeerStop {
+  std::string server_id;  ///< where it happened (for stalled: the server of rank 0, which decided)
+  /// StopReason::peer_failed by a failed rank: its role, rank and exit status.
+  std::optional<ExitStatus> status;
+  ProcessRole role = ProcessRole::rank;
+  int rank = -1;
+  /// The failed rank's root cause from its log (root_cause.hpp), or why, in
+  /// words ("stop requested", "no heartbeat from ... for 30.0 s").
+  std::string detail;
+};
+
+/// One line on what stopped the job from another server: "rank 5 on server
+/// 10.0.0.12 failed with exit code 1", "lost server 10.0.0.12: ...", "the
+/// job stalled: ..." (`reason`: peer_failed, peer_lost or stalled).
+std::string describe(StopReason reason, const PeerStop& stop);
 
 struct JobResult {
   std::vector<RankResult> ranks;             ///< in the order given to the supervisor
@@ -151,6 +181,8 @@ struct JobResult {
   /// SupervisorOptions::job_tag could find them. Always true without
   /// owns_all_children, where no sweep happens.
   bool child_subreaper = true;
+  /// StopReason::peer_failed, peer_lost or stalled: what the peer channel said.
+  std::optional<PeerStop> peer_stop;
   /// Set by a Job (job.hpp) when <run dir>/summary.json could not be
   /// written, e.g. "No space left on device"; the job's outcome is unaffected.
   std::optional<std::string> summary_error;
@@ -161,7 +193,9 @@ struct JobResult {
   /// 130 (128+SIGINT) when stopped on request without a failure; 128+N
   /// when signal N stopped it (StopReason::signaled); 124 (as timeout(1)
   /// reports it) when the job timeout stopped it; 129 (128+SIGHUP, as for a
-  /// hangup) when the launcher went away (StopReason::launcher_gone).
+  /// hangup) when the launcher went away (StopReason::launcher_gone); for
+  /// peer_failed the failed rank's code on the other server (1 when no rank
+  /// failed there: it was stopped), for peer_lost 1, for stalled 124.
   int exit_code() const noexcept;
 };
 
@@ -180,7 +214,8 @@ class Supervisor {
   JobResult run();
 
   /// Asks run() to stop the job: SIGTERM now, SIGKILL after the grace period;
-  /// a second call SIGKILLs at once. Safe from any thread and from a signal
+  /// a call while a stop is under way (for any reason) SIGKILLs at once: a
+  /// person's second Ctrl-C. Safe from any thread and from a signal
   /// handler (it only writes to an eventfd).
   void request_stop() noexcept;
 
@@ -197,8 +232,38 @@ class Supervisor {
 
   /// request_stop() because the process running the supervisor got `signal`
   /// (e.g. SIGTERM from a platform stopping the job): the result says so
-  /// (StopReason::signaled, exit code 128 + `signal`). Same safety.
+  /// (StopReason::signaled, exit code 128 + `signal`). Same safety. Unlike
+  /// request_stop(), it never escalates to SIGKILL: an engine such as
+  /// Slurm signals every process of a step at once, the launcher and this
+  /// process alike, and that is one stop whose grace period holds.
   void request_stop_by_signal(int signal) noexcept;
+
+  /// Stops the job because of another server (the peer channel): `reason`
+  /// is peer_failed, peer_lost or stalled, `stop` says where and why. Like
+  /// a signal's stop, never a reason to kill before the grace period is
+  /// over. Safe from any thread; not from a signal handler.
+  void request_stop_by_peer(StopReason reason, PeerStop stop);
+
+  /// Called on run()'s thread when this job begins to stop for a reason of
+  /// its own (not request_stop_by_peer()): a failed rank (`failure` points
+  /// to it), a stop request, a signal, the job timeout, the launcher gone.
+  /// Must not block: the peer channel's agent only queues it.
+  using StopListener = std::function<void(StopReason reason, const RankResult* failure, const std::string& why)>;
+  /// Sets the StopListener; call before run().
+  void set_stop_listener(StopListener listener) { stop_listener_ = std::move(listener); }
+
+  /// Writes `text` as a notice line from run()'s thread, in order with the
+  /// ranks' lines: for other threads of the process (the peer channel).
+  /// Safe from any thread; not from a signal handler.
+  void post_notice(std::string text);
+  /// Writes the notices post_notice() left after run() returned; call on
+  /// the thread that called run().
+  void flush_posted_notices();
+
+  /// Milliseconds since a rank (or the scheduler) last wrote output, or
+  /// since run() began when none has: the stall watchdog's measure. Safe
+  /// from any thread.
+  std::uint64_t silent_ms() const noexcept;
 
   /// Asks run() to send `signal` (1..31, e.g. SIGUSR1) to every running
   /// rank's process group. Same safety as request_stop().
@@ -222,6 +287,12 @@ class Supervisor {
     return orphaned_.load() ? StopReason::launcher_gone : StopReason::requested;
   }
   void begin_stop(StopReason reason, std::optional<std::size_t> except, const std::string& why);
+  void stop_ranks(StopReason reason, std::optional<std::size_t> except, const std::string& why);
+  void handle_stop_requests();
+  /// How the first stop request came: the first one names the stop.
+  enum class StopCause : int { none, request, signal, orphaned, peer };
+  void note_cause(StopCause cause) noexcept;
+  void wake_for_stop() noexcept;
   void report_still_running();
   void kill_remaining();
   void close_output(std::size_t index);
@@ -245,6 +316,17 @@ class Supervisor {
   std::atomic<int> stop_signal_{0};                   // set by request_stop_by_signal()
   std::atomic<bool> dropped_{false};                  // set by request_kill_dropped()
   std::atomic<bool> orphaned_{false};                 // set by request_stop_orphaned()
+  std::atomic<int> first_cause_{0};                   // StopCause of the first request
+  std::atomic<std::uint64_t> requests_{0};            // request_stop() calls (a person's)
+  std::atomic<bool> kill_requested_{false};
+  std::uint64_t requests_seen_ = 0;
+  std::mutex peer_mutex_;  // guards the two below
+  StopReason peer_reason_ = StopReason::none;
+  std::optional<PeerStop> peer_stop_;
+  std::vector<std::string> posted_notices_;  // guarded by peer_mutex_
+  StopListener stop_listener_;
+  std::chrono::steady_clock::time_point run_started_;
+  std::atomic<std::int64_t> last_output_ns_{0};  // steady clock, 0: none yet
   void forward_pending_signals();
   StreamScratch scratch_;
   NullLineSink hidden_;  // the console of ranks not shown live
@@ -254,7 +336,6 @@ class Supervisor {
   std::optional<std::chrono::steady_clock::time_point> report_deadline_;  // to name the ranks outliving SIGTERM
   std::optional<std::chrono::steady_clock::time_point> job_deadline_;
   bool killed_all_ = false;
-  std::uint64_t stop_requests_ = 0;
 };
 
 }  // namespace davincirun

@@ -57,6 +57,14 @@ std::string failure_report(const JobResult& result, std::size_t tail_lines) {
     } else {
       out += fmt::format("last lines of its log:\n{}\n", tail);
     }
+  } else if (result.peer_stop) {
+    // Another server's event: where, what, and the root cause it sent.
+    const PeerStop& p = *result.peer_stop;
+    out += fmt::format("the job was stopped because {}\n", describe(result.stop_reason, p));
+    if (result.stop_reason == StopReason::peer_failed && p.status && !p.detail.empty()) {
+      out += fmt::format("root cause, from its log on server {}:\n{}", p.server_id, p.detail);
+      if (p.detail.back() != '\n') out += '\n';
+    }
   } else if (result.stop_reason == StopReason::launcher_gone) {
     out += "the job was stopped because the launcher that started it is gone\n";
   } else if (result.stop_reason == StopReason::requested) {

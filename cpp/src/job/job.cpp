@@ -55,6 +55,7 @@ detail::JobSpec make_job_spec(const LaunchPlan& plan, detail::ConsoleRoute conso
   spec.console = console;
   spec.remove_after_job = plan.options.remove_after_job;
   spec.cache_dir = plan.cache_dir;
+  spec.peers = plan.peers;
   return spec;
 }
 
@@ -164,6 +165,11 @@ void Job::send_command(const char* bytes, std::size_t size) noexcept {
 void Job::request_stop() noexcept { send_command(&detail::command_stop, 1); }
 void Job::request_kill() noexcept { send_command(&detail::command_kill, 1); }
 void Job::request_kill_dropped() noexcept { send_command(&detail::command_drop, 1); }
+void Job::request_stop_by_signal(int signal) noexcept {
+  if (signal <= 0 || signal >= 32) return;
+  const char bytes[2] = {detail::command_stop_by_signal, static_cast<char>(signal)};
+  send_command(bytes, sizeof bytes);
+}
 void Job::forward_signal(int signal) noexcept {
   if (signal <= 0 || signal >= 32) return;
   const char bytes[2] = {detail::command_forward, static_cast<char>(signal)};

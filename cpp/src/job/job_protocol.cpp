@@ -60,6 +60,18 @@ std::string encode_spec(const JobSpec& spec) {
   w.i64(static_cast<int>(spec.supervisor.tracking));
   w.i64(static_cast<int>(spec.console));
   w.strs(spec.remove_after_job);
+  const PeerPlan& p = spec.peers;
+  w.flag(p.enabled);
+  w.flag(p.hub);
+  w.str(p.hub_address);
+  w.i64(p.port);
+  w.u64(p.server_index);
+  w.strs(p.server_ids);
+  w.str(p.job_key);
+  w.flag(p.key_from_environment);
+  w.millis(p.peer_timeout);
+  w.millis(p.connect_timeout);
+  w.millis(p.stall_timeout);
   return w.take();
 }
 
@@ -100,6 +112,19 @@ JobSpec decode_spec(std::string_view data) {
   r.check(console >= 0 && console <= 2);
   spec.console = static_cast<ConsoleRoute>(console);
   spec.remove_after_job = r.strs();
+  PeerPlan& p = spec.peers;
+  p.enabled = r.flag();
+  p.hub = r.flag();
+  p.hub_address = r.str();
+  p.port = r.i32();
+  p.server_index = static_cast<std::size_t>(r.u64());
+  p.server_ids = r.strs();
+  p.job_key = r.str();
+  p.key_from_environment = r.flag();
+  p.peer_timeout = r.millis();
+  p.connect_timeout = r.millis();
+  p.stall_timeout = r.millis();
+  r.check(!p.enabled || p.server_index < p.server_ids.size());
   r.finish();
   return spec;
 }
@@ -223,6 +248,16 @@ std::string encode_result(const JobResult& result) {
   w.opt_str(result.tracking_fallback);
   w.flag(result.child_subreaper);
   w.opt_str(result.summary_error);
+  w.flag(result.peer_stop.has_value());
+  if (result.peer_stop) {
+    const PeerStop& p = *result.peer_stop;
+    w.str(p.server_id);
+    w.flag(p.status.has_value());
+    put_status(w, p.status.value_or(ExitStatus{}));
+    w.flag(p.role == ProcessRole::scheduler);
+    w.i64(p.rank);
+    w.str(p.detail);
+  }
   return w.take();
 }
 
@@ -257,6 +292,9 @@ JobResult decode_result(std::string_view data) {
                        : reason == 3 ? StopReason::timed_out
                        : reason == 4 ? StopReason::signaled
                        : reason == 5 ? StopReason::launcher_gone
+                       : reason == 6 ? StopReason::peer_failed
+                       : reason == 7 ? StopReason::peer_lost
+                       : reason == 8 ? StopReason::stalled
                                      : StopReason::none;
   result.stop_signal = r.i32();
   result.leftover_processes_killed = r.u64();
@@ -266,6 +304,17 @@ JobResult decode_result(std::string_view data) {
   result.tracking_fallback = r.opt_str();
   result.child_subreaper = r.flag();
   result.summary_error = r.opt_str();
+  if (r.flag()) {
+    PeerStop p;
+    p.server_id = r.str();
+    const bool has_status = r.flag();
+    const ExitStatus status = get_status(r);
+    if (has_status) p.status = status;
+    p.role = r.flag() ? ProcessRole::scheduler : ProcessRole::rank;
+    p.rank = r.i32();
+    p.detail = r.str();
+    result.peer_stop = std::move(p);
+  }
   r.finish();
   return result;
 }

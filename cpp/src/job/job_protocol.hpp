@@ -20,6 +20,7 @@
 
 #include "davincirun/console_sink.hpp"
 #include "davincirun/device_allocation.hpp"
+#include "davincirun/plan.hpp"
 #include "davincirun/supervisor.hpp"
 #include "job/wire.hpp"
 
@@ -51,13 +52,16 @@ struct JobSpec {
   ConsoleRoute console = ConsoleRoute::relay;
   std::vector<std::string> remove_after_job;  ///< LaunchOptions::remove_after_job
   std::string cache_dir;                      ///< LaunchPlan::cache_dir
+  PeerPlan peers;                             ///< LaunchPlan::peers
 };
 
-/// One-byte commands, launcher → supervisor. `forward` is followed by the signal number byte.
+/// One-byte commands, launcher → supervisor. `forward` and `stop_by_signal` are followed by the signal number byte.
 inline constexpr char command_stop = 'T';
 inline constexpr char command_kill = 'K';
 inline constexpr char command_drop = 'D';  ///< kill: the launcher dropped the job before it ended
 inline constexpr char command_forward = 'F';
+/// request_stop_by_signal(): followed by the signal number byte.
+inline constexpr char command_stop_by_signal = 'S';
 
 std::string encode_spec(const JobSpec& spec);
 JobSpec decode_spec(std::string_view data);

@@ -32,6 +32,8 @@ constexpr DurationRule duration_rules[] = {
     {"grace_period", nullptr, &SupervisorOptions::grace_period, max_grace_period, "", ""},
     {"drain_timeout", nullptr, &SupervisorOptions::drain_timeout, max_drain_timeout, "", ""},
     {"job_timeout", nullptr, &SupervisorOptions::job_timeout, max_job_timeout, " (no limit)", " (one year)"},
+    {"peer_timeout", &LaunchOptions::peer_timeout, nullptr, max_grace_period, "", ""},
+    {"stall_timeout", &LaunchOptions::stall_timeout, nullptr, max_job_timeout, " (no watchdog)", " (one year)"},
 };
 
 double as_seconds(milliseconds value) { return std::chrono::duration<double>(value).count(); }
@@ -133,6 +135,14 @@ void LaunchOptions::validate() const {
   for (const DurationRule& rule : duration_rules) {
     const milliseconds value = field_of(*this, rule);
     if (value.count() < 0 || value > rule.max) out_of_range(rule, as_seconds(value));
+  }
+  if (peer_timeout.count() == 0) {
+    throw OptionError("peer_timeout",
+                      "peer_timeout must be more than 0 seconds; to run each server's job on its own, turn the "
+                      "peer channel off (peers=False, --no-peers)");
+  }
+  if (peer_port && (*peer_port < 1 || *peer_port > 65535)) {
+    throw OptionError("peer_port", fmt::format("peer_port must be a TCP port number (1-65535), got {}", *peer_port));
   }
   if (ranks_to_show) {
     for (const int rank : *ranks_to_show) {

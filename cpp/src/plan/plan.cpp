@@ -17,6 +17,7 @@
 #include "davincirun/device_lock.hpp"
 #include "davincirun/errors.hpp"
 #include "davincirun/rank_table_loader.hpp"
+#include "plan/peer_plan.hpp"
 #include "plan/plan_tables.hpp"
 
 namespace davincirun {
@@ -274,6 +275,7 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   }
   plan.options.supervisor.tracking = tracking_from(with_extra, options.supervisor.tracking);
   plan.device_lock_dir = device_lock_dir_from(environment, options.device_lock_dir);
+  plan.peers = detail::plan_peers(options, plan.table, plan.server_index, job, environment);
   return plan;
 }
 

@@ -18,6 +18,9 @@ const char* to_string(StopReason reason) noexcept {
     case StopReason::timed_out: return "timed_out";
     case StopReason::signaled: return "signaled";
     case StopReason::launcher_gone: return "launcher_gone";
+    case StopReason::peer_failed: return "peer_failed";
+    case StopReason::peer_lost: return "peer_lost";
+    case StopReason::stalled: return "stalled";
   }
   return "none";
 }
@@ -36,6 +39,11 @@ int JobResult::exit_code() const noexcept {
   if (stop_reason == StopReason::signaled) return 128 + stop_signal;
   if (stop_reason == StopReason::timed_out) return 124;
   if (stop_reason == StopReason::launcher_gone) return 128 + SIGHUP;
+  if (stop_reason == StopReason::peer_failed) {
+    return peer_stop && peer_stop->status && !peer_stop->status->success() ? peer_stop->status->shell_code() : 1;
+  }
+  if (stop_reason == StopReason::peer_lost) return 1;
+  if (stop_reason == StopReason::stalled) return 124;
   for (const auto& r : ranks) {
     if (!r.status.success()) return r.status.shell_code();
   }

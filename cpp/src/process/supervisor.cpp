@@ -138,24 +138,6 @@ std::vector<pid_t> Supervisor::pids() const {
   return out;
 }
 
-namespace {
-// The eventfd counter carries both kinds of request: graceful stops in the
-// low 32 bits, kills above them.
-constexpr std::uint64_t kill_request = std::uint64_t{1} << 32;
-}  // namespace
-
-void Supervisor::request_stop() noexcept {
-  const std::uint64_t one = 1;
-  ssize_t ignored = ::write(stop_fd_.get(), &one, sizeof one);
-  (void)ignored;
-}
-
-void Supervisor::request_stop_by_signal(int signal) noexcept {
-  int none = 0;
-  stop_signal_.compare_exchange_strong(none, signal);  // the first signal names the stop
-  request_stop();
-}
-
 void Supervisor::forward_signal(int signal) noexcept {
   if (signal <= 0 || signal >= 32) return;
   signals_to_forward_.fetch_or(std::uint32_t{1} << signal);
@@ -177,22 +159,8 @@ void Supervisor::forward_pending_signals() {
   }
 }
 
-void Supervisor::request_stop_orphaned() noexcept {
-  orphaned_.store(true);
-  request_stop();
-}
-
-void Supervisor::request_kill_dropped() noexcept {
-  dropped_.store(true);
-  request_kill();
-}
-
-void Supervisor::request_kill() noexcept {
-  ssize_t ignored = ::write(stop_fd_.get(), &kill_request, sizeof kill_request);
-  (void)ignored;
-}
-
 JobResult Supervisor::run() {
+  run_started_ = Clock::now();
   if (options_.job_timeout.count() > 0) job_deadline_ = Clock::now() + options_.job_timeout;
   std::array<epoll_event, 64> events{};
   auto busy = [this] {
@@ -220,34 +188,11 @@ JobResult Supervisor::run() {
           if (child_fd_) reap_children();  // orphans that exited behind this rank
           break;
         case Source::children: reap_children(); break;
-        case Source::stop: {
-          std::uint64_t count = 0;
-          if (::read(stop_fd_.get(), &count, sizeof count) == static_cast<ssize_t>(sizeof count)) {
-            stop_requests_ += count;
-            if (count >= kill_request) {
-              log_notice(dropped_.load()
-                             ? "the job was dropped (its handle destroyed) before it ended: killing every rank now"
-                             : "kill requested: killing every rank now");
-              if (stop_reason_ == StopReason::none) stop_reason_ = requested_reason();
-              kill_remaining();
-            } else if (stop_requests_ == 1 && stop_reason_ == StopReason::none) {
-              if (const int sig = stop_signal_.load(); sig != 0) {
-                const char* name = detail::signal_name(sig);
-                begin_stop(StopReason::signaled, std::nullopt,
-                           fmt::format("the job supervisor got signal {} (SIG{})", sig, name ? name : "?"));
-              } else {
-                begin_stop(requested_reason(), std::nullopt,
-                           orphaned_.load() ? "the launcher is gone" : "stop requested");
-              }
-            } else {
-              log_notice("stop requested again: killing every rank now");
-              if (stop_reason_ == StopReason::none) stop_reason_ = requested_reason();
-              kill_remaining();
-            }
-          }
+        case Source::stop: handle_stop_requests(); break;
+        case Source::forward:
+          forward_pending_signals();
+          flush_posted_notices();
           break;
-        }
-        case Source::forward: forward_pending_signals(); break;
         case Source::output: break;
       }
     }
@@ -261,6 +206,11 @@ JobResult Supervisor::run() {
 
   JobResult result;
   result.stop_reason = stop_reason_;
+  if (stop_reason_ == StopReason::peer_failed || stop_reason_ == StopReason::peer_lost ||
+      stop_reason_ == StopReason::stalled) {
+    const std::lock_guard<std::mutex> lock(peer_mutex_);
+    result.peer_stop = peer_stop_;
+  }
   if (stop_reason_ == StopReason::signaled) result.stop_signal = stop_signal_.load();
   result.first_failure = first_failure_;
   result.leftover_processes_killed = leftovers_killed_;
@@ -274,6 +224,8 @@ JobResult Supervisor::run() {
 void Supervisor::handle_output(std::size_t index) {
   Rank& r = ranks_[index];
   if (!r.log.open()) return;
+  last_output_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(),
+                        std::memory_order_relaxed);
   if (r.log.read_available(scratch_, read_budget) == RankLog::ReadResult::eof) close_output(index);
 }
 
@@ -374,8 +326,17 @@ void Supervisor::sweep_descendants() {
   }
 }
 
-// One notice: why, how many ranks get SIGTERM, when SIGKILL follows.
 void Supervisor::begin_stop(StopReason reason, std::optional<std::size_t> except, const std::string& why) {
+  stop_ranks(reason, except, why);
+  // Told once this server's SIGTERMs are out: the peer channel then reads
+  // the failed rank's log for its root cause.
+  const bool from_peer =
+      reason == StopReason::peer_failed || reason == StopReason::peer_lost || reason == StopReason::stalled;
+  if (stop_listener_ && !from_peer) stop_listener_(reason, except ? &ranks_[*except].result : nullptr, why);
+}
+
+// One notice: why, how many ranks get SIGTERM, when SIGKILL follows.
+void Supervisor::stop_ranks(StopReason reason, std::optional<std::size_t> except, const std::string& why) {
   stop_reason_ = reason;
   std::size_t stopped = 0;
   bool scheduler = false;  // MindSpore's, counted apart from the ranks

@@ -1,0 +1,57 @@
+#include "plan/peer_plan.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "davincirun/errors.hpp"
+#include "peers/sha256.hpp"
+
+namespace davincirun::detail {
+
+namespace {
+
+int port_from(const Environment& launcher, const LaunchOptions& options, const RankTable& table,
+              const JobEnvironment& job) {
+  if (options.peer_port) return *options.peer_port;
+  if (auto value = launcher.get("DAVINCIRUN_PEER_PORT"); value && !value->empty()) {
+    char* end = nullptr;
+    errno = 0;
+    const long port = std::strtol(value->c_str(), &end, 10);
+    if (*end != '\0' || errno != 0 || port < 1 || port > 65535) {
+      throw ConfigError(fmt::format("DAVINCIRUN_PEER_PORT must be a TCP port number (1-65535), got '{}'", *value));
+    }
+    return static_cast<int>(port);
+  }
+  return derived_port(table.normalized_json, job.job_id, "DAVINCIRUN_PEER_PORT");
+}
+
+}  // namespace
+
+PeerPlan plan_peers(const LaunchOptions& options, const RankTable& table, std::size_t server_index,
+                    const JobEnvironment& job, const Environment& launcher) {
+  PeerPlan peers;
+  peers.stall_timeout = options.stall_timeout;
+  peers.peer_timeout = options.peer_timeout;
+  peers.connect_timeout = options.wait_timeout;
+  peers.server_index = server_index;
+  peers.hub = job.rank_start == 0;
+  peers.enabled = options.peers && table.servers.size() > 1;
+  if (!peers.enabled) return peers;
+  peers.hub_address = job.master_addr;
+  peers.port = port_from(launcher, options, table, job);
+  peers.server_ids.reserve(table.servers.size());
+  for (const auto& server : table.servers) peers.server_ids.push_back(server.server_id);
+  if (auto key = launcher.get("DAVINCIRUN_JOB_KEY"); key && !key->empty()) {
+    peers.job_key = std::string(as_view(sha256(*key)));
+    peers.key_from_environment = true;
+  } else {
+    // Every server computes the same key from what it alone reads.
+    peers.job_key = std::string(
+        as_view(hmac_sha256("davincirun peer channel v1", {table.normalized_json, std::string_view("\0", 1), job.job_id})));
+  }
+  return peers;
+}
+
+}  // namespace davincirun::detail
