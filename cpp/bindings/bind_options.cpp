@@ -104,6 +104,15 @@ Rule violations raise LaunchConfigError naming the option.)");
   def_seconds(options, "grace_period", "Seconds between SIGTERM and SIGKILL when ranks are stopped. Default 10.");
   def_seconds(options, "drain_timeout", "Seconds a rank's output may stay open after it exited. Default 2.");
   def_seconds(options, "job_timeout", "Seconds the job may run before every rank is stopped; 0: no limit.");
+  def_seconds(options, "peer_timeout",
+              "Several servers: seconds another server's agent may stay silent before the job stops. Default 30.");
+  def_seconds(options, "stall_timeout",
+              "Seconds without output from any rank of the job before its stacks are dumped and it is stopped; "
+              "0 (default): no watchdog.");
+  options.def_readwrite("peers", &LaunchOptions::peers,
+                        "Several servers: stop the job on every server together (the peer channel). Default True.");
+  options.def_readwrite("peer_port", &LaunchOptions::peer_port,
+                        "The port of the peer channel on rank 0's server; None: $DAVINCIRUN_PEER_PORT, else derived.");
   options.def("validate", &LaunchOptions::validate, "Raises LaunchConfigError when an option breaks its rule.");
 
   py::class_<RankAssignment>(m, "RankAssignment", "One rank (or MindSpore's scheduler) to start on this machine.")

@@ -47,6 +47,34 @@ void bind_results(py::module_& m) {
       .def_readonly("log_error", &RankResult::log_error,
                     "Why its log file could not take every byte, e.g. \"No space left on device at byte N\"; None.");
 
+  py::class_<PeerStop>(m, "PeerStop",
+                       "What stopped the job from another server of it, as that server's agent said "
+                       "(docs/multi-server.md).")
+      .def_readonly("server_id", &PeerStop::server_id, "Where it happened.")
+      .def_property_readonly(
+          "role", [](const PeerStop& p) { return p.status ? std::optional<std::string>(to_string(p.role)) : std::nullopt; },
+          "\"rank\" or \"scheduler\" when a process failed there, else None.")
+      .def_property_readonly(
+          "rank", [](const PeerStop& p) { return p.status ? std::optional<int>(p.rank) : std::nullopt; },
+          "The failed rank (-1: the scheduler), or None.")
+      .def_property_readonly(
+          "exit_code",
+          [](const PeerStop& p) {
+            return p.status && p.status->kind == ExitStatus::Kind::exited ? std::optional<int>(p.status->value)
+                                                                           : std::nullopt;
+          },
+          "The failed rank's exit code, or None.")
+      .def_property_readonly(
+          "signal",
+          [](const PeerStop& p) {
+            return p.status && p.status->kind == ExitStatus::Kind::signaled ? std::optional<int>(p.status->value)
+                                                                             : std::nullopt;
+          },
+          "The signal that killed the failed rank, or None.")
+      .def_property_readonly(
+          "detail", [](const PeerStop& p) { return lenient_text(p.detail); },
+          "The failed rank's root cause from its log there, or why the job stopped, in words.");
+
   py::class_<JobResult>(m, "JobResult", "How a job ended: every rank, the first failure, why it stopped.")
       .def_readonly("ranks", &JobResult::ranks, "Every rank of this machine, in the plan's order.")
       .def_readonly("first_failure", &JobResult::first_failure,
@@ -54,6 +82,9 @@ void bind_results(py::module_& m) {
       .def_readonly("leftover_processes_killed", &JobResult::leftover_processes_killed,
                     "Processes the ranks left running outside their process groups, killed at the end.")
       .def_readonly("stop_signal", &JobResult::stop_signal, "The signal behind stop_reason 'signaled', else 0.")
+      .def_readonly("peer_stop", &JobResult::peer_stop,
+                    "With stop_reason \"peer_failed\", \"peer_lost\" or \"stalled\": what the other server said "
+                    "(PeerStop), else None.")
       .def_readonly("summary_error", &JobResult::summary_error, "Why summary.json could not be written, or None.")
       .def_property_readonly(
           "tracking", [](const JobResult& r) { return to_string(r.tracking); },
@@ -66,10 +97,13 @@ void bind_results(py::module_& m) {
                     "descendants were then found only by DAVINCIRUN_JOB_TAG.")
       .def_property_readonly(
           "stop_reason", [](const JobResult& r) { return to_string(r.stop_reason); },
-          "\"none\", \"rank_failed\", \"requested\", \"timed_out\" or \"signaled\".")
+          "\"none\", \"rank_failed\", \"requested\", \"timed_out\", \"signaled\", \"launcher_gone\", "
+          "\"peer_failed\" (another server failed or was stopped), \"peer_lost\" (another server's agent, "
+          "host or link lost) or \"stalled\" (the stall watchdog).")
       .def_property_readonly("success", &JobResult::success)
       .def_property_readonly("exit_code", &JobResult::exit_code,
-                             "0, the first failure's shell code, 130 when stopped, 124 on the job timeout.")
+                             "0, the first failure's shell code, 130 when stopped, 124 on the job or stall "
+                             "timeout, another server's failed rank's code (else 1) when another server stopped it.")
       .def(
           "failure_report",
           [](const JobResult& r, std::size_t tail_lines) { return lenient_text(failure_report(r, tail_lines)); },

@@ -5,7 +5,7 @@ Private C++ core of davincirunsdk; use the davincirunsdk package instead.
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['Job', 'JobResult', 'LaunchOptions', 'LaunchPlan', 'LocalServer', 'NOTICE_PREFIX', 'RankAssignment', 'RankResult', 'RankTable', 'RankTableDevice', 'RankTableServer', 'RootCause', 'colourize_prefixes', 'display_width', 'find_local_server', 'find_root_cause', 'fit_width', 'load_rank_table', 'parent_pid', 'parse_rank_table', 'plan_launch', 'read_log_tail', 'root_cause', 'wait_for_rank_table', 'write_normalized_rank_table']
+__all__: list[str] = ['Job', 'JobResult', 'LaunchOptions', 'LaunchPlan', 'LocalServer', 'NOTICE_PREFIX', 'PeerStop', 'RankAssignment', 'RankResult', 'RankTable', 'RankTableDevice', 'RankTableServer', 'RootCause', 'colourize_prefixes', 'display_width', 'find_local_server', 'find_root_cause', 'fit_width', 'load_rank_table', 'parent_pid', 'parse_rank_table', 'plan_launch', 'read_log_tail', 'root_cause', 'wait_for_rank_table', 'write_normalized_rank_table']
 class RankTableDevice:
     @property
     def device_id(self) -> int:
@@ -180,6 +180,30 @@ class LaunchOptions:
     def nproc(self, arg0: typing.SupportsInt | typing.SupportsIndex | None) -> None:
         ...
     @property
+    def peer_port(self) -> int | None:
+        """
+        The port of the peer channel on rank 0's server; None: $DAVINCIRUN_PEER_PORT, else derived.
+        """
+    @peer_port.setter
+    def peer_port(self, arg0: typing.SupportsInt | typing.SupportsIndex | None) -> None:
+        ...
+    @property
+    def peer_timeout(self) -> float:
+        """
+        Several servers: seconds another server's agent may stay silent before the job stops. Default 30.
+        """
+    @peer_timeout.setter
+    def peer_timeout(self, arg1: typing.Any) -> None:
+        ...
+    @property
+    def peers(self) -> bool:
+        """
+        Several servers: stop the job on every server together (the peer channel). Default True.
+        """
+    @peers.setter
+    def peers(self, arg0: bool) -> None:
+        ...
+    @property
     def rank_table(self) -> str:
         """
         Rank table file or directory; empty: $RANK_TABLE_FILE.
@@ -210,6 +234,14 @@ class LaunchOptions:
         """
     @server_id.setter
     def server_id(self, arg0: str | None) -> None:
+        ...
+    @property
+    def stall_timeout(self) -> float:
+        """
+        Seconds without output from any rank of the job before its stacks are dumped and it is stopped; 0 (default): no watchdog.
+        """
+    @stall_timeout.setter
+    def stall_timeout(self, arg1: typing.Any) -> None:
         ...
     @property
     def stop_request_name(self) -> str:
@@ -391,6 +423,40 @@ class RankResult:
         """
         It got SIGTERM from the launcher before it exited.
         """
+class PeerStop:
+    """
+    What stopped the job from another server of it, as that server's agent said (docs/multi-server.md).
+    """
+    @property
+    def detail(self) -> str:
+        """
+        The failed rank's root cause from its log there, or why the job stopped, in words.
+        """
+    @property
+    def exit_code(self) -> int | None:
+        """
+        The failed rank's exit code, or None.
+        """
+    @property
+    def rank(self) -> int | None:
+        """
+        The failed rank (-1: the scheduler), or None.
+        """
+    @property
+    def role(self) -> str | None:
+        """
+        "rank" or "scheduler" when a process failed there, else None.
+        """
+    @property
+    def server_id(self) -> str:
+        """
+        Where it happened.
+        """
+    @property
+    def signal(self) -> int | None:
+        """
+        The signal that killed the failed rank, or None.
+        """
 class JobResult:
     """
     How a job ended: every rank, the first failure, why it stopped.
@@ -405,7 +471,7 @@ class JobResult:
     @property
     def exit_code(self) -> int:
         """
-        0, the first failure's shell code, 130 when stopped, 124 on the job timeout.
+        0, the first failure's shell code, 130 when stopped, 124 on the job or stall timeout, another server's failed rank's code (else 1) when another server stopped it.
         """
     @property
     def first_failure(self) -> int | None:
@@ -418,6 +484,11 @@ class JobResult:
         Processes the ranks left running outside their process groups, killed at the end.
         """
     @property
+    def peer_stop(self) -> PeerStop | None:
+        """
+        With stop_reason "peer_failed", "peer_lost" or "stalled": what the other server said (PeerStop), else None.
+        """
+    @property
     def ranks(self) -> list[RankResult]:
         """
         Every rank of this machine, in the plan's order.
@@ -425,7 +496,7 @@ class JobResult:
     @property
     def stop_reason(self) -> str:
         """
-        "none", "rank_failed", "requested", "timed_out" or "signaled".
+        "none", "rank_failed", "requested", "timed_out", "signaled", "launcher_gone", "peer_failed" (another server failed or was stopped), "peer_lost" (another server's agent, host or link lost) or "stalled" (the stall watchdog).
         """
     @property
     def stop_signal(self) -> int:

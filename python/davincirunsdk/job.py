@@ -250,6 +250,16 @@ def runtime_error(result: _core.JobResult) -> DistributedRuntimeError:
         error.root_cause = cause.text if cause.found else None
         error.root_cause_exception = cause.exception or None
         error.root_cause_error_code = cause.error_code or None
+    elif result.peer_stop is not None:
+        # Another server failed, was stopped or was lost: its words, its rank.
+        peer = result.peer_stop
+        error.server_id = peer.server_id
+        error.rank = peer.rank
+        error.role = peer.role
+        error.exit_code = peer.exit_code
+        error.signal = peer.signal
+        error.returncode = result.exit_code
+        error.root_cause = peer.detail or None
     else:
         error.returncode = result.exit_code
     return error

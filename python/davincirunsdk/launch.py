@@ -239,6 +239,10 @@ def start_distributed_train(
     launch_mode: str = "rank-table",
     nproc: Optional[int] = None,
     devices: Optional[Union[int, Sequence[int]]] = None,
+    peers: bool = True,
+    peer_timeout: Optional[float] = None,
+    peer_port: Optional[int] = None,
+    stall_timeout: Optional[float] = None,
 ) -> DistributedJob:
     """Starts one process per device of this machine's server in the rank table.
 
@@ -289,6 +293,23 @@ def start_distributed_train(
         job_timeout (float | None): stop every rank once the job has run this
             many seconds (then ``wait`` raises DistributedRuntimeError, or
             returns 124); default: no limit; at most one year.
+        peers (bool): in a job that spans servers (one call on each), the
+            agents connect to the one on the server of rank 0 and stop
+            together: a rank failing on any server, a stop there, or a
+            server's agent, host or link lost stops every server within a
+            second or the peer timeout, and each raises naming that server
+            (``DistributedRuntimeError.server_id``). ``False``: each
+            server's job on its own. Default ``True`` (docs/multi-server.md).
+        peer_timeout (float | None): seconds another server's agent may stay
+            silent before it counts as lost; default 30, at most 86400.
+        peer_port (int | None): the port the agent of rank 0's server
+            listens on; default ``$DAVINCIRUN_PEER_PORT``, else one derived
+            from the table and the job id, the same on every server.
+        stall_timeout (float | None): when no rank of the job writes any
+            output for this many seconds, write each rank's Python stacks
+            (``py-spy dump``, when py-spy is installed) to ``stacks/`` in the
+            run directory and stop the job (``stop_reason`` ``"stalled"``,
+            exit code 124); default: no watchdog. It sees silence only.
         random_cache_dir (bool): give the ranks a fresh
             ``MS_COMPILER_CACHE_PATH`` (removed after the job) unless one is set.
         ranks_to_show (list[int] | int | None): show only these ranks' output
@@ -370,6 +391,10 @@ def start_and_wait_distributed_train(
     launch_mode: str = "rank-table",
     nproc: Optional[int] = None,
     devices: Optional[Union[int, Sequence[int]]] = None,
+    peers: bool = True,
+    peer_timeout: Optional[float] = None,
+    peer_port: Optional[int] = None,
+    stall_timeout: Optional[float] = None,
 ) -> int:
     """Starts distributed training on this machine and waits for it to end.
 
@@ -385,7 +410,8 @@ def start_and_wait_distributed_train(
     Args:
         command, work_dir, log_dir, output_notebook, rank_table, server_id,
         env, grace_period, job_timeout, wait_timeout, ranks_to_show,
-        launch_mode, nproc, devices: as for :func:`start_distributed_train`.
+        launch_mode, nproc, devices, peers, peer_timeout, peer_port,
+        stall_timeout: as for :func:`start_distributed_train`.
         random_cache_dir (bool): default True: a fresh MindSpore compiler
             cache directory for this job, removed afterwards (a
             ``MS_COMPILER_CACHE_PATH`` already set wins).

@@ -200,7 +200,7 @@ TEST_CASE("a member that completed the handshake and then says nothing is lost a
   REQUIRE(stop);
   CHECK(stop->kind == PeerEventKind::lost);
   CHECK(stop->server_id == "10.0.0.12");
-  CHECK_THAT(stop->detail, Catch::Contains("no heartbeat from the agent at 127.0.0.1"));
+  CHECK_THAT(stop->detail, Catch::Contains("no heartbeat from its agent at 127.0.0.1"));
 }
 
 TEST_CASE("another job's agent is refused, and gives up with the reason once its wait is over", "[peers]") {

@@ -53,13 +53,7 @@ std::string encode_spec(const JobSpec& spec) {
     w.strs(i < spec.environments.size() ? spec.environments[i] : std::vector<std::string>{});
     w.flag(i < spec.show_on_console.size() ? spec.show_on_console[i] : true);
   }
-  w.millis(spec.supervisor.grace_period);
-  w.millis(spec.supervisor.drain_timeout);
-  w.millis(spec.supervisor.job_timeout);
-  w.str(spec.supervisor.stop_request_name);
-  w.i64(static_cast<int>(spec.supervisor.tracking));
-  w.i64(static_cast<int>(spec.console));
-  w.strs(spec.remove_after_job);
+  // The peer plan sits between the ranks and the supervisor's options.
   const PeerPlan& p = spec.peers;
   w.flag(p.enabled);
   w.flag(p.hub);
@@ -72,6 +66,13 @@ std::string encode_spec(const JobSpec& spec) {
   w.millis(p.peer_timeout);
   w.millis(p.connect_timeout);
   w.millis(p.stall_timeout);
+  w.millis(spec.supervisor.grace_period);
+  w.millis(spec.supervisor.drain_timeout);
+  w.millis(spec.supervisor.job_timeout);
+  w.str(spec.supervisor.stop_request_name);
+  w.i64(static_cast<int>(spec.supervisor.tracking));
+  w.i64(static_cast<int>(spec.console));
+  w.strs(spec.remove_after_job);
   return w.take();
 }
 
@@ -101,17 +102,6 @@ JobSpec decode_spec(std::string_view data) {
     spec.environments.push_back(r.strs());
     spec.show_on_console.push_back(r.flag());
   }
-  spec.supervisor.grace_period = r.millis();
-  spec.supervisor.drain_timeout = r.millis();
-  spec.supervisor.job_timeout = r.millis();
-  spec.supervisor.stop_request_name = r.str();
-  const int tracking = r.i32();
-  r.check(tracking >= 0 && tracking <= 2);
-  spec.supervisor.tracking = static_cast<ProcessTracking>(tracking);
-  const int console = r.i32();
-  r.check(console >= 0 && console <= 2);
-  spec.console = static_cast<ConsoleRoute>(console);
-  spec.remove_after_job = r.strs();
   PeerPlan& p = spec.peers;
   p.enabled = r.flag();
   p.hub = r.flag();
@@ -125,6 +115,17 @@ JobSpec decode_spec(std::string_view data) {
   p.connect_timeout = r.millis();
   p.stall_timeout = r.millis();
   r.check(!p.enabled || p.server_index < p.server_ids.size());
+  spec.supervisor.grace_period = r.millis();
+  spec.supervisor.drain_timeout = r.millis();
+  spec.supervisor.job_timeout = r.millis();
+  spec.supervisor.stop_request_name = r.str();
+  const int tracking = r.i32();
+  r.check(tracking >= 0 && tracking <= 2);
+  spec.supervisor.tracking = static_cast<ProcessTracking>(tracking);
+  const int console = r.i32();
+  r.check(console >= 0 && console <= 2);
+  spec.console = static_cast<ConsoleRoute>(console);
+  spec.remove_after_job = r.strs();
   r.finish();
   return spec;
 }

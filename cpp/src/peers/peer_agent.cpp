@@ -320,7 +320,7 @@ void PeerAgent::read_from(Connection& c) {
     while (auto f = c.parser.next()) {
       config_.hub ? hub_frame(c, *f) : member_frame(c, *f);
     }
-    lost(c, n == 0 ? fmt::format("the agent at {} closed its connection (killed, or its host went down)", c.peer)
+    lost(c, n == 0 ? fmt::format("its agent at {} closed its connection (killed, or its host went down)", c.peer)
                    : fmt::format("the connection to {} broke: {}", c.peer, std::strerror(errno)));
     return;
   }
@@ -360,7 +360,7 @@ void PeerAgent::tick() {
     if (c->closed) continue;
     const auto quiet = std::chrono::duration_cast<milliseconds>(now - c->last_heard);
     if (c->state == Connection::State::joined && quiet > config_.peer_timeout) {
-      lost(*c, fmt::format("no heartbeat from the agent at {} for {} (its host is down, or the link is cut)",
+      lost(*c, fmt::format("no heartbeat from its agent at {} for {} (its host is down, or the link is cut)",
                            c->peer, seconds_text(quiet)));
     } else if (c->state != Connection::State::joined && now - c->opened > handshake_timeout) {
       last_connect_error_ = "no answer to the handshake";

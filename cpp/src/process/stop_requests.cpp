@@ -151,7 +151,7 @@ std::string describe(StopReason reason, const PeerStop& stop) {
       }
       return fmt::format("the job was stopped on server {}: {}", stop.server_id, stop.detail);
     case StopReason::stalled: return fmt::format("the job stalled: {}", stop.detail);
-    default: return fmt::format("lost server {}: {}", stop.server_id, stop.detail);
+    default: return fmt::format("server {} was lost: {}", stop.server_id, stop.detail);
   }
 }
 
