@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check: format and lint (scripts/lint.sh), the C++ suite (Catch2,
 # one ctest test per case; once plain and once under AddressSanitizer and
-# UndefinedBehaviorSanitizer), a bounded fuzzing run of the rank table
-# parser, and the Python suite (pytest; its quick part also on CPython 3.7
+# UndefinedBehaviorSanitizer), bounded fuzzing runs of the rank table
+# parser and the peer channel's messages, and the Python suite (pytest; its quick part also on CPython 3.7
 # and 3.13 from pyenv), after scripts/setup.sh has installed
 # what they need (it skips what is already there). The C++ builds are the
 # presets of CMakePresets.json, in build/<preset>, and incremental.
@@ -28,10 +28,10 @@ cmake --preset sanitize >/dev/null
 cmake --build --preset sanitize
 ctest --preset sanitize
 
-echo "== Fuzzing the rank-table parser (bounded)"
-# 60 s of libFuzzer (clang, ASan + UBSan; the build is incremental in
+echo "== Fuzzing the rank-table parser and the peer channel's messages (bounded)"
+# 40 s of libFuzzer each (clang, ASan + UBSan; the build is incremental in
 # build/fuzz): enough to replay the kept corpus and explore a little further.
-bash scripts/fuzz.sh 60
+bash scripts/fuzz.sh 40
 
 echo "== Python tests"
 # MindSpore's tests fail rather than skip when its venv is missing.

@@ -21,14 +21,30 @@ JobConsole::StdoutKind JobConsole::classify_stdout() {
 
 namespace {
 
-// Prefixes in colour on a terminal, unless NO_COLOR is set
-// (https://no-color.org); a terminal also gets the ranks' progress bars in
-// a status line.
+bool set(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0';
+}
+
+// A task of an engine that starts one per node: Open MPI's mpirun
+// (OMPI_COMM_WORLD_SIZE; PMIX_RANK under PRRTE, Open MPI 5), an MPICH-style
+// PMI launcher (PMI_RANK) or a Slurm step (SLURM_STEP_ID, srun). Its
+// pseudo-terminal is the engine's, which merges every task's output into
+// its own: escape sequences and a redrawn status line would only garble it.
+bool engine_task() {
+  return set("OMPI_COMM_WORLD_SIZE") || set("PMIX_RANK") || set("PMI_RANK") || set("SLURM_STEP_ID");
+}
+
+// Prefixes in colour on a person's terminal, unless NO_COLOR is set
+// (https://no-color.org); such a terminal also gets the ranks' progress
+// bars in a status line. Under an engine, plain lines, unless FORCE_COLOR
+// is set (colour only, never the status line).
 ConsoleStyle terminal_style() {
-  const char* no_colour = std::getenv("NO_COLOR");
-  const bool colour = no_colour == nullptr || *no_colour == '\0';
+  const bool colour = !set("NO_COLOR");
+  const bool engine = engine_task();
   const bool terminal = ::isatty(STDOUT_FILENO) == 1;
-  return ConsoleStyle{colour && terminal, colour && ::isatty(STDERR_FILENO) == 1, terminal};
+  const bool styled = colour && (!engine || set("FORCE_COLOR"));
+  return ConsoleStyle{styled && terminal, styled && ::isatty(STDERR_FILENO) == 1, terminal && !engine};
 }
 
 }  // namespace

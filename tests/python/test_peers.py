@@ -231,3 +231,24 @@ def test_the_python_api_raises_naming_the_other_servers_failure(servers, tmp_pat
     assert error.result.stop_reason == "peer_failed"
     assert "rank 1 on server 127.0.0.2 failed with exit code 1" in str(error)
     b.wait()
+
+
+@pytest.mark.parametrize("engine", [None, "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "SLURM_STEP_ID"])
+def test_under_an_engines_pseudo_terminal_lines_are_plain(tmp_path, rank_table, engine):
+    from pty_support import PtyProcess
+
+    script = tmp_path / "bar.py"
+    script.write_text("import sys, time\nfor i in range(3):\n    sys.stdout.write('\\rstep %d' % i); "
+                      "sys.stdout.flush(); time.sleep(0.2)\nprint(' done')\n")
+    env = dict(os.environ)
+    env.pop("NO_COLOR", None)
+    if engine:
+        env[engine] = "2"
+    with PtyProcess(DAVINCIRUN + ["-r", str(rank_table(1)), "-l", str(tmp_path / "log"), sys.executable, str(script)],
+                    cwd=tmp_path, env=env) as proc:
+        assert proc.wait() == 0
+    if engine:
+        assert b"\x1b" not in proc.output, proc.output  # no colour, no status line redrawn in place
+        assert b"step 2 done" in proc.output
+    else:
+        assert b"\x1b[" in proc.output  # a person's terminal: colour and the status line
