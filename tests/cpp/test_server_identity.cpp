@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "davincirun/errors.hpp"
@@ -59,7 +60,15 @@ const RankTable pods_table = parse_rank_table(R"({"group_count": "1", "group_lis
   {"pod_name": "job-demo-0", "server_id": "10.0.0.1", "devices": [{"device_id": "0", "device_ip": "192.1.0.1"}]}]}]})",
                                               "pods.json");
 
-const MachineIdentity nowhere{{"127.0.0.1", "::1", "10.9.9.9"}, "vm"};
+// A machine with these addresses (no interface names) and host name.
+MachineIdentity at(std::vector<std::string> addresses, std::string host_name) {
+  MachineIdentity machine;
+  machine.addresses = std::move(addresses);
+  machine.host_name = std::move(host_name);
+  return machine;
+}
+
+const MachineIdentity nowhere = at({"127.0.0.1", "::1", "10.9.9.9"}, "vm");
 
 std::string id_of(const RankTable& table, const Environment& env, const MachineIdentity& machine,
                   const std::optional<std::string>& explicit_id = std::nullopt) {
@@ -101,7 +110,7 @@ TEST_CASE("pod name finds the server in a 0.1 table", "[server_identity]") {
 TEST_CASE("container_ip matches POD_IP, MA_CURRENT_IP or an interface address", "[server_identity]") {
   CHECK(id_of(operator_table, Environment({"POD_IP=172.16.0.2"}), nowhere) == "pod-b");
   CHECK(id_of(operator_table, Environment({"MA_CURRENT_IP=172.16.0.3"}), nowhere) == "pod-c");
-  const MachineIdentity in_pod_c{{"127.0.0.1", "172.16.0.3"}, "pod-c-host"};
+  const MachineIdentity in_pod_c = at({"127.0.0.1", "172.16.0.3"}, "pod-c-host");
   const ServerMatch m = identify_server(operator_table, Environment(), in_pod_c, {});
   CHECK(m.index == 2);
   CHECK(m.reason == "container_ip 172.16.0.3 matches an address of this machine");
@@ -118,33 +127,32 @@ TEST_CASE("host_ip or server_id matches MA_CURRENT_HOST_IP or XDL_IP", "[server_
 }
 
 TEST_CASE("server_id matches an interface address, compared as an address", "[server_identity]") {
-  const ServerMatch m = identify_server(two, Environment(), MachineIdentity{{"127.0.0.1", "10.0.0.12"}, "vm"}, {});
+  const ServerMatch m = identify_server(two, Environment(), at({"127.0.0.1", "10.0.0.12"}, "vm"), {});
   CHECK(m.index == 1);
   CHECK(m.reason == "server_id 10.0.0.12 matches an address of this machine");
 
   const RankTable v6 = table_of_ids({"fd00:0:0::11", "FD00::12"});
-  CHECK(id_of(v6, Environment(), MachineIdentity{{"::1", "fd00::11"}, "vm"}) == "fd00:0:0::11");
-  CHECK(id_of(v6, Environment(), MachineIdentity{{"fd00:0::0:12"}, "vm"}) == "FD00::12");
+  CHECK(id_of(v6, Environment(), at({"::1", "fd00::11"}, "vm")) == "fd00:0:0::11");
+  CHECK(id_of(v6, Environment(), at({"fd00:0::0:12"}, "vm")) == "FD00::12");
   // A zone suffix is ignored; an IPv4-mapped address is its IPv4 address.
   const RankTable zoned = table_of_ids({"fe80::1%eth0", "::ffff:10.0.0.2"});
-  CHECK(id_of(zoned, Environment(), MachineIdentity{{"fe80::1"}, "vm"}) == "fe80::1%eth0");
-  CHECK(id_of(zoned, Environment(), MachineIdentity{{"10.0.0.2"}, "vm"}) == "::ffff:10.0.0.2");
+  CHECK(id_of(zoned, Environment(), at({"fe80::1"}, "vm")) == "fe80::1%eth0");
+  CHECK(id_of(zoned, Environment(), at({"10.0.0.2"}, "vm")) == "::ffff:10.0.0.2");
   // No prefix matching: 10.0.0.1 is not 10.0.0.11.
-  CHECK_THROWS_AS(identify_server(two, Environment(), MachineIdentity{{"10.0.0.1"}, "vm"}, {}), ConfigError);
+  CHECK_THROWS_AS(identify_server(two, Environment(), at({"10.0.0.1"}, "vm"), {}), ConfigError);
 }
 
 TEST_CASE("server_id matches the host name, or its short name", "[server_identity]") {
   const RankTable names = table_of_ids({"node-a", "node-b.cluster.local"});
-  const ServerMatch m =
-      identify_server(names, Environment(), MachineIdentity{{"127.0.0.1"}, "node-a.cluster.local"}, {});
+  const ServerMatch m = identify_server(names, Environment(), at({"127.0.0.1"}, "node-a.cluster.local"), {});
   CHECK(m.index == 0);
   CHECK(m.reason == "server_id node-a matches this machine's host name 'node-a.cluster.local'");
-  CHECK(id_of(names, Environment(), MachineIdentity{{}, "node-a"}) == "node-a");
-  CHECK(id_of(names, Environment(), MachineIdentity{{}, "node-b.cluster.local"}) == "node-b.cluster.local");
-  CHECK(id_of(names, Environment(), MachineIdentity{{}, "node-b"}) == "node-b.cluster.local");
+  CHECK(id_of(names, Environment(), at({}, "node-a")) == "node-a");
+  CHECK(id_of(names, Environment(), at({}, "node-b.cluster.local")) == "node-b.cluster.local");
+  CHECK(id_of(names, Environment(), at({}, "node-b")) == "node-b.cluster.local");
   // Another domain, or a longer name, is another machine.
-  CHECK_THROWS_AS(identify_server(names, Environment(), MachineIdentity{{}, "node-b.other"}, {}), ConfigError);
-  CHECK_THROWS_AS(identify_server(names, Environment(), MachineIdentity{{}, "node-ab"}, {}), ConfigError);
+  CHECK_THROWS_AS(identify_server(names, Environment(), at({}, "node-b.other"), {}), ConfigError);
+  CHECK_THROWS_AS(identify_server(names, Environment(), at({}, "node-ab"), {}), ConfigError);
 }
 
 TEST_CASE("a one-server table is this machine when no rule matches", "[server_identity]") {
@@ -162,7 +170,7 @@ TEST_CASE("several servers matching one rule is an error naming them", "[server_
                         Contains("pod-b (host_ip 10.0.0.2 matches MA_CURRENT_HOST_IP)") &&
                         Contains("pod-c (host_ip 10.0.0.2 matches MA_CURRENT_HOST_IP)") &&
                         EndsWith("say which one it is with server_id"));
-  CHECK_THROWS_WITH(identify_server(two, Environment(), MachineIdentity{{"10.0.0.12", "10.0.0.11"}, "vm"}, {}),
+  CHECK_THROWS_WITH(identify_server(two, Environment(), at({"10.0.0.12", "10.0.0.11"}, "vm"), {}),
                     Contains("by server_id: 10.0.0.11 (server_id 10.0.0.11 matches an address of this machine), "
                              "10.0.0.12 (server_id 10.0.0.12 matches an address of this machine)"));
 }
@@ -190,20 +198,17 @@ TEST_CASE("no match on a multi-server table lists what was tried", "[server_iden
 
 TEST_CASE("an earlier rule wins over a later one", "[server_identity]") {
   // Every rule below points at another server; the earliest one decides.
-  const MachineIdentity machine{{"172.16.0.3"}, "pod-b"};
+  const MachineIdentity machine = at({"172.16.0.3"}, "pod-b");
   const Environment env({"MA_CURRENT_HOST_IP=10.0.0.1", "POD_IP=172.16.0.2"});
   CHECK(id_of(operator_table, env, machine, std::string("pod-a")) == "pod-a");  // explicit
   // POD_IP and the interface address both belong to rule 3: two servers, an error.
   CHECK_THROWS_WITH(identify_server(operator_table, env, machine, {}), Contains("by container_ip"));
   CHECK(id_of(operator_table, Environment({"MA_CURRENT_HOST_IP=10.0.0.1"}), machine) == "pod-c");  // 3 over 4, 5
-  CHECK(id_of(operator_table, Environment({"MA_CURRENT_HOST_IP=10.0.0.1"}), MachineIdentity{{}, "pod-b"}) ==
-        "pod-a");  // 4 over 5
+  CHECK(id_of(operator_table, Environment({"MA_CURRENT_HOST_IP=10.0.0.1"}), at({}, "pod-b")) == "pod-a");  // 4 over 5
   // A later rule that would be ambiguous is never reached.
-  CHECK(id_of(two, Environment({"XDL_IP=10.0.0.11"}), MachineIdentity{{"10.0.0.11", "10.0.0.12"}, "vm"}) ==
-        "10.0.0.11");
+  CHECK(id_of(two, Environment({"XDL_IP=10.0.0.11"}), at({"10.0.0.11", "10.0.0.12"}, "vm")) == "10.0.0.11");
   // Pod name (2) over an interface address (5).
-  CHECK(id_of(pods_table, Environment({"MA_CURRENT_INSTANCE_NAME=job-demo-2"}), MachineIdentity{{"10.0.0.1"}, "vm"}) ==
-        "10.0.0.2");
+  CHECK(id_of(pods_table, Environment({"MA_CURRENT_INSTANCE_NAME=job-demo-2"}), at({"10.0.0.1"}, "vm")) == "10.0.0.2");
 }
 
 TEST_CASE("MachineIdentity::current() sees loopback and a host name", "[server_identity]") {

@@ -1,7 +1,7 @@
 """Shared fixtures: rank tables describing this machine, a guard proving
 that no test leaves a process of its jobs behind, the notebook kernels
-(notebook_support.py) and the rank program of the output tests
-(rank_writer.py)."""
+(notebook_support.py), the rank program of the output tests
+(rank_writer.py) and test hosts in network namespaces (netns_support.py)."""
 
 import json
 import os
@@ -127,6 +127,18 @@ def child(tmp_path):
     from rank_writer import rank_program  # it imports this module
 
     return rank_program(tmp_path)
+
+
+@pytest.fixture
+def netns_hosts(tmp_path):
+    """Three test hosts on a bridge (netns_support.py); skips without root or
+    network namespaces. After the test every process on them is killed and
+    the namespaces and the bridge are gone."""
+    from netns_support import Network
+
+    network = Network(3, tmp_path / "hosts")
+    yield network
+    network.close()
 
 
 @pytest.fixture(params=["pidfd", "sigchld"])

@@ -3,7 +3,8 @@
 // through the others in this order:
 //
 //   rank table  rank_table.hpp, rank_table_loader.hpp
-//   plan        server_identity.hpp, device_allocation.hpp, environment.hpp, plan.hpp
+//   plan        server_identity.hpp, socket_interface.hpp, device_allocation.hpp, environment.hpp,
+//               plan.hpp
 //   process     process.hpp, supervisor.hpp, device_lock.hpp
 //   output      log_streamer.hpp, console_sink.hpp, display_width.hpp, output_queue.hpp,
 //               non_blocking_sink.hpp, polled_sink.hpp
@@ -32,6 +33,7 @@
 #include "davincirun/rank_table_loader.hpp"
 #include "davincirun/root_cause.hpp"
 #include "davincirun/server_identity.hpp"
+#include "davincirun/socket_interface.hpp"
 #include "davincirun/supervisor.hpp"
 #include "davincirun/unique_fd.hpp"
 

@@ -49,6 +49,10 @@ struct JobEnvironment {
   std::string master_addr;      ///< MASTER_ADDR
   int master_port = 0;          ///< MASTER_PORT
   std::string host_ip;          ///< default MA_CURRENT_HOST_IP: this server's host_ip, else its server_id
+  /// A multi-server job's network interface (socket_interface.hpp): its name
+  /// and this machine's address on it; both empty for none.
+  std::string socket_interface;
+  std::string socket_address;
   /// MindSpore's dynamic cluster (LaunchMode::dynamic_cluster): when true,
   /// every process gets MS_SCHED_HOST = master_addr, MS_SCHED_PORT =
   /// sched_port, MS_WORKER_NUM = world_size, and MS_ROLE.
@@ -71,6 +75,11 @@ inline constexpr int default_hccl_connect_timeout_s = 1800;
 ///     scrubbed_variable_names();
 ///  2. defaults, kept when already set: HCCL_CONNECT_TIMEOUT=1800,
 ///     PYTHONUNBUFFERED=1, MA_CURRENT_HOST_IP=job.host_ip (when not empty);
+///     with job.socket_interface, GLOO_SOCKET_IFNAME=<name>,
+///     NCCL_SOCKET_IFNAME==<name>, and HCCL_SOCKET_IFNAME==<name> with
+///     HCCL_IF_IP=<address>, each kept when set in `inherited` or `extra`;
+///     the HCCL pair only when neither of the two is (HCCL_IF_IP wins over
+///     HCCL_SOCKET_IFNAME, so one would override the user's other);
 ///  3. `extra` (the caller's explicit variables) overwrite;
 ///  4. identity, always overwritten: RANK_TABLE_FILE, RANK_ID, RANK_SIZE,
 ///     RANK_START, DEVICE_ID, ASCEND_DEVICE_ID, JOB_ID, RANK, LOCAL_RANK,

@@ -8,16 +8,33 @@
 //      against the pod_names of a 0.1 table;
 //   3. container_ip against POD_IP, MA_CURRENT_IP and the interface addresses;
 //   4. host_ip or server_id against MA_CURRENT_HOST_IP and XDL_IP;
-//   5. server_id against the interface addresses and the host name;
-//   6. the only server of a one-server table.
-// Several servers matching one rule, or none matching any rule on a
-// multi-server table, is a ConfigError; there is no "first server" fallback.
+//   5. server_id against the interface addresses, the host name and
+//      SLURMD_NODENAME (Slurm's name for the node, srun(1) of Slurm 22.05);
+//   6. the engine's index of this agent, taken as the position of the server
+//      in the table (servers in rank order), one agent per server:
+//      OMPI_COMM_WORLD_RANK (Open MPI; its OMPI_COMM_WORLD_SIZE must be the
+//      number of servers and OMPI_COMM_WORLD_LOCAL_SIZE 1), else SLURM_NODEID
+//      (Slurm; SLURM_STEP_NUM_NODES, else SLURM_JOB_NUM_NODES / SLURM_NNODES,
+//      the number of servers when set, SLURM_LOCALID 0), else VC_TASK_INDEX
+//      (else VK_TASK_INDEX; Volcano's env plugin; a job of one task: at most
+//      one VC_<task>_NUM, the number of servers);
+//   7. the only server of a one-server table.
+// Several servers matching one rule is a ConfigError unless the engine's
+// index (rule 6) names one of them: servers sharing an address (pods of one
+// node) are told apart by it. None matching any rule on a multi-server table
+// is a ConfigError; there is no "first server" fallback. Sources of the
+// engines' variables: srun(1) of Slurm 22.05 ("SLURM_NODEID: the relative
+// node ID of the current node"); Open MPI's "Environment variables set for
+// MPI applications" (docs.open-mpi.org, v5.0; 4.1.4 sets them alike);
+// Volcano's env and svc plugin guides (docs/user-guide/how_to_use_env_plugin.md,
+// how_to_use_svc_plugin.md).
 // IP literals compare as addresses ("::1" == "0:0::1", zone suffix ignored,
 // IPv4-mapped IPv6 as IPv4); host names exactly, or one as the short name
 // (before the first '.') of the other. Empty variables count as unset.
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,12 +48,14 @@ namespace davincirun {
 struct MachineIdentity {
   std::vector<std::string> addresses;  ///< interface addresses, IPv4/IPv6 literals
   std::string host_name;               ///< gethostname(); empty when unknown
+  /// The interface of each address ("10.0.0.11" -> "eth0"), when known: an
+  /// address missing here has no interface name (socket_interface.hpp).
+  std::map<std::string, std::string> interfaces;
 
   /// This machine: every interface's IPv4 and IPv6 address (getifaddrs, up
-  /// or down, loopback included, without zone suffix, no duplicates) and
-  /// gethostname(). Never throws: when either call fails, that part is left
-  /// empty and the rules that need it match nothing (the no-match error
-  /// shows it empty).
+  /// or down, loopback included, without zone suffix, no duplicates) with
+  /// the name of the first interface holding it, and gethostname(). Never throws: when either call fails, that part is
+  /// left empty and the rules that need it match nothing (the no-match error shows it empty).
   static MachineIdentity current();
 };
 
@@ -44,6 +63,10 @@ struct MachineIdentity {
 struct ServerMatch {
   std::size_t index = 0;  ///< into table.servers
   std::string reason;     ///< e.g. "server_id 10.0.0.11 matches an address of this machine"
+  /// The address of this machine (from MachineIdentity::addresses) the match
+  /// rests on, when a rule matched an interface address (rules 3 and 5);
+  /// empty when it rests on anything else (a variable, a name, an index).
+  std::string local_address;
 };
 
 /// Applies the rules above. `env` is the launcher's environment. Throws
@@ -61,6 +84,7 @@ struct LocalServer {
   /// table.servers[index], narrowed to this pod's devices (and rank_start)
   /// when pods of a 0.1 table share the server.
   RankTableServer server;
+  std::string local_address;  ///< as ServerMatch::local_address
 };
 
 /// identify_server(), then the pod: in a 0.1 table two pods (containers) on

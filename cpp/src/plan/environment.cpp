@@ -77,6 +77,31 @@ const std::vector<std::string_view>& scrubbed_variable_names() {
   return names;
 }
 
+namespace {
+
+bool user_sets(const Environment& env, const std::vector<std::pair<std::string, std::string>>& extra,
+               std::string_view name) {
+  if (env.get(name)) return true;
+  for (const auto& entry : extra) {
+    if (entry.first == name) return true;
+  }
+  return false;
+}
+
+// Every framework binds to the interface the other servers reach this one
+// on (socket_interface.hpp has the variables' sources).
+void set_socket_interface(Environment& env, const JobEnvironment& job,
+                          const std::vector<std::pair<std::string, std::string>>& extra) {
+  if (!user_sets(env, extra, "GLOO_SOCKET_IFNAME")) env.set("GLOO_SOCKET_IFNAME", job.socket_interface);
+  if (!user_sets(env, extra, "NCCL_SOCKET_IFNAME")) env.set("NCCL_SOCKET_IFNAME", "=" + job.socket_interface);
+  if (!user_sets(env, extra, "HCCL_SOCKET_IFNAME") && !user_sets(env, extra, "HCCL_IF_IP")) {
+    env.set("HCCL_SOCKET_IFNAME", "=" + job.socket_interface);
+    env.set("HCCL_IF_IP", job.socket_address);
+  }
+}
+
+}  // namespace
+
 Environment rank_environment(const Environment& inherited, const JobEnvironment& job, const RankAssignment& rank,
                              const std::vector<std::pair<std::string, std::string>>& extra) {
   Environment env = inherited;
@@ -86,6 +111,7 @@ Environment rank_environment(const Environment& inherited, const JobEnvironment&
   env.set_default("PYTHONUNBUFFERED", "1");
   // ModelArts sets it; scripts written for ModelArts read it to find their machine.
   if (!job.host_ip.empty()) env.set_default("MA_CURRENT_HOST_IP", job.host_ip);
+  if (!job.socket_interface.empty()) set_socket_interface(env, job, extra);
   for (const auto& [name, value] : extra) env.set(name, value);
 
   env.set("RANK_TABLE_FILE", job.rank_table_file);

@@ -17,6 +17,7 @@
 #include "davincirun/device_lock.hpp"
 #include "davincirun/errors.hpp"
 #include "davincirun/rank_table_loader.hpp"
+#include "davincirun/socket_interface.hpp"
 #include "plan/peer_plan.hpp"
 #include "plan/plan_tables.hpp"
 
@@ -71,15 +72,16 @@ int parse_port(std::string_view name, const std::string& text) {
 }
 
 // A rendezvous port: the user's (`name` in the environment or the extra
-// variables), else a free one when every rank runs here, else one derived
-// alike on every server. Checked free on the server of rank 0, which binds
-// it, unless it was just found free.
-int rendezvous_port(const Environment& env, std::string_view name, const RankTable& table, const JobEnvironment& job) {
+// variables), else a free one when this launcher starts every rank, else one
+// derived alike by every launcher (one per server, or per pod). Checked free
+// on the server of rank 0, which binds it, unless it was just found free.
+int rendezvous_port(const Environment& env, std::string_view name, const RankTable& table, const JobEnvironment& job,
+                    bool several_launchers) {
   int port = 0;
   bool found_free = false;
   if (auto value = env.get(name); value && !value->empty()) {
     port = parse_port(name, *value);
-  } else if (table.servers.size() == 1) {
+  } else if (!several_launchers) {
     port = find_free_port(job.master_addr);
     found_free = true;
   } else {
@@ -230,7 +232,8 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   for (const auto& [name, value] : options.env) with_extra.set(name, value);
   for (auto& warning : platform_warnings(with_extra)) plan.warnings.push_back(std::move(warning));
 
-  const LocalServer local = find_local_server(plan.table, with_extra, MachineIdentity::current(), options.server_id);
+  const MachineIdentity machine = MachineIdentity::current();
+  const LocalServer local = find_local_server(plan.table, with_extra, machine, options.server_id);
   plan.server_index = local.index;
   plan.server_reason = local.reason;
   std::optional<std::vector<int>> rt_visible;
@@ -245,22 +248,31 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   job.world_size = plan.table.world_size;
   job.rank_start = local.server.rank_start;
   job.local_world_size = static_cast<int>(plan.ranks.size());  // before the scheduler joins them
-  // Several servers must agree on the job id (and the ports derived from
-  // it) without talking: from the table they all read.
-  job.job_id = resolve_job_id(
-      with_extra, plan.table.servers.size() > 1 ? std::string_view(plan.table.normalized_json) : std::string_view());
+  // Several launchers (one per server, or per pod when pods share one) must
+  // agree on the job id and the ports derived from it without talking: from
+  // the table they all read.
+  const bool several_launchers =
+      plan.table.servers.size() > 1 || local.server.devices.size() < plan.table.servers[local.index].devices.size();
+  job.job_id =
+      resolve_job_id(with_extra, several_launchers ? std::string_view(plan.table.normalized_json) : std::string_view());
   job.master_addr = master_address(plan.table);
   job.host_ip = local.server.host_ip.value_or(local.server.server_id);
+  if (plan.table.servers.size() > 1) {
+    if (auto interface = socket_interface(local.server, local.local_address, machine)) {
+      job.socket_interface = interface->name;
+      job.socket_address = interface->address;
+    }
+  }
   job.dynamic_cluster = options.launch_mode == LaunchMode::dynamic_cluster;
   if (job.dynamic_cluster) {
-    job.sched_port = rendezvous_port(with_extra, "MS_SCHED_PORT", plan.table, job);
+    job.sched_port = rendezvous_port(with_extra, "MS_SCHED_PORT", plan.table, job, several_launchers);
     // Workers keep MASTER_PORT (set, never bound by MindSpore): the user's, or a free one.
     const auto user_port = with_extra.get("MASTER_PORT");
     job.master_port = user_port && !user_port->empty()
                           ? parse_port("MASTER_PORT", *user_port)
                           : derived_port(plan.table.normalized_json, job.job_id, "MASTER_PORT");
   } else {
-    job.master_port = rendezvous_port(with_extra, "MASTER_PORT", plan.table, job);
+    job.master_port = rendezvous_port(with_extra, "MASTER_PORT", plan.table, job, several_launchers);
   }
   if (job.dynamic_cluster && job.rank_start == 0) {
     // MindSpore's scheduler runs with the server of rank 0, as msrun starts

@@ -16,6 +16,7 @@
 
 #include "common/ip_address.hpp"
 #include "davincirun/errors.hpp"
+#include "plan/engine_index.hpp"
 
 namespace davincirun {
 namespace {
@@ -47,6 +48,7 @@ struct Probe {
   std::string what;  // in reasons: "POD_IP", "an address of this machine"
   std::string value;
   Matcher matches;
+  bool interface_address = false;  // value is one of MachineIdentity::addresses
 };
 
 struct Rule {
@@ -68,42 +70,57 @@ void probe_variable(Rule& rule, const Environment& env, const char* name, Matche
     rule.looked_at.push_back(fmt::format("{} not set", name));
     return;
   }
-  rule.probes.push_back({name, *value, matches});
+  rule.probes.push_back({name, *value, matches, false});
   rule.looked_at.push_back(fmt::format("{} '{}'", name, *value));
 }
 
 void probe_addresses(Rule& rule, const MachineIdentity& machine) {
-  for (const auto& a : machine.addresses) rule.probes.push_back({"an address of this machine", a, same_host});
+  for (const auto& a : machine.addresses) rule.probes.push_back({"an address of this machine", a, same_host, true});
   rule.looked_at.push_back(machine.addresses.empty()
                                ? "no interface addresses"
                                : fmt::format("interface addresses {}", fmt::join(machine.addresses, ", ")));
 }
 
-// The single server matching `rule`, nullopt when none does; throws when
-// several do, since picking one would start the wrong devices.
-std::optional<ServerMatch> apply(const RankTable& table, Rule& rule) {
+// The single server matching `rule`, nullopt when none does. Several
+// matching is an error, since picking one would start the wrong devices,
+// unless the engine's index names one of them (pods of one node share its
+// address, and the engine tells them apart).
+std::optional<ServerMatch> apply(const RankTable& table, Rule& rule, const detail::EngineIndex& engine) {
   std::vector<ServerMatch> hits;
   bool table_has_field = false;
   for (std::size_t i = 0; i < table.servers.size(); ++i) {
-    std::optional<std::string> reason;
+    std::optional<ServerMatch> hit;
     for (const auto& [field, value] : rule.fields(table.servers[i])) {
       table_has_field = true;
       for (const auto& p : rule.probes) {
-        if (!reason && p.matches(value, p.value)) reason = fmt::format("{} {} matches {}", field, value, p.what);
+        if (!hit && p.matches(value, p.value)) {
+          hit = ServerMatch{i, fmt::format("{} {} matches {}", field, value, p.what),
+                            p.interface_address ? p.value : std::string()};
+        }
       }
     }
-    if (reason) hits.push_back({i, *reason});
+    if (hit) hits.push_back(std::move(*hit));
   }
   if (!table_has_field) rule.looked_at.push_back(fmt::format("no server has a {}", rule.name));
   if (hits.size() == 1) return hits.front();
   if (hits.empty()) return std::nullopt;
   std::vector<std::string> list;
-  for (const auto& h : hits) list.push_back(fmt::format("{} ({})", table.servers[h.index].server_id, h.reason));
-  throw OptionError(
-      "server_id",
-      fmt::format("this machine matches {} servers of the rank table by {}: {}; say which one it is with ", hits.size(),
-                  rule.name, fmt::join(list, ", ")),
-      "");
+  for (auto& h : hits) {
+    if (engine.index == h.index) {
+      h.reason = fmt::format("{}; {} servers match by {}, and {} picks this one", h.reason, hits.size(), rule.name,
+                             engine.reason);
+      return h;
+    }
+    list.push_back(fmt::format("{} ({})", table.servers[h.index].server_id, h.reason));
+  }
+  const std::string engine_note = !engine.problem.empty() ? fmt::format(" ({})", engine.problem)
+                                  : engine.index          ? fmt::format(" ({} names another server)", engine.reason)
+                                                          : std::string();
+  throw OptionError("server_id",
+                    fmt::format("this machine matches {} servers of the rank table by {}: {}{}; say which one it is "
+                                "with ",
+                                hits.size(), rule.name, fmt::join(list, ", "), engine_note),
+                    "");
 }
 
 }  // namespace
@@ -122,6 +139,7 @@ MachineIdentity MachineIdentity::current() {
       if (!raw || !inet_ntop(family, raw, buf, sizeof buf)) continue;
       if (std::find(machine.addresses.begin(), machine.addresses.end(), buf) == machine.addresses.end()) {
         machine.addresses.emplace_back(buf);
+        if (p->ifa_name) machine.interfaces.emplace(buf, p->ifa_name);
       }
     }
     freeifaddrs(list);
@@ -136,7 +154,7 @@ ServerMatch identify_server(const RankTable& table, const Environment& env, cons
   if (explicit_server_id) {
     for (std::size_t i = 0; i < table.servers.size(); ++i) {
       if (table.servers[i].server_id == *explicit_server_id) {
-        return {i, fmt::format("server_id {} was given explicitly", *explicit_server_id)};
+        return {i, fmt::format("server_id {} was given explicitly", *explicit_server_id), {}};
       }
     }
     throw OptionError("server_id", fmt::format("server id '{}' is not in the rank table (servers: {})",
@@ -187,16 +205,27 @@ ServerMatch identify_server(const RankTable& table, const Environment& env, cons
     local.looked_at.emplace_back("host name unknown");
   } else {
     local.probes.push_back(
-        {fmt::format("this machine's host name '{}'", machine.host_name), machine.host_name, same_host_name});
+        {fmt::format("this machine's host name '{}'", machine.host_name), machine.host_name, same_host_name, false});
     local.looked_at.push_back(fmt::format("host name '{}'", machine.host_name));
   }
+  // Slurm's node name may differ from the host name (slurmd -N, NodeName=).
+  probe_variable(local, env, "SLURMD_NODENAME", same_host_name);
 
+  const detail::EngineIndex engine = detail::engine_index(env, table.servers.size());
   std::vector<std::string> tried;
   for (Rule* rule : {&pod, &container, &host, &local}) {
-    if (auto match = apply(table, *rule)) return *match;
+    if (auto match = apply(table, *rule, engine)) return *match;
     tried.push_back(fmt::format("{}: {}", rule->name, fmt::join(rule->looked_at, "; ")));
   }
-  if (table.servers.size() == 1) return {0, "the rank table has one server"};
+  if (engine.index) {
+    return {*engine.index,
+            fmt::format("{} is the position of server {} in the rank table (its servers in rank order, one agent each)",
+                        engine.reason, table.servers[*engine.index].server_id),
+            {}};
+  }
+  tried.push_back(fmt::format("engine index: {}{}", fmt::join(engine.looked_at, "; "),
+                              engine.problem.empty() ? std::string() : "; " + engine.problem));
+  if (table.servers.size() == 1) return {0, "the rank table has one server", {}};
   throw OptionError("server_id",
                     fmt::format("cannot tell which of the {} servers of the rank table ({}) this machine is; tried {}; "
                                 "say which one it is with ",
@@ -207,7 +236,7 @@ ServerMatch identify_server(const RankTable& table, const Environment& env, cons
 LocalServer find_local_server(const RankTable& table, const Environment& env, const MachineIdentity& machine,
                               const std::optional<std::string>& explicit_server_id) {
   const ServerMatch match = identify_server(table, env, machine, explicit_server_id);
-  LocalServer local{match.index, match.reason, table.servers[match.index]};
+  LocalServer local{match.index, match.reason, table.servers[match.index], match.local_address};
   const RankTableServer& server = table.servers[match.index];
   if (server.pod_names.size() < 2) return local;
   std::optional<std::string> pod;
