@@ -52,7 +52,8 @@ void bind_results(py::module_& m) {
                        "(docs/multi-server.md).")
       .def_readonly("server_id", &PeerStop::server_id, "Where it happened.")
       .def_property_readonly(
-          "role", [](const PeerStop& p) { return p.status ? std::optional<std::string>(to_string(p.role)) : std::nullopt; },
+          "role",
+          [](const PeerStop& p) { return p.status ? std::optional<std::string>(to_string(p.role)) : std::nullopt; },
           "\"rank\" or \"scheduler\" when a process failed there, else None.")
       .def_property_readonly(
           "rank", [](const PeerStop& p) { return p.status ? std::optional<int>(p.rank) : std::nullopt; },
@@ -61,14 +62,14 @@ void bind_results(py::module_& m) {
           "exit_code",
           [](const PeerStop& p) {
             return p.status && p.status->kind == ExitStatus::Kind::exited ? std::optional<int>(p.status->value)
-                                                                           : std::nullopt;
+                                                                          : std::nullopt;
           },
           "The failed rank's exit code, or None.")
       .def_property_readonly(
           "signal",
           [](const PeerStop& p) {
             return p.status && p.status->kind == ExitStatus::Kind::signaled ? std::optional<int>(p.status->value)
-                                                                             : std::nullopt;
+                                                                            : std::nullopt;
           },
           "The signal that killed the failed rank, or None.")
       .def_property_readonly(

@@ -72,8 +72,9 @@ void JobPeers::start(Supervisor& supervisor, std::string run_dir, std::vector<st
   supervisor_ = &supervisor;
   run_dir_ = std::move(run_dir);
   labels_ = std::move(labels);
-  supervisor.set_stop_listener(
-      [this](StopReason reason, const RankResult* failure, const std::string& why) { on_local_stop(reason, failure, why); });
+  supervisor.set_stop_listener([this](StopReason reason, const RankResult* failure, const std::string& why) {
+    on_local_stop(reason, failure, why);
+  });
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     running_ = true;
@@ -104,8 +105,8 @@ void JobPeers::on_notice(const std::string& line) {
 void JobPeers::on_stop(const PeerEvent& event) {
   if (event.kind == PeerEventKind::stalled) {
     std::vector<pid_t> pids = supervisor_ ? supervisor_->pids() : std::vector<pid_t>{};
-    on_notice(fmt::format("the job stalled ({}): {}", event.detail,
-                          dump_python_stacks(pids, labels_, run_dir_ + "/stacks")));
+    on_notice(
+        fmt::format("the job stalled ({}): {}", event.detail, dump_python_stacks(pids, labels_, run_dir_ + "/stacks")));
   }
   if (supervisor_) supervisor_->request_stop_by_peer(reason_of(event.kind), stop_of(event));
 }

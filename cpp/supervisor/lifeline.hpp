@@ -66,7 +66,7 @@ class CommandListener {
   UniqueFd signals_;
   UniqueFd done_;
   char expect_signal_ = 0;  // command_forward or command_stop_by_signal, awaiting its signal byte
-  std::thread thread_;  // last: starts once the members above exist
+  std::thread thread_;      // last: starts once the members above exist
 };
 
 }  // namespace davincirun::detail

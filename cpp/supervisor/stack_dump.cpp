@@ -15,7 +15,6 @@
 
 #include <fmt/format.h>
 
-
 extern char** environ;
 
 namespace davincirun::detail {
@@ -59,8 +58,8 @@ std::string dump_python_stacks(const std::vector<pid_t>& pids, const std::vector
     posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     posix_spawn_file_actions_adddup2(&actions, 1, 2);
     const std::string pid_text = std::to_string(pids[i]);
-    std::vector<char*> argv{const_cast<char*>(py_spy->c_str()), const_cast<char*>("dump"),
-                            const_cast<char*>("--pid"), const_cast<char*>(pid_text.c_str()), nullptr};
+    std::vector<char*> argv{const_cast<char*>(py_spy->c_str()), const_cast<char*>("dump"), const_cast<char*>("--pid"),
+                            const_cast<char*>(pid_text.c_str()), nullptr};
     pid_t child = 0;
     if (::posix_spawn(&child, py_spy->c_str(), &actions, nullptr, argv.data(), environ) == 0) {
       dumpers.push_back(child);
@@ -88,11 +87,11 @@ std::string dump_python_stacks(const std::vector<pid_t>& pids, const std::vector
     }
   }
   if (dumpers.empty()) return fmt::format("no Python stacks: {} could not be started", *py_spy);
-  return fmt::format("Python stacks of {} process(es) in {}/ (py-spy dump{})", dumpers.size(), dir,
-                     ok < dumpers.size()
-                         ? fmt::format("; {} failed: see the files, ptrace may be refused to a non-root user",
-                                       dumpers.size() - ok)
-                         : "");
+  return fmt::format(
+      "Python stacks of {} process(es) in {}/ (py-spy dump{})", dumpers.size(), dir,
+      ok < dumpers.size()
+          ? fmt::format("; {} failed: see the files, ptrace may be refused to a non-root user", dumpers.size() - ok)
+          : "");
 }
 
 }  // namespace davincirun::detail

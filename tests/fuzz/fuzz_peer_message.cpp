@@ -47,13 +47,13 @@ void decode(const RawPeerFrame& f) {
       case PeerFrame::event: {
         const PeerEvent e = decode_event(f.payload);
         const PeerEvent again = decode_event(encode_event(e));
-        if (again.detail != e.detail || again.rank != e.rank || again.kind != e.kind) finding("event does not round-trip");
+        if (again.detail != e.detail || again.rank != e.rank || again.kind != e.kind)
+          finding("event does not round-trip");
         break;
       }
       default: break;
     }
-  } catch (const PeerProtocolError&) {
-  }
+  } catch (const PeerProtocolError&) {}
 }
 
 void stranger(std::string_view bytes, std::string_view steps) {
@@ -74,12 +74,10 @@ void stranger(std::string_view bytes, std::string_view steps) {
           const PeerHello h = decode_hello(f->payload);
           seal.rekey(peer_session_key(job_key, std::string(peer_nonce_bytes, 'h'), h.nonce));
           seal.open(*f);
-        } catch (const PeerProtocolError&) {
-        }
+        } catch (const PeerProtocolError&) {}
       }
     }
-  } catch (const PeerProtocolError&) {
-  }
+  } catch (const PeerProtocolError&) {}
 }
 
 void keyed(std::string_view records) {
@@ -89,9 +87,9 @@ void keyed(std::string_view records) {
   std::size_t pos = 0;
   while (pos + 3 <= records.size()) {
     const auto type = static_cast<PeerFrame>(1 + static_cast<unsigned char>(records[pos]) % 6);
-    const std::size_t length =
-        (std::size_t{static_cast<unsigned char>(records[pos + 1])} << 8 | static_cast<unsigned char>(records[pos + 2])) %
-        (max_peer_payload + 1);
+    const std::size_t length = (std::size_t{static_cast<unsigned char>(records[pos + 1])} << 8 |
+                                static_cast<unsigned char>(records[pos + 2])) %
+                               (max_peer_payload + 1);
     pos += 3;
     const std::string_view payload = records.substr(pos, length);
     pos += payload.size();

@@ -109,7 +109,7 @@ def test_a_rank_failing_on_one_host_stops_every_host_within_a_second(job):
     assert gone_after(hosts, failed_at, 10) < 1.0
     results = reports(procs)
     assert [code for code, _ in results] == [1, 1, 1], results
-    for code, err in (results[0], results[2]):
+    for _, err in (results[0], results[2]):
         assert "the job was stopped because rank 1 on server %s failed with exit code 1" % hosts[1].address in err, err
         assert "RuntimeError: rank 1 hit a bad batch" in err  # the root cause, from h2's log
     assert "rank 1 (pid" in results[1][1] and "RuntimeError: rank 1 hit a bad batch" in results[1][1]

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import assert_gone
 
 DAVINCIRUN = ["davincirun"]
@@ -105,6 +104,12 @@ def servers(tmp_path):
         server.kill()
 
 
+def supervisor_of(launcher_pid):
+    """The job supervisor process (its agent) of the davincirun with this pid."""
+    out = subprocess.check_output(["pgrep", "-P", str(launcher_pid), "-f", "davincirun-supervisor"])
+    return int(out.split()[0])
+
+
 def rank_pids(output):
     return [int(line.split(" pid ")[1].split()[0]) for line in output.splitlines() if " up" in line and " pid " in line]
 
@@ -136,7 +141,7 @@ def test_an_agent_killed_on_one_server_stops_the_other_at_once(servers):
     b = servers(1, "sleep", "--peer-timeout", "30")
     time.sleep(2)  # both up and joined
     # Server B's agent is its job supervisor process: the child of davincirun.
-    supervisor = int(subprocess.check_output(["pgrep", "-P", str(b.proc.pid), "-f", "davincirun-supervisor"]).split()[0])
+    supervisor = supervisor_of(b.proc.pid)
     killed_at = time.time()
     os.kill(supervisor, signal.SIGKILL)
     assert a.wait() == 1
@@ -171,7 +176,7 @@ def test_without_peers_a_failure_on_one_server_leaves_the_other_running(servers)
 def test_the_engines_sigterm_to_every_process_is_one_stop_and_the_grace_period_holds(servers):
     a = servers(0, "trap", "--no-peers")
     time.sleep(1.5)
-    supervisor = int(subprocess.check_output(["pgrep", "-P", str(a.proc.pid), "-f", "davincirun-supervisor"]).split()[0])
+    supervisor = supervisor_of(a.proc.pid)
     # As srun and mpirun do: the launcher, its supervisor and the ranks, at once, twice.
     ranks = [int(p) for p in subprocess.check_output(["pgrep", "-P", str(supervisor)]).split()]
     for _ in range(2):
@@ -185,7 +190,8 @@ def test_the_engines_sigterm_to_every_process_is_one_stop_and_the_grace_period_h
 
 def test_the_stall_watchdog_dumps_python_stacks_and_stops_a_silent_job(tmp_path, rank_table):
     script = tmp_path / "silent.py"
-    script.write_text("import time\nprint('working', flush=True)\ndef stuck_here():\n    time.sleep(600)\nstuck_here()\n")
+    script.write_text("import time\nprint('working', flush=True)\n"
+                      "def stuck_here():\n    time.sleep(600)\nstuck_here()\n")
     proc = subprocess.run(DAVINCIRUN + ["-r", str(rank_table(2)), "-l", str(tmp_path / "log"), "--stall-timeout", "2",
                                         sys.executable, str(script)],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)

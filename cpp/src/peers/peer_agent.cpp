@@ -214,8 +214,8 @@ void PeerAgent::hub_frame(Connection& c, const RawPeerFrame& f) {
     c.seal.open(f);
     const std::uint32_t i = hello.server_index;
     if (i >= config_.server_ids.size() || i == config_.server_index || config_.server_ids[i] != hello.server_id) {
-      throw PeerProtocolError(fmt::format("it says it is server {} (index {}), which this job's table does not have",
-                                          hello.server_id, i));
+      throw PeerProtocolError(
+          fmt::format("it says it is server {} (index {}), which this job's table does not have", hello.server_id, i));
     }
     if (member_joined_[i]) throw PeerProtocolError(fmt::format("server {} has joined already", hello.server_id));
     member_joined_[i] = true;
@@ -360,8 +360,8 @@ void PeerAgent::tick() {
     if (c->closed) continue;
     const auto quiet = std::chrono::duration_cast<milliseconds>(now - c->last_heard);
     if (c->state == Connection::State::joined && quiet > config_.peer_timeout) {
-      lost(*c, fmt::format("no heartbeat from its agent at {} for {} (its host is down, or the link is cut)",
-                           c->peer, seconds_text(quiet)));
+      lost(*c, fmt::format("no heartbeat from its agent at {} for {} (its host is down, or the link is cut)", c->peer,
+                           seconds_text(quiet)));
     } else if (c->state != Connection::State::joined && now - c->opened > handshake_timeout) {
       last_connect_error_ = "no answer to the handshake";
       drop(*c, config_.hub ? fmt::format("dropped a connection from {}: it did not say who it is", c->peer) : "");
@@ -388,7 +388,8 @@ void PeerAgent::tick() {
     }
     for (const auto& c : connections_) {
       if (c->closed || c->done || c->state != Connection::State::joined) continue;
-      const auto since = static_cast<std::uint64_t>(std::chrono::duration_cast<milliseconds>(now - c->silent_at).count());
+      const auto since =
+          static_cast<std::uint64_t>(std::chrono::duration_cast<milliseconds>(now - c->silent_at).count());
       silent = std::min(silent, c->silent_ms == UINT64_MAX ? 0 : c->silent_ms + since);
     }
     if (everyone && silent >= static_cast<std::uint64_t>(config_.stall_timeout.count())) {

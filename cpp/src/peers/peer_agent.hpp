@@ -122,15 +122,15 @@ class PeerAgent {
   std::optional<PeerEvent> stop_event_;
 
   // The agent thread's own state.
-  bool stopping_ = false;          // the job is stopping (any cause)
-  bool reported_ = false;          // this server's event went to the hub
+  bool stopping_ = false;  // the job is stopping (any cause)
+  bool reported_ = false;  // this server's event went to the hub
   bool local_finished_ = false;
   bool local_success_ = false;
-  bool told_done_ = false;          // member: the hub was told this server is done
-  bool joined_ = false;             // member: welcomed by the hub once
+  bool told_done_ = false;                  // member: the hub was told this server is done
+  bool joined_ = false;                     // member: welcomed by the hub once
   std::optional<PeerEvent> unsent_report_;  // member: this server's event, for a hub joined later
   bool all_joined_said_ = false;
-  std::vector<bool> member_done_;   // hub: by server index
+  std::vector<bool> member_done_;  // hub: by server index
   std::vector<bool> member_joined_;
 };
 

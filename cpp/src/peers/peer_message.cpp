@@ -117,9 +117,10 @@ std::optional<RawPeerFrame> PeerFrameParser::next() {
   }
   const auto version = static_cast<std::uint8_t>(head[4]);
   if (version != peer_protocol_version) {
-    throw PeerProtocolError(fmt::format("peer protocol version {}, this agent speaks {}: use the same davincirunsdk "
-                                        "release on every server",
-                                        version, peer_protocol_version));
+    throw PeerProtocolError(
+        fmt::format("peer protocol version {}, this agent speaks {}: use the same davincirunsdk "
+                    "release on every server",
+                    version, peer_protocol_version));
   }
   const auto type = static_cast<std::uint8_t>(head[5]);
   if (type < static_cast<std::uint8_t>(PeerFrame::challenge) || type > static_cast<std::uint8_t>(PeerFrame::done)) {

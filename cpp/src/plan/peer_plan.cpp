@@ -48,8 +48,8 @@ PeerPlan plan_peers(const LaunchOptions& options, const RankTable& table, std::s
     peers.key_from_environment = true;
   } else {
     // Every server computes the same key from what it alone reads.
-    peers.job_key = std::string(
-        as_view(hmac_sha256("davincirun peer channel v1", {table.normalized_json, std::string_view("\0", 1), job.job_id})));
+    peers.job_key = std::string(as_view(
+        hmac_sha256("davincirun peer channel v1", {table.normalized_json, std::string_view("\0", 1), job.job_id})));
   }
   return peers;
 }
