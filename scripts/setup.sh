@@ -19,6 +19,13 @@ export PIP_ROOT_USER_ACTION=ignore
 # default clang (our CI machine); another release needs its own major here.
 # tmux is the terminal the status-line test draws on (tests/python/test_terminal_width.py).
 apt_packages=(g++ nlohmann-json3-dev libfmt-dev catch2 clang libclang-rt-14-dev tmux)
+# The job engines the multi-host tests run davincirun under, for real, across
+# test hosts in network namespaces (tests/python/test_multi_host_engines.py):
+# Slurm (slurmctld, slurmd, srun) with munge for its authentication, and
+# Open MPI's mpirun (their packaged services are not used: the tests start
+# their own daemons from a temporary configuration). iproute2 and util-linux
+# (ip, nsenter, unshare) make the hosts.
+apt_packages+=(slurm-wlm munge openmpi-bin iproute2 util-linux)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -35,6 +35,7 @@ import pytest
 
 SUBNET = "10.77.0"
 FIRST_HOST = 11  # h1 is 10.77.0.11
+ROOT_HOST = 1  # this machine's own address on the bridge, when it has one
 
 # Variables of the rank identity and the rendezvous that must not leak from
 # the test's own environment into a host: the jobs find everything themselves.
@@ -73,7 +74,7 @@ class Host:
         self.network = network
         self.index = index
         self.name = "h%d" % (index + 1)
-        self.address = "%s.%d" % (SUBNET, FIRST_HOST + index)
+        self.address = "%s.%d" % (network.subnet, FIRST_HOST + index)
         self.netns = "%sh%d" % (network.tag, index + 1)
         self.veth = "%sv%d" % (network.tag, index + 1)  # the bridge's end; the host's end is eth0
         self.interface = "eth0"
@@ -228,17 +229,26 @@ def davincirun_path():
 
 class Network:
     """`count` test hosts on a bridge of their own, their files under
-    `root`. Names carry a random tag, so that concurrent runs do not meet."""
+    `root`. Names carry a random tag, so that concurrent runs do not meet.
 
-    def __init__(self, count, root):
+    With `machine_address`, this machine itself gets <subnet>.1 on the
+    bridge (`self.machine_address`), for daemons that run here and talk to
+    the hosts (slurmctld); the subnet is then random (10.77.<2..254>), so
+    that two runs' routes do not clash."""
+
+    def __init__(self, count, root, machine_address=False):
         require_netns()
         self.tag = "dvr" + uuid.uuid4().hex[:4]
         self.bridge = self.tag + "b"
         self.root = str(root)
+        self.subnet = "10.77.%d" % (2 + int(uuid.uuid4().hex[:4], 16) % 253) if machine_address else SUBNET
+        self.machine_address = "%s.%d" % (self.subnet, ROOT_HOST) if machine_address else None
         self.hosts = []
         try:
             _ip("link", "add", self.bridge, "type", "bridge")
             _ip("link", "set", self.bridge, "up")
+            if self.machine_address:
+                _ip("addr", "add", self.machine_address + "/24", "dev", self.bridge)
             self.hosts = [Host(self, i) for i in range(count)]
             for host in self.hosts:
                 host._create()
@@ -246,19 +256,24 @@ class Network:
             self.close()
             raise
 
-    def rank_table(self, path, hosts, devices=1, device_ids=None):
+    def rank_table(self, path, hosts, devices=1, device_ids=None, server_ids=None):
         """Writes a format 1.0 table of `hosts` (server_id = each host's
-        address) with `devices` devices each (ids 0.., or `device_ids`),
-        ranks in host order; returns its path."""
+        address, or `server_ids` with host_ip = the address, as the
+        Kubernetes operator writes them) with `devices` devices each (ids
+        0.., or `device_ids`), ranks in host order; returns its path."""
         ids = device_ids if device_ids is not None else list(range(devices))
         servers, rank = [], 0
         for host in hosts:
             device_list = []
             for d in ids:
-                device_ip = "192.168.%d.%d" % (100 + d, FIRST_HOST + host.index)
+                device_ip = "192.168.%d.%d" % (100 + d, FIRST_HOST + host.index)  # HCCL's; unused on the CPU
                 device_list.append({"device_id": str(d), "device_ip": device_ip, "rank_id": str(rank)})
                 rank += 1
-            servers.append({"server_id": host.address, "device": device_list})
+            server = {"server_id": host.address}
+            if server_ids:
+                server = {"server_id": server_ids[hosts.index(host)], "host_ip": host.address}
+            server["device"] = device_list
+            servers.append(server)
         table = {"version": "1.0", "server_count": str(len(hosts)), "server_list": servers, "status": "completed"}
         with open(str(path), "w") as f:
             json.dump(table, f, indent=2)
