@@ -29,7 +29,7 @@ std::optional<std::string> find_in_path(const std::string& name, const std::stri
   while (start <= path_list.size()) {
     const std::size_t end = std::min(path_list.find(':', start), path_list.size());
     const std::string dir = end > start ? path_list.substr(start, end - start) : ".";
-    const std::string candidate = dir + "/" + name;
+    std::string candidate = dir + "/" + name;
     if (::access(candidate.c_str(), X_OK) == 0) return candidate;
     start = end + 1;
   }
