@@ -34,6 +34,19 @@ std::string describe_plan(const LaunchPlan& plan, const std::vector<std::string>
     out += fmt::format("launch mode dynamic-cluster: MindSpore's scheduler at {}:{}{}\n", plan.job.master_addr,
                        plan.job.sched_port, plan.job.rank_start == 0 ? ", started here" : ", on the server of rank 0");
   }
+  if (plan.peers.enabled) {
+    out += fmt::format("peer channel: the agents meet at {}:{}{}; peer timeout {:g} s; job key {}\n",
+                       plan.peers.hub_address, plan.peers.port,
+                       plan.peers.hub ? " (this server listens there)" : ", the server of rank 0",
+                       std::chrono::duration<double>(plan.peers.peer_timeout).count(),
+                       plan.peers.key_from_environment ? "from DAVINCIRUN_JOB_KEY" : "derived from the table and JOB_ID");
+  } else if (plan.table.servers.size() > 1) {
+    out += "peer channel: off (--no-peers): each server's job runs on its own\n";
+  }
+  if (plan.peers.stall_timeout.count() > 0) {
+    out += fmt::format("stall watchdog: stop after {:g} s without output from any rank\n",
+                       std::chrono::duration<double>(plan.peers.stall_timeout).count());
+  }
   for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
     const RankAssignment& a = plan.ranks[i];
     if (a.role == ProcessRole::scheduler) {
