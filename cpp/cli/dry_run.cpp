@@ -35,11 +35,11 @@ std::string describe_plan(const LaunchPlan& plan, const std::vector<std::string>
                        plan.job.sched_port, plan.job.rank_start == 0 ? ", started here" : ", on the server of rank 0");
   }
   if (plan.peers.enabled) {
-    out += fmt::format("peer channel: the agents meet at {}:{}{}; peer timeout {:g} s; job key {}\n",
-                       plan.peers.hub_address, plan.peers.port,
-                       plan.peers.hub ? " (this server listens there)" : ", the server of rank 0",
-                       std::chrono::duration<double>(plan.peers.peer_timeout).count(),
-                       plan.peers.key_from_environment ? "from DAVINCIRUN_JOB_KEY" : "derived from the table and JOB_ID");
+    out += fmt::format(
+        "peer channel: the agents meet at {}:{}{}; peer timeout {:g} s; job key {}\n", plan.peers.hub_address,
+        plan.peers.port, plan.peers.hub ? " (this server listens there)" : ", the server of rank 0",
+        std::chrono::duration<double>(plan.peers.peer_timeout).count(),
+        plan.peers.key_from_environment ? "from DAVINCIRUN_JOB_KEY" : "derived from the table and JOB_ID");
   } else if (plan.table.servers.size() > 1) {
     out += "peer channel: off (--no-peers): each server's job runs on its own\n";
   }

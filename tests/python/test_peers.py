@@ -262,14 +262,14 @@ def test_under_an_engines_pseudo_terminal_lines_are_plain(tmp_path, rank_table, 
 
 def test_the_dry_run_shows_where_the_agents_meet(tmp_path):
     table = two_server_table(tmp_path / "table.json")
-    run = [*DAVINCIRUN, "--dry-run", "-r", str(table), "--server-id", SERVERS[1]]
-    out = subprocess.run(run + ["true"], capture_output=True, text=True, check=True).stdout
+
+    def dry_run(*flags, env=None):
+        argv = [*DAVINCIRUN, "--dry-run", "-r", str(table), "--server-id", SERVERS[1], *flags, "true"]
+        return subprocess.run(argv, capture_output=True, text=True, check=True, env=env).stdout
+
+    out = dry_run()
     assert "peer channel: the agents meet at 127.0.0.1:" in out and "the server of rank 0" in out, out
     assert "job key derived from the table and JOB_ID" in out
-    out = subprocess.run(run[:-2] + ["--peer-port", "23456"] + run[-2:] + ["true"], capture_output=True, text=True, check=True).stdout
-    assert "meet at 127.0.0.1:23456" in out, out
-    keyed = dict(os.environ, DAVINCIRUN_JOB_KEY="a platform's secret")
-    out = subprocess.run(run + ["true"], capture_output=True, text=True, check=True, env=keyed).stdout
-    assert "job key from DAVINCIRUN_JOB_KEY" in out
-    out = subprocess.run(run[:-2] + ["--no-peers"] + run[-2:] + ["true"], capture_output=True, text=True, check=True).stdout
-    assert "peer channel: off (--no-peers)" in out
+    assert "meet at 127.0.0.1:23456" in dry_run("--peer-port", "23456")
+    assert "job key from DAVINCIRUN_JOB_KEY" in dry_run(env=dict(os.environ, DAVINCIRUN_JOB_KEY="a secret"))
+    assert "peer channel: off (--no-peers)" in dry_run("--no-peers")

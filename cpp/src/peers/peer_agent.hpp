@@ -129,7 +129,7 @@ class PeerAgent {
   bool told_done_ = false;                  // member: the hub was told this server is done
   bool joined_ = false;                     // member: welcomed by the hub once
   std::optional<PeerEvent> unsent_report_;  // member: this server's event, for a hub joined later
-  std::vector<bool> member_done_;  // hub: by server index
+  std::vector<bool> member_done_;           // hub: by server index
   std::vector<bool> member_joined_;
 };
 
