@@ -181,7 +181,7 @@ int run_job_host(int lifeline_fd) {
     tag = random_tag();
     spec.supervisor.job_tag = "DAVINCIRUN_JOB_TAG=" + tag;
     locks = lock_devices(spec);
-    run_dir.emplace(spec.log_dir, spec.job_id, spec.rank_table_json);
+    run_dir.emplace(spec.log_dir, spec.job_id, spec.rank_table_json, spec.peers.server_count > 1);
     platform.emplace(PlatformPaths{run_dir->path(), spec.cache_dir});
     // The hub's port is bound before any rank starts: taken, the job never runs.
     if (JobPeers::wanted(spec.peers)) peers = std::make_unique<JobPeers>(spec, console.sink());

@@ -33,8 +33,11 @@ void make_dirs(const std::string& path) {
   }
 }
 
-std::string make_run_dir(const std::string& log_dir, const std::string& job_id) {
-  const std::string base = fmt::format("{}/{}-{}", log_dir, utc_time(std::time(nullptr), "%Y%m%d-%H%M%S"), job_id);
+std::string make_run_dir(const std::string& log_dir, const std::string& job_id, bool alike_everywhere) {
+  // Each server's clock would name the same job differently.
+  const std::string base =
+      alike_everywhere ? fmt::format("{}/{}", log_dir, job_id)
+                       : fmt::format("{}/{}-{}", log_dir, utc_time(std::time(nullptr), "%Y%m%d-%H%M%S"), job_id);
   // A new run never reuses a directory: mkdir fails on an existing one.
   for (int attempt = 0; attempt < 1000; ++attempt) {
     const std::string dir = attempt == 0 ? base : fmt::format("{}.{}", base, attempt);
@@ -48,10 +51,11 @@ std::string make_run_dir(const std::string& log_dir, const std::string& job_id) 
 
 }  // namespace
 
-RunDir::RunDir(const std::string& log_dir, const std::string& job_id, const std::string& rank_table_json)
+RunDir::RunDir(const std::string& log_dir, const std::string& job_id, const std::string& rank_table_json,
+               bool alike_everywhere)
     : log_dir_(log_dir) {
   make_dirs(log_dir);
-  path_ = make_run_dir(log_dir, job_id);
+  path_ = make_run_dir(log_dir, job_id, alike_everywhere);
   // The ranks read a copy the job owns: strictly formatted for HCCL, and
   // immune to a platform rewriting its own file in place mid-job.
   table_path_ = path_ + "/rank_table.json";

@@ -1,5 +1,6 @@
-// A job's run directory: <log_dir>/<UTC time>-<job id>, holding the rank
-// table the ranks read, one log per rank and, at the end, summary.json.
+// A job's run directory: <log_dir>/<UTC time>-<job id> (a job of several
+// servers: <log_dir>/<job id>, named alike on every server), holding the
+// rank table the ranks read, one log per rank and, at the end, summary.json.
 #pragma once
 
 #include <string>
@@ -14,9 +15,13 @@ class RunDir {
   /// Creates `log_dir` when missing (like mkdir -p, mode 0755 less the
   /// umask), then a new run directory in it (never an existing one; mode
   /// 0700), and writes there the ranks' copy of the rank table
-  /// (rank_table.json, mode 0600). Throws ConfigError naming the path: a log
+  /// (rank_table.json, mode 0600). `alike_everywhere` (a job of several
+  /// servers): the name is the job id alone, which every server derives
+  /// the same, with ".1", ".2"... for a run of the same job id again; else
+  /// the UTC time comes first. Throws ConfigError naming the path: a log
   /// directory that cannot be made or used, no room for the table.
-  RunDir(const std::string& log_dir, const std::string& job_id, const std::string& rank_table_json);
+  RunDir(const std::string& log_dir, const std::string& job_id, const std::string& rank_table_json,
+         bool alike_everywhere = false);
 
   const std::string& path() const noexcept { return path_; }
   /// The rank table the ranks read (RANK_TABLE_FILE).

@@ -81,9 +81,9 @@ def test_training_across_hosts_converges_with_nothing_set_by_hand(netns_hosts, t
     for host, (code, out, err) in zip(hosts, results):
         assert code == 0, (host.name, out[-3000:], err[-3000:])
     check_training(hosts, devices)
-    # Every server derived the same job id, hence the same run directory suffix.
-    suffixes = {run_directory(h).split("-", 2)[2] for h in hosts}
-    assert len(suffixes) == 1, suffixes
+    # Every server derived the same job id, hence the same run directory name.
+    names = {os.path.basename(run_directory(h)) for h in hosts}
+    assert len(names) == 1 and names.pop().startswith("job-"), names
     assert not netns_hosts.leftovers()
 
 
@@ -159,7 +159,7 @@ def test_two_jobs_whose_rank_0_share_a_host_train_side_by_side(netns_hosts, tmp_
                 log = f.read()
             assert len(epoch_losses(log, rank)) == EPOCHS, log
             assert ":%s" % ports[name] in log  # rendezvous tcp://10.77.0.11:<its port>
-            jobs.add((name, os.readlink(run).split("-", 2)[2]))
+            jobs.add((name, os.path.basename(os.readlink(run))))
     assert len({job_id for _, job_id in jobs}) == 2, jobs
 
 

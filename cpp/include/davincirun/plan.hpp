@@ -188,10 +188,11 @@ struct LaunchOptions {
 /// The peer channel of this server's agent (LaunchOptions::peers), and the
 /// stall watchdog, which needs no channel on one server.
 struct PeerPlan {
-  bool enabled = false;     ///< several servers, and LaunchOptions::peers
-  bool hub = false;         ///< this server holds rank 0: its agent listens
-  std::string hub_address;  ///< where the hub listens: MASTER_ADDR
-  int port = 0;             ///< LaunchOptions::peer_port, resolved
+  bool enabled = false;          ///< several servers, and LaunchOptions::peers
+  std::size_t server_count = 1;  ///< servers in the table (the run directory's name depends on it)
+  bool hub = false;              ///< this server holds rank 0: its agent listens
+  std::string hub_address;       ///< where the hub listens: MASTER_ADDR
+  int port = 0;                  ///< LaunchOptions::peer_port, resolved
   std::size_t server_index = 0;
   std::vector<std::string> server_ids;  ///< every server's, in table order
   /// 32 bytes: SHA-256 of DAVINCIRUN_JOB_KEY when the platform set it,

@@ -56,6 +56,7 @@ std::string encode_spec(const JobSpec& spec) {
   // The peer plan sits between the ranks and the supervisor's options.
   const PeerPlan& p = spec.peers;
   w.flag(p.enabled);
+  w.u64(p.server_count);
   w.flag(p.hub);
   w.str(p.hub_address);
   w.i64(p.port);
@@ -104,6 +105,7 @@ JobSpec decode_spec(std::string_view data) {
   }
   PeerPlan& p = spec.peers;
   p.enabled = r.flag();
+  p.server_count = static_cast<std::size_t>(r.u64());
   p.hub = r.flag();
   p.hub_address = r.str();
   p.port = r.i32();

@@ -36,6 +36,7 @@ PeerPlan plan_peers(const LaunchOptions& options, const RankTable& table, std::s
   peers.peer_timeout = options.peer_timeout;
   peers.connect_timeout = options.wait_timeout;
   peers.server_index = server_index;
+  peers.server_count = table.servers.size();
   peers.hub = job.rank_start == 0;
   peers.enabled = options.peers && table.servers.size() > 1;
   if (!peers.enabled) return peers;
