@@ -28,6 +28,7 @@ PeerConfig config_of(const JobSpec& spec) {
   c.hub_address = p.hub_address;
   c.port = p.port;
   c.server_index = static_cast<std::uint32_t>(p.server_index);
+  c.hub_index = static_cast<std::uint32_t>(p.hub_index);
   c.server_ids = p.server_ids;
   c.job_key = p.job_key;
   return c;

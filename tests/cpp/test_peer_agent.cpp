@@ -290,3 +290,32 @@ TEST_CASE("the hub's port taken is a ConfigError naming it", "[peers]") {
                     Catch::Contains("port " + std::to_string(port) + " is already in use") &&
                         Catch::Contains("DAVINCIRUN_PEER_PORT"));
 }
+
+TEST_CASE("a failure before the agents met still reaches every server at once", "[peers]") {
+  const int port = find_free_port();
+  SECTION("a member fails before the hub is up: it tells the hub once it can") {
+    TestAgent member(config_for(1, port, 2));
+    member.agent().report(failure_on("10.0.0.12", 1));
+    member.agent().finish(false);
+    std::this_thread::sleep_for(300ms);
+    CHECK_FALSE(member.wait_returned(10ms));  // still trying to tell someone
+    TestAgent hub(config_for(0, port, 2));
+    const auto stop = hub.wait_stop();
+    REQUIRE(stop);
+    CHECK(stop->server_id == "10.0.0.12");
+    CHECK(member.wait_returned());
+  }
+  SECTION("the hub fails before a member joined: the member learns it on joining") {
+    TestAgent hub(config_for(0, port, 2));
+    hub.agent().report(failure_on("10.0.0.11", 0));
+    hub.agent().finish(false);
+    std::this_thread::sleep_for(300ms);
+    CHECK_FALSE(hub.wait_returned(10ms));  // waits for the member, up to the peer timeout
+    TestAgent member(config_for(1, port, 2));
+    const auto stop = member.wait_stop();
+    REQUIRE(stop);
+    CHECK(stop->server_id == "10.0.0.11");
+    CHECK(stop->rank == 0);
+    CHECK(hub.wait_returned());
+  }
+}

@@ -194,6 +194,7 @@ struct PeerPlan {
   std::string hub_address;       ///< where the hub listens: MASTER_ADDR
   int port = 0;                  ///< LaunchOptions::peer_port, resolved
   std::size_t server_index = 0;
+  std::size_t hub_index = 0;            ///< the server of rank 0
   std::vector<std::string> server_ids;  ///< every server's, in table order
   /// 32 bytes: SHA-256 of DAVINCIRUN_JOB_KEY when the platform set it,
   /// else HMAC-SHA-256 of the normalized table and the job id (the same on

@@ -61,6 +61,7 @@ std::string encode_spec(const JobSpec& spec) {
   w.str(p.hub_address);
   w.i64(p.port);
   w.u64(p.server_index);
+  w.u64(p.hub_index);
   w.strs(p.server_ids);
   w.str(p.job_key);
   w.flag(p.key_from_environment);
@@ -110,13 +111,14 @@ JobSpec decode_spec(std::string_view data) {
   p.hub_address = r.str();
   p.port = r.i32();
   p.server_index = static_cast<std::size_t>(r.u64());
+  p.hub_index = static_cast<std::size_t>(r.u64());
   p.server_ids = r.strs();
   p.job_key = r.str();
   p.key_from_environment = r.flag();
   p.peer_timeout = r.millis();
   p.connect_timeout = r.millis();
   p.stall_timeout = r.millis();
-  r.check(!p.enabled || p.server_index < p.server_ids.size());
+  r.check(!p.enabled || (p.server_index < p.server_ids.size() && p.hub_index < p.server_ids.size()));
   spec.supervisor.grace_period = r.millis();
   spec.supervisor.drain_timeout = r.millis();
   spec.supervisor.job_timeout = r.millis();

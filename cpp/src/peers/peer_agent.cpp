@@ -167,7 +167,7 @@ void PeerAgent::lost(Connection& c, const std::string& why) {
   PeerEvent event;
   event.kind = PeerEventKind::lost;
   // The hub names the member; a member names the hub by the address it dialled.
-  event.server_id = config_.hub ? config_.server_ids.at(c.server_index) : config_.hub_address;
+  event.server_id = config_.server_ids.at(config_.hub ? c.server_index : config_.hub_index);
   event.detail = why;
   stop_job(event, false, &c);
 }
@@ -175,12 +175,16 @@ void PeerAgent::lost(Connection& c, const std::string& why) {
 void PeerAgent::stop_job(const PeerEvent& event, bool local, Connection* origin) {
   if (stopping_) return;
   stopping_ = true;
-  // The hub tells every member but the one it heard it from; a member
-  // tells the hub what happened on its own server only.
+  stopped_at_ = Clock::now();
+  first_event_ = event;
+  // The hub tells every member but the one it heard it from (and those
+  // that join later, on joining); a member tells the hub what happened on
+  // its own server only.
   if (config_.hub || local) {
     for (auto& c : connections_) {
       if (c.get() != origin && !c->closed && c->state == Connection::State::joined) {
         send(*c, PeerFrame::event, encode_event(event));
+        if (!config_.hub) report_delivered_ = true;
       }
     }
   }
@@ -229,7 +233,7 @@ void PeerAgent::hub_frame(Connection& c, const RawPeerFrame& f) {
                              seconds_text(std::chrono::duration_cast<milliseconds>(Clock::now() - started_))));
     }
     // A member that joins after the job began to stop learns it at once.
-    if (stopping_ && stop_event_) send(c, PeerFrame::event, encode_event(*stop_event_));
+    if (stopping_ && first_event_) send(c, PeerFrame::event, encode_event(*first_event_));
     return;
   }
   c.seal.open(f);
@@ -286,7 +290,10 @@ void PeerAgent::member_frame(Connection& c, const RawPeerFrame& f) {
     on_notice_(fmt::format("joined the agents of the job at {}, the server of rank 0 ({} after start)", c.peer,
                            seconds_text(std::chrono::duration_cast<milliseconds>(Clock::now() - started_))));
     // What happened here before the channel was up goes out now.
-    if (unsent_report_) send(c, PeerFrame::event, encode_event(*unsent_report_));
+    if (unsent_report_) {
+      send(c, PeerFrame::event, encode_event(*unsent_report_));
+      report_delivered_ = true;
+    }
     if (local_finished_) member_say_done();
     return;
   }
@@ -334,17 +341,23 @@ void PeerAgent::read_from(Connection& c) {
 void PeerAgent::tick() {
   const auto now = Clock::now();
   const auto since_start = std::chrono::duration_cast<milliseconds>(now - started_);
-  if (!config_.hub && !joined_ && !stopping_) {
+  // A member keeps trying to join while it has something to tell: a
+  // failure at start-up must reach the other servers, not wait them out.
+  if (!config_.hub && !joined_ && (!stopping_ || (reported_ && !report_delivered_ && !lingered(now)))) {
     const bool open = std::any_of(connections_.begin(), connections_.end(), [](const auto& c) { return !c->closed; });
     if (since_start >= config_.connect_timeout) {
       PeerEvent event;
       event.kind = PeerEventKind::lost;
-      event.server_id = config_.hub_address;
+      event.server_id = config_.server_ids.at(config_.hub_index);
       event.detail = fmt::format("could not reach the agent of rank 0's server at {}:{} within {}{}",
                                  config_.hub_address, config_.port, seconds_text(config_.connect_timeout),
                                  last_connect_error_.empty() ? "" : ": " + last_connect_error_);
       for (auto& c : connections_) drop(*c, "");
-      stop_job(event, false, nullptr);
+      if (stopping_) {
+        report_delivered_ = true;  // nobody to tell: give up
+      } else {
+        stop_job(event, false, nullptr);
+      }
     } else if (!open && now >= next_connect_) {
       member_connect();
     }
@@ -411,12 +424,28 @@ bool PeerAgent::done() const {
     if (aborted_) return true;
   }
   if (!local_finished_) return false;
-  if (!config_.hub) return stopping_ || told_done_;
-  if (stopping_) return true;
+  const auto now = Clock::now();
+  if (!config_.hub) {
+    if (told_done_) return true;
+    // This server's own event must reach the hub (or the wait be over).
+    return stopping_ && (!reported_ || report_delivered_ || lingered(now));
+  }
+  if (stopping_) {
+    // Members that have not joined yet learn the event on joining: wait a
+    // while for them, so that a failure at start-up stops them at once.
+    for (std::uint32_t i = 0; i < member_joined_.size(); ++i) {
+      if (i != config_.server_index && !member_joined_[i] && !lingered(now)) return false;
+    }
+    return true;
+  }
   for (std::uint32_t i = 0; i < member_done_.size(); ++i) {
     if (i != config_.server_index && !member_done_[i]) return false;
   }
   return true;
+}
+
+bool PeerAgent::lingered(std::chrono::steady_clock::time_point now) const {
+  return now - stopped_at_ >= std::min(config_.peer_timeout, config_.connect_timeout);
 }
 
 void PeerAgent::flush_before_exit() {

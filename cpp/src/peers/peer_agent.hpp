@@ -37,6 +37,7 @@ struct PeerConfig {
   std::string hub_address;  ///< an IP literal or host name (members connect here)
   int port = 0;             ///< the hub listens on it, members connect to it
   std::uint32_t server_index = 0;
+  std::uint32_t hub_index = 0;          ///< the server of rank 0, in server_ids
   std::vector<std::string> server_ids;  ///< every server's id, in table order (their number: the servers)
   std::string job_key;                  ///< any bytes; see peer_message.hpp
   std::chrono::milliseconds peer_timeout{30'000};
@@ -101,6 +102,9 @@ class PeerAgent {
   void member_say_done();
   void flush_before_exit();
   bool done() const;
+  /// Since the job began to stop, long enough waiting for agents that have
+  /// not joined (the peer timeout, at most the connect timeout).
+  bool lingered(std::chrono::steady_clock::time_point now) const;
   std::string server_name(std::uint32_t index) const;
 
   PeerConfig config_;
@@ -129,7 +133,10 @@ class PeerAgent {
   bool told_done_ = false;                  // member: the hub was told this server is done
   bool joined_ = false;                     // member: welcomed by the hub once
   std::optional<PeerEvent> unsent_report_;  // member: this server's event, for a hub joined later
-  std::vector<bool> member_done_;           // hub: by server index
+  bool report_delivered_ = false;           // member: that event was sent to the hub
+  std::optional<PeerEvent> first_event_;    // the job's first event, whatever its origin
+  std::chrono::steady_clock::time_point stopped_at_;
+  std::vector<bool> member_done_;  // hub: by server index
   std::vector<bool> member_joined_;
 };
 

@@ -43,7 +43,10 @@ PeerPlan plan_peers(const LaunchOptions& options, const RankTable& table, std::s
   peers.hub_address = job.master_addr;
   peers.port = port_from(launcher, options, table, job);
   peers.server_ids.reserve(table.servers.size());
-  for (const auto& server : table.servers) peers.server_ids.push_back(server.server_id);
+  for (const auto& server : table.servers) {
+    if (server.rank_start == 0) peers.hub_index = peers.server_ids.size();
+    peers.server_ids.push_back(server.server_id);
+  }
   if (auto key = launcher.get("DAVINCIRUN_JOB_KEY"); key && !key->empty()) {
     peers.job_key = std::string(as_view(sha256(*key)));
     peers.key_from_environment = true;
