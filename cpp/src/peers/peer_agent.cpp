@@ -17,6 +17,7 @@
 
 #include "common/text.hpp"
 #include "davincirun/errors.hpp"
+#include "peers/peer_connection.hpp"
 #include "peers/peer_socket.hpp"
 
 namespace davincirun::detail {
@@ -39,30 +40,7 @@ constexpr milliseconds handshake_timeout{10'000};
 // past this the peer counts as lost.
 constexpr std::size_t max_unsent_bytes = 1 << 20;
 
-std::string seconds_text(milliseconds ms) { return fmt::format("{:.1f} s", static_cast<double>(ms.count()) / 1000.0); }
-
 }  // namespace
-
-struct PeerAgent::Connection {
-  enum class State { connecting, handshake, welcoming, joined };
-  UniqueFd fd;
-  State state = State::handshake;
-  PeerFrameParser parser;
-  PeerSeal seal;
-  std::string hub_nonce;
-  std::uint32_t server_index = UINT32_MAX;  // the hub's side, once joined
-  std::string peer;                         // "address:port" for messages
-  Clock::time_point opened = Clock::now();
-  Clock::time_point last_heard = Clock::now();
-  std::uint64_t silent_ms = UINT64_MAX;
-  Clock::time_point silent_at = Clock::now();
-  std::string unsent;
-  bool done = false;
-  bool closed = false;
-
-  Connection(UniqueFd f, std::string key, char sender, std::string name)
-      : fd(std::move(f)), seal(std::move(key), sender), peer(std::move(name)) {}
-};
 
 PeerAgent::PeerAgent(PeerConfig config, StopHandler on_stop, NoticeHandler on_notice, SilenceProbe silence)
     : config_(std::move(config)),
@@ -194,123 +172,6 @@ void PeerAgent::stop_job(const PeerEvent& event, bool local, Connection* origin)
     stop_event_ = event;
   }
   on_stop_(event);
-}
-
-void PeerAgent::hub_accept() {
-  for (;;) {
-    sockaddr_storage addr{};
-    socklen_t len = sizeof addr;
-    UniqueFd fd(::accept4(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC | SOCK_NONBLOCK));
-    if (!fd) return;  // EAGAIN, or a connection that went away before we took it
-    tune_socket(fd.get());
-    auto c = std::make_unique<Connection>(std::move(fd), config_.job_key, 'H', address_text(addr));
-    c->hub_nonce = random_nonce();
-    send(*c, PeerFrame::challenge, c->hub_nonce);
-    connections_.push_back(std::move(c));
-  }
-}
-
-void PeerAgent::hub_frame(Connection& c, const RawPeerFrame& f) {
-  if (c.state == Connection::State::handshake) {
-    if (f.type != PeerFrame::hello) throw PeerProtocolError("expected a hello first");
-    const PeerHello hello = decode_hello(f.payload);
-    c.seal.rekey(peer_session_key(config_.job_key, c.hub_nonce, hello.nonce));
-    c.seal.open(f);
-    const std::uint32_t i = hello.server_index;
-    if (i >= config_.server_ids.size() || i == config_.server_index || config_.server_ids[i] != hello.server_id) {
-      throw PeerProtocolError(
-          fmt::format("it says it is server {} (index {}), which this job's table does not have", hello.server_id, i));
-    }
-    if (member_joined_[i]) throw PeerProtocolError(fmt::format("server {} has joined already", hello.server_id));
-    member_joined_[i] = true;
-    c.server_index = i;
-    c.state = Connection::State::joined;
-    c.last_heard = Clock::now();
-    send(c, PeerFrame::welcome, {});
-    if (std::count(member_joined_.begin(), member_joined_.end(), true) + 1 ==
-        static_cast<std::ptrdiff_t>(member_joined_.size())) {
-      on_notice_(fmt::format("the agents of all {} servers are connected ({} after start)", member_joined_.size(),
-                             seconds_text(std::chrono::duration_cast<milliseconds>(Clock::now() - started_))));
-    }
-    // A member that joins after the job began to stop learns it at once.
-    if (stopping_ && first_event_) send(c, PeerFrame::event, encode_event(*first_event_));
-    return;
-  }
-  c.seal.open(f);
-  c.last_heard = Clock::now();
-  switch (f.type) {
-    case PeerFrame::heartbeat:
-      c.silent_ms = decode_heartbeat(f.payload).silent_ms;
-      c.silent_at = c.last_heard;
-      break;
-    case PeerFrame::event: stop_job(decode_event(f.payload), false, &c); break;
-    case PeerFrame::done:
-      c.done = true;
-      member_done_[c.server_index] = true;
-      break;
-    default: throw PeerProtocolError("unexpected frame from a member");
-  }
-}
-
-void PeerAgent::member_connect() {
-  std::string error;
-  UniqueFd fd = connect_to(config_.hub_address, config_.port, error);
-  if (!fd) {
-    last_connect_error_ = error;
-    next_connect_ = Clock::now() + milliseconds(200);
-    return;
-  }
-  auto c = std::make_unique<Connection>(std::move(fd), config_.job_key, 'M',
-                                        fmt::format("{}:{}", config_.hub_address, config_.port));
-  c->state = Connection::State::connecting;
-  connections_.push_back(std::move(c));
-}
-
-void PeerAgent::member_frame(Connection& c, const RawPeerFrame& f) {
-  c.seal.open(f);
-  c.last_heard = Clock::now();
-  if (c.state == Connection::State::handshake) {
-    if (f.type != PeerFrame::challenge || f.payload.size() != peer_nonce_bytes) {
-      throw PeerProtocolError("expected a challenge first");
-    }
-    PeerHello hello;
-    hello.nonce = random_nonce();
-    hello.server_index = config_.server_index;
-    hello.server_id = config_.server_ids.at(config_.server_index);
-    hello.pid = static_cast<std::uint32_t>(::getpid());
-    c.seal.rekey(peer_session_key(config_.job_key, f.payload, hello.nonce));
-    send(c, PeerFrame::hello, encode_hello(hello));
-    c.state = Connection::State::welcoming;
-    return;
-  }
-  if (c.state == Connection::State::welcoming) {
-    if (f.type != PeerFrame::welcome) throw PeerProtocolError("expected a welcome");
-    c.state = Connection::State::joined;
-    joined_ = true;
-    on_notice_(fmt::format("joined the agents of the job at {}, the server of rank 0 ({} after start)", c.peer,
-                           seconds_text(std::chrono::duration_cast<milliseconds>(Clock::now() - started_))));
-    // What happened here before the channel was up goes out now.
-    if (unsent_report_) {
-      send(c, PeerFrame::event, encode_event(*unsent_report_));
-      report_delivered_ = true;
-    }
-    if (local_finished_) member_say_done();
-    return;
-  }
-  switch (f.type) {
-    case PeerFrame::heartbeat: break;
-    case PeerFrame::event: stop_job(decode_event(f.payload), false, &c); break;
-    default: throw PeerProtocolError("unexpected frame from the hub");
-  }
-}
-
-void PeerAgent::member_say_done() {
-  if (told_done_) return;
-  for (auto& c : connections_) {
-    if (c->closed || c->state != Connection::State::joined) continue;
-    if (local_success_ && !stopping_) send(*c, PeerFrame::done, {});
-    told_done_ = true;
-  }
 }
 
 void PeerAgent::read_from(Connection& c) {

@@ -1,0 +1,43 @@
+// One connection of a peer agent (peer_agent.hpp), shared by the files
+// that implement the agent: its state, its bytes in and out, its clocks.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "davincirun/unique_fd.hpp"
+#include "peers/peer_agent.hpp"
+#include "peers/peer_message.hpp"
+
+namespace davincirun::detail {
+
+/// "2.0 s": a duration in the agent's messages.
+inline std::string seconds_text(std::chrono::milliseconds ms) {
+  return fmt::format("{:.1f} s", static_cast<double>(ms.count()) / 1000.0);
+}
+
+struct PeerAgent::Connection {
+  enum class State { connecting, handshake, welcoming, joined };
+  UniqueFd fd;
+  State state = State::handshake;
+  PeerFrameParser parser;
+  PeerSeal seal;
+  std::string hub_nonce;
+  std::uint32_t server_index = UINT32_MAX;  // the hub's side, once joined
+  std::string peer;                         // "address:port" for messages
+  std::chrono::steady_clock::time_point opened = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_heard = std::chrono::steady_clock::now();
+  std::uint64_t silent_ms = UINT64_MAX;
+  std::chrono::steady_clock::time_point silent_at = std::chrono::steady_clock::now();
+  std::string unsent;
+  bool done = false;
+  bool closed = false;
+
+  Connection(UniqueFd f, std::string key, char sender, std::string name)
+      : fd(std::move(f)), seal(std::move(key), sender), peer(std::move(name)) {}
+};
+
+}  // namespace davincirun::detail
