@@ -97,6 +97,19 @@ def job(netns_hosts, tmp_path):
     return hosts, table, script
 
 
+def test_a_rank_killed_on_one_host_stops_every_host_within_a_second(job):
+    hosts, table, script = job
+    procs = start(hosts, table, script)
+    wait_joined(hosts, 3)
+    killed_at = time.monotonic()
+    os.kill(rank_pids(hosts[1])[1], signal.SIGKILL)
+    assert gone_after(hosts, killed_at, 10) < 1.0
+    results = reports(procs)
+    assert [code for code, _ in results] == [137, 137, 137], results
+    for _, err in (results[0], results[2]):
+        assert "the job was stopped because rank 1 on server %s failed with signal 9 (SIGKILL)" % hosts[1].address in err
+
+
 def test_a_rank_failing_on_one_host_stops_every_host_within_a_second(job):
     hosts, table, script = job
     procs = start(hosts, table, script, "fail", env={"FAIL_RANK": "1"})
