@@ -107,7 +107,8 @@ def test_a_rank_killed_on_one_host_stops_every_host_within_a_second(job):
     results = reports(procs)
     assert [code for code, _ in results] == [137, 137, 137], results
     for _, err in (results[0], results[2]):
-        assert "the job was stopped because rank 1 on server %s failed with signal 9 (SIGKILL)" % hosts[1].address in err
+        expected = "the job was stopped because rank 1 on server %s failed with signal 9 (SIGKILL)" % hosts[1].address
+        assert expected in err, err
 
 
 def test_a_rank_failing_on_one_host_stops_every_host_within_a_second(job):
