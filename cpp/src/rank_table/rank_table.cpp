@@ -322,7 +322,7 @@ RankTableSuperPod Checker::super_pod(const Json& value, const std::string& point
 
 }  // namespace detail
 
-RankTable parse_rank_table(std::string_view text, const std::string& source) {
+RankTable detail::parse_table_text(std::string_view text, const std::string& source) {
   constexpr std::string_view utf8_bom = "\xEF\xBB\xBF";
   detail::Checker checker(source);
   const std::size_t skipped = text.substr(0, utf8_bom.size()) == utf8_bom ? utf8_bom.size() : 0;
@@ -336,6 +336,14 @@ RankTable parse_rank_table(std::string_view text, const std::string& source) {
     // Every value's type is tested before it is read, so this would be a bug;
     // still report a bad table rather than let a library exception escape.
     checker.fail(detail::Kind::shape, std::nullopt, std::string("cannot read the table: ") + e.what());
+  }
+}
+
+RankTable parse_rank_table(std::string_view text, const std::string& source) {
+  try {
+    return detail::parse_table_text(text, source);
+  } catch (const detail::UnfinishedJson& e) {
+    throw RankTableError(e);  // the public type; only the loader tells the two apart
   }
 }
 

@@ -36,6 +36,19 @@ std::string child(const std::string& pointer, std::size_t index);
 /// string status; nullopt otherwise (never throws).
 std::optional<std::string> top_level_status(std::string_view text);
 
+/// The syntax error of a text that stops before its JSON does: every byte
+/// read was a valid continuation and the parser wanted more (the text, NUL
+/// bytes at its end aside, is a proper prefix of a JSON document). A file
+/// still being written looks so; one broken mid-text never does.
+class UnfinishedJson : public RankTableError {
+ public:
+  using RankTableError::RankTableError;
+};
+
+/// parse_rank_table, but a text that stops before its JSON does throws
+/// UnfinishedJson (the loader waits on it), never a plain RankTableError.
+RankTable parse_table_text(std::string_view text, const std::string& source);
+
 /// Remembers where each value was first seen, to name it when it comes again.
 template <typename T>
 class FirstSeen {
@@ -90,7 +103,7 @@ class Checker {
 
  private:
   [[noreturn]] void syntax_error(std::string_view file, std::size_t skipped, std::size_t offset,
-                                 std::string_view reason) const;
+                                 std::string_view reason, bool unfinished = false) const;
   RankTableFormat detect_format(const Json& top) const;
   void warn(const std::string& pointer, const std::string& text);
 

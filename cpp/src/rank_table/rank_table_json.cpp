@@ -167,7 +167,12 @@ Json Checker::parse(std::string_view file, std::size_t skipped) const {
     // e.byte counts the bytes read, the offending one included (one past the end at end of input).
     const std::size_t offset = e.byte == 0 ? 0 : e.byte - 1;
     const bool nul = offset < file.size() && file[offset] == '\0';
-    syntax_error(file, skipped, offset, nul ? "unexpected NUL byte" : short_reason(e.what()));
+    // nlohmann reports an error at the first byte that cannot continue the
+    // document, and one past the end when the text ran out first: then the
+    // text is a prefix (of a file still being written). NUL bytes at the end
+    // count as not yet written (a file extended before its bytes arrive).
+    const std::size_t written = file.find_last_not_of('\0') + 1;  // 0 when all NUL
+    syntax_error(file, skipped, offset, nul ? "unexpected NUL byte" : short_reason(e.what()), offset >= written);
   } catch (const Json::out_of_range&) {  // a number beyond a double's range, e.g. 1e400
     OverflowFinder finder;
     Json::sax_parse(file.begin(), file.end(), &finder);
@@ -195,16 +200,17 @@ Json Checker::parse(std::string_view file, std::size_t skipped) const {
 
 // Lines and columns count from 1 and ignore the BOM; columns count bytes. The
 // byte offset counts from 0 from the start of the file.
-void Checker::syntax_error(std::string_view file, std::size_t skipped, std::size_t offset,
-                           std::string_view reason) const {
+void Checker::syntax_error(std::string_view file, std::size_t skipped, std::size_t offset, std::string_view reason,
+                           bool unfinished) const {
   offset = std::clamp(offset, skipped, file.size());
   const std::string_view before = file.substr(skipped, offset - skipped);
   const auto line = 1 + std::count(before.begin(), before.end(), '\n');
   const std::size_t newline = before.rfind('\n');
   const std::size_t line_start = newline == std::string_view::npos ? 0 : newline + 1;
-  fail(Kind::syntax, std::nullopt,
-       fmt::format("not valid JSON at line {}, column {} (byte {}): {}", line, before.size() - line_start + 1, offset,
-                   reason));
+  std::string detail = fmt::format("not valid JSON at line {}, column {} (byte {}): {}", line,
+                                   before.size() - line_start + 1, offset, reason);
+  if (unfinished) throw UnfinishedJson(Kind::syntax, source_, std::nullopt, std::move(detail));
+  fail(Kind::syntax, std::nullopt, std::move(detail));
 }
 
 }  // namespace davincirun::detail

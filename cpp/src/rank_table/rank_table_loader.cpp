@@ -113,7 +113,7 @@ Attempt attempt(const std::string& path_or_dir, bool waiting) {
     return out;
   }
   try {
-    RankTable table = parse_rank_table(*text, out.file);
+    RankTable table = detail::parse_table_text(*text, out.file);
     if (waiting && table.status == "initializing") {
       out.state = "its status is still 'initializing'";
       out.kind = Kind::bad_value;
@@ -124,6 +124,12 @@ Attempt attempt(const std::string& path_or_dir, bool waiting) {
     const std::unique_ptr<char, decltype(&::free)> owner(resolved, &::free);
     out.loaded = LoadedRankTable{std::move(table), resolved};
     return out;
+  } catch (const detail::UnfinishedJson& e) {
+    // The text stops before its JSON does: the platform is still writing it.
+    if (!waiting) throw RankTableError(e);
+    out.state = "it is not valid JSON yet (" + e.detail() + ")";
+    out.kind = e.kind();
+    return out;
   } catch (const RankTableError& e) {
     if (!waiting) throw;
     // A platform may first write {"status": "initializing"} with no servers yet.
@@ -132,12 +138,10 @@ Attempt attempt(const std::string& path_or_dir, bool waiting) {
       out.kind = Kind::bad_value;
       return out;
     }
-    if (e.kind() == Kind::empty)
-      out.state = "it is still empty";
-    else if (e.kind() == Kind::syntax)
-      out.state = "it is not valid JSON yet (" + e.detail() + ")";
-    else
-      throw;
+    // Anything else, a syntax error before the end of the text included, is
+    // a finished file that is broken: waiting would not mend it.
+    if (e.kind() != Kind::empty) throw;
+    out.state = "it is still empty";
     out.kind = e.kind();
     return out;
   }
