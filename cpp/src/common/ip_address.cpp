@@ -7,6 +7,25 @@
 
 namespace davincirun::detail {
 
+namespace {
+
+// "10.0.0.1": what inet_ntop writes, without its formatted printing (a
+// table of 65,536 device_ips canonicalizes each twice).
+std::string dotted_quad(const in_addr& address) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&address.s_addr);
+  std::string out;
+  for (int i = 0; i < 4; ++i) {
+    if (i > 0) out += '.';
+    const unsigned value = bytes[i];
+    if (value >= 100) out += static_cast<char>('0' + value / 100);
+    if (value >= 10) out += static_cast<char>('0' + value / 10 % 10);
+    out += static_cast<char>('0' + value % 10);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::optional<std::string> canonical_ip(std::string_view text) {
   if (text.find('\0') != std::string_view::npos) return std::nullopt;  // inet_pton would stop there
   std::string address(text);
@@ -19,7 +38,7 @@ std::optional<std::string> canonical_ip(std::string_view text) {
     if (!IN6_IS_ADDR_V4MAPPED(&v6)) return std::string(::inet_ntop(AF_INET6, &v6, out, sizeof out));
     std::memcpy(&v4, &v6.s6_addr[12], sizeof v4);
   }
-  return std::string(::inet_ntop(AF_INET, &v4, out, sizeof out));
+  return dotted_quad(v4);
 }
 
 std::string address_key(std::string_view text) { return canonical_ip(text).value_or(std::string(text)); }

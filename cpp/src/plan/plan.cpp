@@ -69,11 +69,17 @@ int parse_port(std::string_view name, const std::string& text) {
   return static_cast<int>(port);
 }
 
+// What every server derives its job id and ports from: the normalized
+// table's FNV-1a digest, in hex. Hashed once: a table of 65,536 ranks is
+// 8 MB, which FNV-1a reads a byte at a time.
+std::string table_digest(const RankTable& table) { return fmt::format("{:016x}", fnv1a64(table.normalized_json)); }
+
 // A rendezvous port: the user's (`name` in the environment or the extra
 // variables), else a free one when every rank runs here, else one derived
-// alike on every server. Checked free on the server of rank 0, which binds
-// it, unless it was just found free.
-int rendezvous_port(const Environment& env, std::string_view name, const RankTable& table, const JobEnvironment& job) {
+// alike on every server (from `digest`, table_digest()). Checked free on the
+// server of rank 0, which binds it, unless it was just found free.
+int rendezvous_port(const Environment& env, std::string_view name, const RankTable& table, const JobEnvironment& job,
+                    const std::string& digest) {
   int port = 0;
   bool found_free = false;
   if (auto value = env.get(name); value && !value->empty()) {
@@ -82,7 +88,7 @@ int rendezvous_port(const Environment& env, std::string_view name, const RankTab
     port = find_free_port(job.master_addr);
     found_free = true;
   } else {
-    port = derived_port(table.normalized_json, job.job_id, name);
+    port = derived_port(digest, job.job_id, name);
   }
   if (!found_free && job.rank_start == 0) {
     check_port_free(port, name,
@@ -246,20 +252,19 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   job.local_world_size = static_cast<int>(plan.ranks.size());  // before the scheduler joins them
   // Several servers must agree on the job id (and the ports derived from
   // it) without talking: from the table they all read.
-  job.job_id = resolve_job_id(
-      with_extra, plan.table.servers.size() > 1 ? std::string_view(plan.table.normalized_json) : std::string_view());
+  const std::string digest = table_digest(plan.table);
+  job.job_id = resolve_job_id(with_extra, plan.table.servers.size() > 1 ? digest : std::string());
   job.master_addr = master_address(plan.table);
   job.host_ip = local.server.host_ip.value_or(local.server.server_id);
   job.dynamic_cluster = options.launch_mode == LaunchMode::dynamic_cluster;
   if (job.dynamic_cluster) {
-    job.sched_port = rendezvous_port(with_extra, "MS_SCHED_PORT", plan.table, job);
+    job.sched_port = rendezvous_port(with_extra, "MS_SCHED_PORT", plan.table, job, digest);
     // Workers keep MASTER_PORT (set, never bound by MindSpore): the user's, or a free one.
     const auto user_port = with_extra.get("MASTER_PORT");
-    job.master_port = user_port && !user_port->empty()
-                          ? parse_port("MASTER_PORT", *user_port)
-                          : derived_port(plan.table.normalized_json, job.job_id, "MASTER_PORT");
+    job.master_port = user_port && !user_port->empty() ? parse_port("MASTER_PORT", *user_port)
+                                                       : derived_port(digest, job.job_id, "MASTER_PORT");
   } else {
-    job.master_port = rendezvous_port(with_extra, "MASTER_PORT", plan.table, job);
+    job.master_port = rendezvous_port(with_extra, "MASTER_PORT", plan.table, job, digest);
   }
   if (job.dynamic_cluster && job.rank_start == 0) {
     // MindSpore's scheduler runs with the server of rank 0, as msrun starts

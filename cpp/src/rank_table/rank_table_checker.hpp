@@ -32,6 +32,9 @@ std::string describe(const Json& value);
 /// RFC 6901 pointer of a member or an element of the value at `pointer`.
 std::string child(const std::string& pointer, std::string_view key);
 std::string child(const std::string& pointer, std::size_t index);
+/// The same, appended to `pointer` in place (a reused buffer allocates nothing).
+void append_key(std::string& pointer, std::string_view key);
+void append_index(std::string& pointer, std::size_t index);
 /// The top-level "status" of a JSON document, when it is an object with a
 /// string status; nullopt otherwise (never throws).
 std::optional<std::string> top_level_status(std::string_view text);
@@ -64,11 +67,21 @@ class FirstSeen {
   std::map<T, std::string> seen_;
 };
 
+/// A device of a RankTable: its server's index and its own in that server.
+struct Place {
+  std::size_t server = 0;
+  std::size_t device = 0;
+};
+
 /// Where each server and device of a RankTable was read: JSON Pointers into the
 /// original document, so that 0.1 tables are reported in their own terms.
+/// A 1.x table's are its positions (/server_list/I/device/J), made on demand.
 struct Origins {
-  std::vector<std::string> servers;               ///< the object holding each server's server_id
-  std::vector<std::vector<std::string>> devices;  ///< each device object, per server
+  std::vector<std::string> servers;               ///< 0.1 only: the object holding each server's server_id
+  std::vector<std::vector<std::string>> devices;  ///< 0.1 only: each device object, per server
+
+  std::string server(std::size_t i) const;
+  std::string device(Place place) const;
 };
 
 /// One 0.1 pod (instance) as read, before ordering.
@@ -99,7 +112,7 @@ class Checker {
   }
 
   Json parse(std::string_view file, std::size_t skipped) const;
-  RankTable check(const Json& doc);
+  RankTable check(Json doc);
 
  private:
   [[noreturn]] void syntax_error(std::string_view file, std::size_t skipped, std::size_t offset,
@@ -119,7 +132,7 @@ class Checker {
   void require_device_ip_if_multi_server(const Json& device, const std::string& pointer) const;
 
   // Formats 1.0 and 1.2 (rank_table.cpp).
-  RankTable check_v1(const Json& doc);
+  RankTable check_v1(Json doc);
   std::vector<RankTableServer> servers(const Json& list, const std::string& pointer);
   RankTableServer server(const Json& value, const std::string& pointer);
   std::vector<RankTableDevice> devices(const Json& list, const std::string& pointer, const std::string& server_name);
@@ -153,8 +166,8 @@ class Checker {
   std::vector<std::string> warnings_;
 };
 
-/// The normalized document of a checked 1.x table (`doc` its original).
-std::string normalized_v1(const Json& doc, const RankTable& table);
+/// The normalized document of a checked 1.x table (`doc` its original, changed in place).
+std::string normalized_v1(Json doc, const RankTable& table);
 /// The normalized document of a converted 0.1 table: format 1.0.
 std::string normalized_from_v0(const RankTable& table);
 

@@ -25,6 +25,15 @@ std::string decimal(Integer number) {
   return std::to_string(number);
 }
 
+// object[key] = the decimal text of `number`, unless it is that already (a
+// table written by HCCL's rules changes nothing, and costs no allocation).
+template <typename Integer>
+void set_decimal(Json& object, const char* key, Integer number) {
+  std::string text = decimal(number);
+  Json& value = object[key];
+  if (!value.is_string() || value.get_ref<const std::string&>() != text) value = std::move(text);
+}
+
 std::string dump(const Json& doc) {
   // Strings are valid UTF-8 (the parser refuses anything else); replace is a guard.
   return doc.dump(2, ' ', false, Json::error_handler_t::replace);
@@ -33,32 +42,31 @@ std::string dump(const Json& doc) {
 }  // namespace
 
 // Unknown fields stay where they were; only values this parser reads change.
-std::string normalized_v1(const Json& doc, const RankTable& table) {
-  Json copy = doc;
-  auto& servers = copy["server_list"];
+std::string normalized_v1(Json doc, const RankTable& table) {
+  auto& servers = doc["server_list"];
   for (std::size_t i = 0; i < table.servers.size(); ++i) {
     auto& devices = servers[i]["device"];
     for (std::size_t j = 0; j < table.servers[i].devices.size(); ++j) {
       const RankTableDevice& device = table.servers[i].devices[j];
       Json& out = devices[j];
-      out["device_id"] = decimal(device.device_id);
-      out["rank_id"] = decimal(device.rank_id);
-      if (device.super_device_id) out["super_device_id"] = decimal(*device.super_device_id);
+      set_decimal(out, "device_id", device.device_id);
+      set_decimal(out, "rank_id", device.rank_id);
+      if (device.super_device_id) set_decimal(out, "super_device_id", *device.super_device_id);
       if (!device.device_ip) out.erase("device_ip");  // a placeholder read as absent
     }
   }
   for (std::size_t p = 0; p < table.super_pods.size(); ++p) {
-    copy["super_pod_list"][p]["super_pod_id"] = table.super_pods[p].super_pod_id;
+    doc["super_pod_list"][p]["super_pod_id"] = table.super_pods[p].super_pod_id;
   }
 
   // HCCL expects status and server_count; add them where absent.
+  const bool has_status = doc.contains("status");
+  const bool has_count = doc.contains("server_count");
   Json top = Json::object();
-  if (!doc.contains("status")) top["status"] = table.status;
-  for (auto& [key, value] : copy.get_ref<Json::object_t&>()) {
+  if (!has_status) top["status"] = table.status;
+  for (auto& [key, value] : doc.get_ref<Json::object_t&>()) {
     top[key] = key == "server_count" ? Json(decimal(table.servers.size())) : std::move(value);
-    if (key == "version" && !doc.contains("server_count")) {
-      top["server_count"] = decimal(table.servers.size());
-    }
+    if (key == "version" && !has_count) top["server_count"] = decimal(table.servers.size());
   }
   return dump(top);
 }
