@@ -13,7 +13,8 @@ namespace davincirun::cli {
 
 std::string usage_text() {
   return fmt::format(
-      R"(Usage: davincirun [OPTIONS] [--] COMMAND [ARGS...]
+             R"(Usage: davincirun [OPTIONS] [--] COMMAND [ARGS...]
+       davincirun --write-rank-table FILE | --merge-rank-tables OUT IN...
 
 Starts COMMAND once per device of this machine's server in an HCCL rank table,
 with RANK_ID, RANK_SIZE, DEVICE_ID, ASCEND_DEVICE_ID, RANK_TABLE_FILE, JOB_ID,
@@ -76,7 +77,8 @@ rank-table error or a device in use; 126/127 when the command cannot be
 executed / is not found. A rank's own exit code
 can take these values too: the messages on standard error say which it was.
 )",
-      std::chrono::duration<double>(default_grace_period).count());
+             std::chrono::duration<double>(default_grace_period).count()) +
+         table_tools_usage();
 }
 
 namespace {
@@ -177,6 +179,8 @@ CliOptions parse_command_line(int argc, char** argv) {
       out.launch.nproc = std::stoi(text);  // its range is the option's rule (1..max_nproc)
     } else if (name == "--devices") {
       out.launch.devices = parse_rank_list(name, value_of(name, arg));
+    } else if (is_table_tool_flag(name)) {
+      set_table_tool_flag(out.tables, name, value_of(name, arg));
     } else if (name == "--dry-run") {
       out.dry_run = true;
     } else if (name == "-q" || name == "--quiet") {
@@ -197,7 +201,7 @@ CliOptions parse_command_line(int argc, char** argv) {
     }
   }
   for (; i < argc; ++i) out.launch.command.emplace_back(argv[i]);
-  if (!out.help && !out.version && out.launch.command.empty()) {
+  if (!out.help && !out.version && !out.tables.active() && out.launch.command.empty()) {
     throw UsageError("no command given (see davincirun --help)");
   }
   return out;

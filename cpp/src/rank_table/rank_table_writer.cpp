@@ -1,6 +1,7 @@
 // The normalized rank table: what the ranks read. HCCL accepts only decimal
 // strings for scalars and needs a 1.x table, so the launcher hands the ranks
 // this copy rather than the platform's file ("read leniently, write strictly").
+// Tables made for people (this machine's, a merged one) are written the same way.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "common/atomic_file.hpp"
 #include "common/private_file.hpp"
 #include "davincirun/unique_fd.hpp"
 #include "rank_table/rank_table_checker.hpp"
@@ -98,13 +100,26 @@ std::string normalized_from_v0(const RankTable& table) {
 
 }  // namespace detail
 
-void write_normalized_rank_table(const RankTable& table, const std::string& path) {
+namespace {
+
+const std::string& normalized_text(const RankTable& table, const char* function) {
   if (table.normalized_json.empty()) {
-    throw std::invalid_argument(
-        "write_normalized_rank_table: the table has no normalized_json (it was not made by "
-        "parse_rank_table)");
+    throw std::invalid_argument(std::string(function) +
+                                ": the table has no normalized_json (it was not made by parse_rank_table)");
   }
-  detail::write_private_file(path, table.normalized_json + "\n", "create rank table " + path);
+  return table.normalized_json;
+}
+
+}  // namespace
+
+void write_normalized_rank_table(const RankTable& table, const std::string& path) {
+  const std::string& text = normalized_text(table, "write_normalized_rank_table");
+  detail::write_private_file(path, text + "\n", "create rank table " + path);
+}
+
+void write_rank_table_file(const RankTable& table, const std::string& path) {
+  const std::string& text = normalized_text(table, "write_rank_table_file");
+  detail::write_file_atomically(path, text + "\n", 0644, "write rank table " + path);
 }
 
 }  // namespace davincirun
