@@ -46,6 +46,11 @@ TEST_CASE("canonical_ip: one text per address, zones dropped, IPv4-mapped IPv6 i
        {"", "node1", "10.0.0", "10.0.0.256", "010.0.0.1", "10.0.0.1%eth0", "1.2.3.4 ", "::g"}) {
     INFO(not_an_address);
     CHECK_FALSE(canonical_ip(not_an_address));
+    CHECK_FALSE(davincirun::detail::is_ip_address(not_an_address));
+  }
+  for (const char* address : {"10.0.0.1", "0:0::1", "fe80::1%eth0", "::ffff:10.0.0.1"}) {
+    INFO(address);
+    CHECK(davincirun::detail::is_ip_address(address));
   }
   CHECK_FALSE(canonical_ip(std::string("10.0.0.1\0x", 10)));  // inet_pton would stop at the NUL
   CHECK(address_key("node1.cluster") == "node1.cluster");

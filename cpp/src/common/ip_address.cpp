@@ -41,6 +41,15 @@ std::optional<std::string> canonical_ip(std::string_view text) {
   return dotted_quad(v4);
 }
 
+bool is_ip_address(std::string_view text) {
+  if (text.find('\0') != std::string_view::npos) return false;
+  std::string address(text);
+  if (address.find(':') != std::string::npos) address = address.substr(0, address.find('%'));
+  in_addr v4{};
+  in6_addr v6{};
+  return ::inet_pton(AF_INET, address.c_str(), &v4) == 1 || ::inet_pton(AF_INET6, address.c_str(), &v6) == 1;
+}
+
 std::string address_key(std::string_view text) { return canonical_ip(text).value_or(std::string(text)); }
 
 }  // namespace davincirun::detail

@@ -16,6 +16,9 @@ namespace davincirun::detail {
 /// IPv4 address it carries ("10.0.0.1").
 std::optional<std::string> canonical_ip(std::string_view text);
 
+/// Whether canonical_ip(text) is an address, without making its text.
+bool is_ip_address(std::string_view text);
+
 /// `text`'s canonical address when it is an IP literal, else `text` itself:
 /// the key under which host names and addresses are compared.
 std::string address_key(std::string_view text);

@@ -164,7 +164,7 @@ std::optional<std::string> Checker::device_ip(const Json& value, const std::stri
     return std::nullopt;
   }
   // HCCL reads a plain address: a zone ("%eth0") is refused, not dropped.
-  if (!canonical_ip(ip) || ip.find('%') != std::string::npos) {
+  if (!is_ip_address(ip) || ip.find('%') != std::string::npos) {
     fail(Kind::bad_value, pointer, describe(value) + " is not an IP address (expected an IPv4 or IPv6 literal)");
   }
   return ip;
@@ -199,7 +199,7 @@ RankTable Checker::check_v1(Json doc) {
   check_contiguous_blocks(table);
   check_server_count(table, server_count);
   check_super_pod_servers(table);
-  table.normalized_json = normalized_v1(std::move(doc), table);
+  table.normalized_json = normalized_v1(std::move(doc), table, text_bytes_ + text_bytes_ / 8 + 64);
   return table;
 }
 

@@ -111,7 +111,7 @@ class Checker {
     throw RankTableError(kind, source_, std::move(pointer), std::move(detail));
   }
 
-  Json parse(std::string_view file, std::size_t skipped) const;
+  Json parse(std::string_view file, std::size_t skipped);
   RankTable check(Json doc);
 
  private:
@@ -161,13 +161,15 @@ class Checker {
 
   const std::string& source_;
   RankTableFormat format_ = RankTableFormat::v1_0;
-  bool multi_server_ = false;  // decides whether device_ip is required
+  bool multi_server_ = false;   // decides whether device_ip is required
+  std::size_t text_bytes_ = 0;  // of the text parsed: the normalized copy is about as long
   Origins origins_;
   std::vector<std::string> warnings_;
 };
 
-/// The normalized document of a checked 1.x table (`doc` its original, changed in place).
-std::string normalized_v1(Json doc, const RankTable& table);
+/// The normalized document of a checked 1.x table (`doc` its original, changed
+/// in place); `expected_bytes`: about how long it will be (the original's length).
+std::string normalized_v1(Json doc, const RankTable& table, std::size_t expected_bytes);
 /// The normalized document of a converted 0.1 table: format 1.0.
 std::string normalized_from_v0(const RankTable& table);
 

@@ -181,7 +181,8 @@ std::optional<std::string> top_level_status(std::string_view text) {
 // Reading the JSON text.
 
 // `file` may start with a BOM of `skipped` bytes, which nlohmann skips itself (once).
-Json Checker::parse(std::string_view file, std::size_t skipped) const {
+Json Checker::parse(std::string_view file, std::size_t skipped) {
+  text_bytes_ = file.size();
   DocumentBuilder builder;
   bool read = false;
   try {

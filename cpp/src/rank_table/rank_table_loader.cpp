@@ -59,18 +59,23 @@ std::optional<std::string> read_if_exists(const std::string& path) {
   }
   if (static_cast<std::uintmax_t>(info.st_size) > max_file_bytes) throw too_large();
 
-  std::string text;
-  text.reserve(static_cast<std::size_t>(info.st_size));
-  char buffer[65536];
+  // Read straight into the text: the size stat gave, plus room to see the
+  // file grow while it is read (checked against the limit again).
+  std::string text(static_cast<std::size_t>(info.st_size) + 65536, '\0');
+  std::size_t size = 0;
   for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (size == text.size()) {
+      if (size >= max_file_bytes + 1) throw too_large();
+      text.resize(std::min(size * 2, max_file_bytes + 1));
+    }
+    const ssize_t n = ::read(fd, text.data() + size, text.size() - size);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw io_error(path, "cannot read the rank table", errno);
     if (n == 0) break;
-    // Checked again here: the file may grow while it is read.
-    if (text.size() + static_cast<std::size_t>(n) > max_file_bytes) throw too_large();
-    text.append(buffer, static_cast<std::size_t>(n));
+    size += static_cast<std::size_t>(n);
+    if (size > max_file_bytes) throw too_large();
   }
+  text.resize(size);
   return text;
 }
 

@@ -36,15 +36,24 @@ void set_decimal(Json& object, const char* key, Integer number) {
   if (!value.is_string() || value.get_ref<const std::string&>() != text) value = std::move(text);
 }
 
-std::string dump(const Json& doc) {
+// Json::dump(2), into a string reserved for `expected` bytes: grown by
+// doubling, the 8 MB of a 65,536-rank table cost more in copies and fresh
+// pages than in writing. (Json::dump itself is written so, on nlohmann's
+// serializer and output adapter.)
+std::string dump(const Json& doc, std::size_t expected = 0) {
+  std::string text;
+  text.reserve(expected);
   // Strings are valid UTF-8 (the parser refuses anything else); replace is a guard.
-  return doc.dump(2, ' ', false, Json::error_handler_t::replace);
+  nlohmann::detail::serializer<Json> serializer(nlohmann::detail::output_adapter<char, std::string>(text), ' ',
+                                                Json::error_handler_t::replace);
+  serializer.dump(doc, true, false, 2);
+  return text;
 }
 
 }  // namespace
 
 // Unknown fields stay where they were; only values this parser reads change.
-std::string normalized_v1(Json doc, const RankTable& table) {
+std::string normalized_v1(Json doc, const RankTable& table, std::size_t expected_bytes) {
   auto& servers = doc["server_list"];
   for (std::size_t i = 0; i < table.servers.size(); ++i) {
     auto& devices = servers[i]["device"];
@@ -70,7 +79,7 @@ std::string normalized_v1(Json doc, const RankTable& table) {
     top[key] = key == "server_count" ? Json(decimal(table.servers.size())) : std::move(value);
     if (key == "version" && !has_count) top["server_count"] = decimal(table.servers.size());
   }
-  return dump(top);
+  return dump(top, expected_bytes);
 }
 
 // The layout of a hand-written 1.0 table; pod names stay in the RankTable only.
