@@ -74,6 +74,22 @@ def plan_options(path, tmp, server):
     return options
 
 
+def measure(tmp, servers, repeat):
+    """(load, plan, found, json.loads) median times in ms for a table of `servers` servers."""
+    path = os.path.join(tmp, "hccl_%d.json" % servers)
+    write_table(path, servers, "127.0.0.1")
+    by_id = plan_options(path, tmp, "127.0.0.1")
+    by_address = plan_options(path, tmp, None)
+    assert _core.plan_launch(by_address).server_id == "127.0.0.1"  # found, not assumed
+    with open(path, "rb") as f:
+        text = f.read()
+    return (median_ms(repeat, lambda: _core.load_rank_table(path)),
+            median_ms(repeat, lambda: _core.plan_launch(by_id)),
+            median_ms(repeat, lambda: _core.plan_launch(by_address)),
+            median_ms(repeat, lambda: json.loads(text)),
+            len(text) / 1e6)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=7)
@@ -84,19 +100,8 @@ def main():
                                                  "plan ms/1k", "json.loads ms"))
     with tempfile.TemporaryDirectory(prefix="davincirun-bench-") as tmp:
         for servers in (int(n) for n in args.servers.split(",")):
-            path = os.path.join(tmp, "hccl_%d.json" % servers)
-            write_table(path, servers, "127.0.0.1")
+            load, plan, found, yardstick, size = measure(tmp, servers, args.repeat)
             ranks = servers * DEVICES
-            by_id = plan_options(path, tmp, "127.0.0.1")
-            by_address = plan_options(path, tmp, None)
-            assert _core.plan_launch(by_address).server_id == "127.0.0.1"  # found, not assumed
-            load = median_ms(args.repeat, lambda: _core.load_rank_table(path))
-            plan = median_ms(args.repeat, lambda: _core.plan_launch(by_id))
-            found = median_ms(args.repeat, lambda: _core.plan_launch(by_address))
-            with open(path, "rb") as f:
-                text = f.read()
-            yardstick = median_ms(args.repeat, lambda: json.loads(text))
-            size = os.path.getsize(path) / 1e6
             print("%8d %8d %7.1f %9.1f %9.1f %9.1f %12.2f %13.1f" % (ranks, servers, size, load, plan, found,
                                                                       plan / ranks * 1000, yardstick))
 

@@ -14,7 +14,7 @@ import warnings
 from typing import Dict, Iterable, Optional, Sequence, Union
 
 from . import _core
-from .errors import NoRankTableError, OptionTypeError, SURFACED, surfaced
+from .errors import SURFACED, NoRankTableError, OptionTypeError, surfaced
 from .launch import PathLike, _device_list, _option_error
 
 # Where 0.1.x looked, in this order: a 1.0 table a platform names in
