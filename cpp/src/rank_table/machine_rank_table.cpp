@@ -24,7 +24,7 @@ std::string under(const std::string& root, const char* path) {
 }
 
 std::vector<int> chosen_devices(const MachineRankTableOptions& options, const std::string& dev_dir) {
-  const std::vector<int> present = present_devices(dev_dir);
+  std::vector<int> present = present_devices(dev_dir);
   if (present.empty()) {
     throw ConfigError(fmt::format("no NPU on this machine: no {}/davinci<N> (the NPUs' device files)", dev_dir));
   }

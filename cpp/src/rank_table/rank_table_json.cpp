@@ -207,7 +207,8 @@ Json Checker::parse(std::string_view file, std::size_t skipped) {
     }
     return std::move(builder.document);
   }
-  const ReadError& e = builder.error.value();         // sax_parse stops only through parse_error
+  if (!builder.error) fail(Kind::syntax, std::nullopt, "not valid JSON");  // sax_parse stops only through parse_error
+  const ReadError& e = *builder.error;
   if (e.id == 406 && e.token.size() <= e.position) {  // a number beyond a double's range; its token is ASCII
     syntax_error(file, skipped, e.position - e.token.size(),
                  fmt::format("number {} is out of range", shorten(e.token)));

@@ -159,7 +159,7 @@ void Checker::check_unique(const RankTable& table) const {
     const Place second = places[repeat->first];
     const auto& ip = table.servers[second.server].devices[second.device].device_ip;
     fail(Kind::duplicate, at(second, "device_ip"),
-         fmt::format("device_ip {} appears twice (also at {})", describe(Json(*ip)),
+         fmt::format("device_ip {} appears twice (also at {})", describe(Json(ip.value_or(""))),
                      at(places[repeat->second], "device_ip")));
   }
 }
@@ -197,8 +197,9 @@ void Checker::check_super_pods_unique(const RankTable& table) const {
     const std::size_t pod = it == pod_of_server.end() ? no_pod : it->second;
     const auto& devices = table.servers[i].devices;
     for (std::size_t j = 0; j < devices.size(); ++j) {
-      if (!devices[j].super_device_id) continue;
-      super_ids.emplace_back(pod, *devices[j].super_device_id);
+      const auto& id = devices[j].super_device_id;
+      if (!id) continue;
+      super_ids.emplace_back(pod, *id);
       places.push_back({i, j});
     }
   }
