@@ -2,7 +2,7 @@
 // rules (precedence 4), shared by every format. Pointers come from the
 // checker's Origins, so that a converted 0.1 table is reported in its own terms.
 #include <algorithm>
-#include <numeric>
+#include <array>
 
 #include <fmt/format.h>
 
@@ -38,18 +38,20 @@ std::string list_numbers(const std::vector<int>& numbers) {
 
 // The first key equal to an earlier one, in the keys' order: (its index, the
 // earlier one's); nullopt when all differ. What a set filled in order finds,
-// by sorting positions: n log n, and no allocation per key.
+// by sorting (key, index) pairs: n log n, and no allocation per key.
 template <typename Key>
 std::optional<std::pair<std::size_t, std::size_t>> first_repeat(const std::vector<Key>& keys) {
-  std::vector<std::size_t> order(keys.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  // Stable: equal keys stay in their order, so the second of a run is its first repeat.
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
+  std::vector<std::pair<Key, std::size_t>> sorted;
+  sorted.reserve(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) sorted.emplace_back(keys[i], i);
+  std::sort(sorted.begin(), sorted.end());  // equal keys in their order: a run's second is its first repeat
   std::optional<std::pair<std::size_t, std::size_t>> found;
-  for (std::size_t k = 1; k < order.size(); ++k) {
-    const bool repeats = keys[order[k]] == keys[order[k - 1]];
-    const bool second = k == 1 || !(keys[order[k - 2]] == keys[order[k]]);
-    if (repeats && second && (!found || order[k] < found->first)) found = {{order[k], order[k - 1]}};
+  for (std::size_t k = 1; k < sorted.size(); ++k) {
+    const bool repeats = sorted[k].first == sorted[k - 1].first;
+    const bool second = k == 1 || !(sorted[k - 2].first == sorted[k].first);
+    if (repeats && second && (!found || sorted[k].second < found->first)) {
+      found = {{sorted[k].second, sorted[k - 1].second}};
+    }
   }
   return found;
 }
@@ -149,11 +151,12 @@ void Checker::check_unique(const RankTable& table) const {
         fmt::format("rank {} appears twice (also at {})", ranks[repeat->first], at(places[repeat->second], "rank_id")));
   }
   places.clear();
-  std::vector<std::string> ips;  // compared in normalized form: "fe80::1" is "fe80:0::1"
+  // Compared as addresses: "fe80::1" is "fe80:0::1", "::ffff:10.0.0.1" is "10.0.0.1".
+  std::vector<std::array<unsigned char, 16>> ips;
   for_each_device(table, [&](std::size_t i, std::size_t j, const RankTableDevice& device) {
     if (!device.device_ip) return;
     places.push_back({i, j});
-    ips.push_back(address_key(*device.device_ip));
+    ips.push_back(address_bytes(*device.device_ip).value_or(std::array<unsigned char, 16>{}));  // checked: an IP
   });
   if (const auto repeat = first_repeat(ips)) {
     const Place second = places[repeat->first];
