@@ -4,13 +4,16 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "bindings.hpp"
 #include "davincirun/console_sink.hpp"
 #include "davincirun/environment.hpp"
+#include "davincirun/machine_rank_table.hpp"
 #include "davincirun/plan.hpp"
 #include "davincirun/rank_table.hpp"
 #include "davincirun/rank_table_loader.hpp"
+#include "davincirun/rank_table_merge.hpp"
 #include "davincirun/server_identity.hpp"
 
 namespace py = pybind11;
@@ -70,6 +73,27 @@ void bind_rank_table(py::module_& m) {
       "(table, resolved file path): the table at a file or directory, waiting for it.");
   m.def("write_normalized_rank_table", &write_normalized_rank_table, py::arg("table"), py::arg("path"),
         "Writes the 1.0/1.2 copy ranks read (mode 0600, a new file).");
+  m.def("write_rank_table_file", &write_rank_table_file, py::arg("table"), py::arg("path"),
+        "Writes a table for people and other machines (mode 0644, atomically, replacing `path`).",
+        py::call_guard<py::gil_scoped_release>());
+  py::class_<MachineRankTable>(m, "MachineRankTable", "This machine's one-server table (C++ machine_rank_table).")
+      .def_readonly("table", &MachineRankTable::table)
+      .def_readonly("server_reason", &MachineRankTable::server_reason, "Why server_id is what it is.")
+      .def_readonly("warnings", &MachineRankTable::warnings, "Devices listed without device_ip, one sentence.");
+  m.def(
+      "machine_rank_table",
+      [](const std::optional<std::string>& server_id, const std::optional<std::vector<int>>& devices,
+         const std::string& system_root) {
+        MachineRankTableOptions options;
+        options.server_id = server_id;
+        options.devices = devices;
+        options.system_root = system_root;
+        return machine_rank_table(options);
+      },
+      py::arg("server_id") = std::nullopt, py::arg("devices") = std::nullopt, py::arg("system_root") = "/",
+      py::call_guard<py::gil_scoped_release>(), "This machine's devices and addresses as a validated table.");
+  m.def("merge_rank_tables", &merge_rank_tables, py::arg("inputs"), py::arg("source"),
+        py::call_guard<py::gil_scoped_release>(), "One validated 1.0 table of the servers of `inputs`, in order.");
   py::class_<LocalServer>(m, "LocalServer", "This machine's part of a rank table.")
       .def_readonly("index", &LocalServer::index, "Its server's position in the table's servers.")
       .def_readonly("reason", &LocalServer::reason, "Why this machine is that server.")

@@ -172,6 +172,7 @@ int main(int argc, char** argv) {
       std::printf("davincirun %s\n", version());
       return 0;
     }
+    if (cli.tables.active()) return cli::run_table_tool(cli);
     return run(cli);
   } catch (const cli::UsageError& e) {
     say(e.what());

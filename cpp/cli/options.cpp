@@ -13,7 +13,8 @@ namespace davincirun::cli {
 
 std::string usage_text() {
   return fmt::format(
-      R"(Usage: davincirun [OPTIONS] [--] COMMAND [ARGS...]
+             R"(Usage: davincirun [OPTIONS] [--] COMMAND [ARGS...]
+       davincirun --write-rank-table FILE | --merge-rank-tables OUT IN...
 
 Starts COMMAND once per device of this machine's server in an HCCL rank table,
 with RANK_ID, RANK_SIZE, DEVICE_ID, ASCEND_DEVICE_ID, RANK_TABLE_FILE, JOB_ID,
@@ -90,7 +91,8 @@ rank-table error or a device in use; 126/127 when the command cannot be
 executed / is not found. A rank's own exit code
 can take these values too: the messages on standard error say which it was.
 )",
-      std::chrono::duration<double>(default_grace_period).count());
+             std::chrono::duration<double>(default_grace_period).count()) +
+         table_tools_usage();
 }
 
 namespace {
@@ -201,6 +203,8 @@ CliOptions parse_command_line(int argc, char** argv) {
         throw UsageError(fmt::format("--peer-port expects a TCP port number, e.g. 29600; got '{}'", text));
       }
       out.launch.peer_port = std::stoi(text);  // its range is the option's rule (1..65535)
+    } else if (is_table_tool_flag(name)) {
+      set_table_tool_flag(out.tables, name, value_of(name, arg));
     } else if (name == "--dry-run") {
       out.dry_run = true;
     } else if (name == "-q" || name == "--quiet") {
@@ -221,7 +225,7 @@ CliOptions parse_command_line(int argc, char** argv) {
     }
   }
   for (; i < argc; ++i) out.launch.command.emplace_back(argv[i]);
-  if (!out.help && !out.version && out.launch.command.empty()) {
+  if (!out.help && !out.version && !out.tables.active() && out.launch.command.empty()) {
     throw UsageError("no command given (see davincirun --help)");
   }
   return out;

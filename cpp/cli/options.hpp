@@ -6,6 +6,7 @@
 
 #include "davincirun/errors.hpp"
 #include "davincirun/plan.hpp"
+#include "table_tools.hpp"
 
 namespace davincirun::cli {
 
@@ -21,10 +22,12 @@ struct CliOptions {
   bool version = false;
   bool dry_run = false;  ///< print each rank's assignment and environment, start nothing
   int verbosity = 1;     ///< 0 quiet (errors only), 1 normal, 2 verbose
+  TableTool tables;      ///< --write-rank-table / --merge-rank-tables: no launch
 };
 
 /// Parses argv. Options end at the first argument that is not an option, or
-/// at "--"; everything after is the command. Throws UsageError.
+/// at "--"; everything after is the command (the tables to merge for
+/// --merge-rank-tables). Throws UsageError.
 CliOptions parse_command_line(int argc, char** argv);
 
 /// An option's error in the words of the command line: where the core's

@@ -28,7 +28,7 @@ from .errors import (
 )
 from .job import DistributedJob
 from .launch import start_and_wait_distributed_train, start_distributed_train, wait_distributed_train
-from .rank_table import init_rank_table
+from .rank_table import init_rank_table, merge_rank_tables, write_rank_table
 
 __all__ = [
     "CommandNotExecutableError",
@@ -47,10 +47,12 @@ __all__ = [
     "__version__",
     "load_rank_table",
     "init_rank_table",
+    "merge_rank_tables",
     "parse_rank_table",
     "running_jobs",
     "set_random_ms_cache_dir",
     "start_and_wait_distributed_train",
     "start_distributed_train",
     "wait_distributed_train",
+    "write_rank_table",
 ]

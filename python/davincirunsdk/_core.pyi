@@ -5,7 +5,7 @@ Private C++ core of davincirunsdk; use the davincirunsdk package instead.
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['Job', 'JobResult', 'LaunchOptions', 'LaunchPlan', 'LocalServer', 'NOTICE_PREFIX', 'PeerStop', 'RankAssignment', 'RankResult', 'RankTable', 'RankTableDevice', 'RankTableServer', 'RootCause', 'colourize_prefixes', 'display_width', 'find_local_server', 'find_root_cause', 'fit_width', 'load_rank_table', 'parent_pid', 'parse_rank_table', 'plan_launch', 'read_log_tail', 'root_cause', 'wait_for_rank_table', 'write_normalized_rank_table']
+__all__: list[str] = ['Job', 'JobResult', 'LaunchOptions', 'LaunchPlan', 'LocalServer', 'MachineRankTable', 'NOTICE_PREFIX', 'PeerStop', 'RankAssignment', 'RankResult', 'RankTable', 'RankTableDevice', 'RankTableServer', 'RootCause', 'colourize_prefixes', 'display_width', 'find_local_server', 'find_root_cause', 'fit_width', 'load_rank_table', 'machine_rank_table', 'merge_rank_tables', 'parent_pid', 'parse_rank_table', 'plan_launch', 'read_log_tail', 'root_cause', 'wait_for_rank_table', 'write_normalized_rank_table', 'write_rank_table_file']
 class RankTableDevice:
     @property
     def device_id(self) -> int:
@@ -57,6 +57,23 @@ class RankTable:
     @property
     def world_size(self) -> int:
         ...
+class MachineRankTable:
+    """
+    This machine's one-server table (C++ machine_rank_table).
+    """
+    @property
+    def server_reason(self) -> str:
+        """
+        Why server_id is what it is.
+        """
+    @property
+    def table(self) -> RankTable:
+        ...
+    @property
+    def warnings(self) -> list[str]:
+        """
+        Devices listed without device_ip, one sentence.
+        """
 class LocalServer:
     """
     This machine's part of a rank table.
@@ -599,6 +616,14 @@ def fit_width(text: str, columns: typing.SupportsInt | typing.SupportsIndex) -> 
     """
 def load_rank_table(path: str) -> RankTable:
     ...
+def machine_rank_table(server_id: str | None = None, devices: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] | None = None, system_root: str = '/') -> MachineRankTable:
+    """
+    This machine's devices and addresses as a validated table.
+    """
+def merge_rank_tables(inputs: collections.abc.Sequence[str], source: str) -> RankTable:
+    """
+    One validated 1.0 table of the servers of `inputs`, in order.
+    """
 def parent_pid(pid: typing.SupportsInt | typing.SupportsIndex) -> int | None:
     """
     The parent of process `pid`, from /proc; None when it does not exist.
@@ -624,6 +649,10 @@ def wait_for_rank_table(path: str, wait_timeout: typing.SupportsFloat | typing.S
 def write_normalized_rank_table(table: RankTable, path: str) -> None:
     """
     Writes the 1.0/1.2 copy ranks read (mode 0600, a new file).
+    """
+def write_rank_table_file(table: RankTable, path: str) -> None:
+    """
+    Writes a table for people and other machines (mode 0644, atomically, replacing `path`).
     """
 NOTICE_PREFIX: str = '[davincirun] '
 __version__: str = '0.2.0'

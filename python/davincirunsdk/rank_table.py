@@ -1,16 +1,21 @@
 """Rank-table helpers kept from davincirunsdk 0.1.x, for scripts that start
 their own processes: find the platform's table, write its 1.0 form and
 export it (``init_rank_table``, or its two halves ``generate_rank_table``
-and ``set_rank_env``), read the exported one (``get_rank_table``)."""
+and ``set_rank_env``), read the exported one (``get_rank_table``). And
+tables made by hand, as MindSpore's hccl_tools.py and merge_hccl.py made
+them: this machine's (``write_rank_table``), several servers' as one
+(``merge_rank_tables``)."""
 
 from __future__ import annotations
 
 import os
 import tempfile
-from typing import Dict, Optional, Union
+import warnings
+from typing import Dict, Iterable, Optional, Sequence, Union
 
 from . import _core
-from .errors import NoRankTableError
+from .errors import SURFACED, NoRankTableError, OptionTypeError, surfaced
+from .launch import PathLike, _device_list, _option_error
 
 # Where 0.1.x looked, in this order: a 1.0 table a platform names in
 # RANK_TABLE_FILE_V_1_0, then RANK_TABLE_FILE (a file, or ModelArts'
@@ -134,3 +139,115 @@ def init_rank_table(wait_timeout: float = 300) -> Union[Dict[str, str], bool]:
         return False
     set_rank_env(table)
     return os.environ.copy()
+
+
+def _path(option: str, value: PathLike) -> str:
+    try:
+        return os.fsdecode(os.fspath(value))
+    except TypeError:
+        raise _option_error(option, "%s: expected a path, got %r" % (option, value), OptionTypeError) from None
+
+
+def write_rank_table(
+    path: PathLike,
+    *,
+    server_id: Optional[str] = None,
+    devices: Optional[Union[int, Sequence[int]]] = None,
+    system_root: Optional[PathLike] = None,
+) -> _core.RankTable:
+    """Writes the rank table of this machine alone (one server), as
+    ``davincirun --write-rank-table`` does.
+
+    Lists every NPU of this machine (``/dev/davinci<N>``, digits only), in
+    ascending physical id as ranks 0..N-1, each with its address from the
+    ``address_<N>=<ip>`` lines hccn_tool writes in ``/etc/hccn.conf``, in
+    format 1.0 as MindSpore's hccl_tools.py wrote it (docs/rank-tables.md,
+    "Writing this machine's table"). The table is validated by this
+    package's parser, then written atomically (a temporary file renamed over
+    ``path``) with mode 0644; a file already at ``path`` is replaced.
+
+    Args:
+        path (str | os.PathLike): the file to write; HCCL wants a ``.json`` name.
+        server_id (str | None): this machine's ``server_id``. Default: its
+            address: of the interface of the default route, else its first
+            IPv4 address (loopback and 169.254/16 aside).
+        devices (list[int] | int | None): only these physical device ids,
+            each present. Default: all.
+        system_root (str | os.PathLike | None): read ``dev/`` and
+            ``etc/hccn.conf`` under this directory instead of ``/``: for
+            tests (regular files named ``davinci<N>`` do) and containers that
+            see the host's files elsewhere.
+
+    Returns:
+        RankTable: the table written; ``servers[0].server_id`` is the one chosen.
+
+    Warns:
+        UserWarning: devices without an address (no ``address_<N>`` line, or
+            no hccn.conf) are listed without ``device_ip``: one server needs
+            none, but :func:`merge_rank_tables` refuses such a table.
+
+    Raises:
+        LaunchConfigError: no ``/dev/davinci<N>``; hccn.conf unreadable or
+            with a malformed address line (the message names file and line);
+            ``option`` ``"devices"``: a device not present or given twice;
+            ``option`` ``"server_id"``: none given and this machine has no
+            address, or one a rank table cannot hold (over 64 bytes).
+        OptionTypeError: an argument of the wrong type.
+        LauncherSystemError: ``path`` cannot be written (an ``OSError``).
+    """
+    target = _path("path", path)
+    if server_id is not None and not isinstance(server_id, str):
+        raise _option_error("server_id", "server_id: expected a str, got %r" % (server_id,), OptionTypeError)
+    ids = None if devices is None else _device_list(devices)
+    root = "/" if system_root is None else _path("system_root", system_root)
+    try:
+        made = _core.machine_rank_table(server_id, ids, root)
+        _core.write_rank_table_file(made.table, target)
+    except SURFACED as error:
+        raise surfaced(error)  # noqa: B904 (the same error, as raised here)
+    for warning in made.warnings:
+        warnings.warn(warning, UserWarning, stacklevel=2)
+    return made.table
+
+
+def merge_rank_tables(output: PathLike, inputs: Iterable[PathLike]) -> _core.RankTable:
+    """Writes one rank table of the servers of several tables, as
+    ``davincirun --merge-rank-tables OUTPUT INPUT...`` and MindSpore's
+    merge_hccl.py do.
+
+    Servers come in the order of ``inputs`` (within one input, in its rank
+    order); ranks are renumbered consecutively across them, each device
+    keeping its place within its server; the result is format 1.0 with
+    ``server_count`` updated, validated by this package's parser, and
+    written atomically with mode 0644 (docs/rank-tables.md, "Merging
+    tables").
+
+    Args:
+        output (str | os.PathLike): the file to write; may be one of ``inputs``.
+        inputs (list[str | os.PathLike]): the tables (formats 0.1 and 1.0,
+            status ``completed``), at least one.
+
+    Returns:
+        RankTable: the merged table.
+
+    Raises:
+        RankTableError: an input cannot be read or is invalid (naming it);
+            kind ``duplicate``: a ``server_id`` or ``device_ip`` in two inputs
+            (naming both files and pointers); ``missing``: a device without
+            ``device_ip`` in a merge of several servers; ``unsupported``: a
+            format 1.2 input; ``bad_value``: an input not ``completed``.
+        OptionTypeError: an argument of the wrong type, or no input.
+        LauncherSystemError: ``output`` cannot be written (an ``OSError``).
+    """
+    target = _path("output", output)
+    if isinstance(inputs, (str, bytes, os.PathLike)):
+        raise _option_error("inputs", "inputs: expected a list of paths, got %r" % (inputs,), OptionTypeError)
+    files = [_path("inputs", item) for item in inputs]
+    if not files:
+        raise _option_error("inputs", "inputs: no rank table to merge", OptionTypeError)
+    try:
+        table = _core.merge_rank_tables(files, target)
+        _core.write_rank_table_file(table, target)
+    except SURFACED as error:
+        raise surfaced(error)  # noqa: B904 (the same error, as raised here)
+    return table

@@ -38,10 +38,19 @@ TEST_CASE("canonical_ip: one text per address, zones dropped, IPv4-mapped IPv6 i
   CHECK(canonical_ip("fe80::1%eth0") == std::optional<std::string>("fe80::1"));
   CHECK(canonical_ip("::ffff:10.0.0.1") == std::optional<std::string>("10.0.0.1"));
   CHECK(canonical_ip("::FFFF:a00:1") == std::optional<std::string>("10.0.0.1"));
+  // Every width of every byte, as inet_ntop writes them.
+  CHECK(canonical_ip("0.9.10.99") == std::optional<std::string>("0.9.10.99"));
+  CHECK(canonical_ip("100.109.210.255") == std::optional<std::string>("100.109.210.255"));
+  CHECK(canonical_ip("::ffff:ff00:6400") == std::optional<std::string>("255.0.100.0"));
   for (const char* not_an_address :
        {"", "node1", "10.0.0", "10.0.0.256", "010.0.0.1", "10.0.0.1%eth0", "1.2.3.4 ", "::g"}) {
     INFO(not_an_address);
     CHECK_FALSE(canonical_ip(not_an_address));
+    CHECK_FALSE(davincirun::detail::is_ip_address(not_an_address));
+  }
+  for (const char* address : {"10.0.0.1", "0:0::1", "fe80::1%eth0", "::ffff:10.0.0.1"}) {
+    INFO(address);
+    CHECK(davincirun::detail::is_ip_address(address));
   }
   CHECK_FALSE(canonical_ip(std::string("10.0.0.1\0x", 10)));  // inet_pton would stop at the NUL
   CHECK(address_key("node1.cluster") == "node1.cluster");

@@ -2,7 +2,7 @@
 // machines from an HCCL rank table. One header for consumers; the data flows
 // through the others in this order:
 //
-//   rank table  rank_table.hpp, rank_table_loader.hpp
+//   rank table  rank_table.hpp, rank_table_loader.hpp, machine_rank_table.hpp, rank_table_merge.hpp
 //   plan        server_identity.hpp, socket_interface.hpp, device_allocation.hpp, environment.hpp,
 //               plan.hpp
 //   process     process.hpp, supervisor.hpp, device_lock.hpp
@@ -23,6 +23,7 @@
 #include "davincirun/failure_report.hpp"
 #include "davincirun/job.hpp"
 #include "davincirun/log_streamer.hpp"
+#include "davincirun/machine_rank_table.hpp"
 #include "davincirun/non_blocking_sink.hpp"
 #include "davincirun/output_queue.hpp"
 #include "davincirun/plan.hpp"
@@ -31,6 +32,7 @@
 #include "davincirun/process.hpp"
 #include "davincirun/rank_table.hpp"
 #include "davincirun/rank_table_loader.hpp"
+#include "davincirun/rank_table_merge.hpp"
 #include "davincirun/root_cause.hpp"
 #include "davincirun/server_identity.hpp"
 #include "davincirun/socket_interface.hpp"

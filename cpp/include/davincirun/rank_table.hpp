@@ -137,4 +137,12 @@ RankTable load_rank_table(const std::string& path);
 /// std::invalid_argument when `table` did not come from parse_rank_table.
 void write_normalized_rank_table(const RankTable& table, const std::string& path);
 
+/// Writes `table.normalized_json` (and a newline) to `path` for people and
+/// other machines to read: mode 0644, atomically (a temporary file in the
+/// same directory, renamed over `path`), so a reader never sees part of it;
+/// an existing file at `path` is replaced. What davincirun --write-rank-table
+/// and --merge-rank-tables write. Throws SystemError (naming the path), or
+/// std::invalid_argument when `table` did not come from parse_rank_table.
+void write_rank_table_file(const RankTable& table, const std::string& path);
+
 }  // namespace davincirun

@@ -18,8 +18,9 @@ namespace davincirun {
 
 /// How wait_for_rank_table waits.
 struct RankTableLoadOptions {
-  /// How long to wait for a table that is missing, empty, not valid JSON yet or
-  /// "initializing". 0 (or less): read once, no waiting. Default 300 s.
+  /// How long to wait for a table that is missing, empty, cut short (still
+  /// being written) or "initializing". 0 (or less): read once, no waiting.
+  /// Default 300 s.
   std::chrono::milliseconds wait_timeout{300'000};
   /// Time between two reads while waiting. Default 1 s; at least 1 ms is used.
   std::chrono::milliseconds retry_interval{1000};
@@ -45,9 +46,13 @@ struct LoadedRankTable {
 /// Finds the rank table at `path_or_dir` (a file, or a directory holding
 /// jobstart_hccl.json or hccl.json), reads and parses it, waiting as
 /// `options` say. A table without "status" counts as completed. While
-/// waiting, a missing file, an empty file, a file that is not valid JSON, and
-/// a table (even an incomplete one) whose status is "initializing" are read
-/// again every retry_interval; any other error is thrown at once.
+/// waiting, a missing file, an empty file, a text that stops before its JSON
+/// does (a proper prefix of a JSON document: the syntax error is at the end
+/// of the text, NUL bytes at its end not counted), and a table (even an
+/// incomplete one) whose status is "initializing" are read again every
+/// retry_interval; any other error is thrown at once, a syntax error before
+/// the end of the text included (a finished file that is broken: kind
+/// syntax, naming the file, line and column).
 ///
 /// Throws RankTableError: what parse_rank_table throws; kind io when the file
 /// cannot be read (a directory with neither file: naming both). When the wait

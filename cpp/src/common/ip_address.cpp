@@ -7,20 +7,57 @@
 
 namespace davincirun::detail {
 
-std::optional<std::string> canonical_ip(std::string_view text) {
+namespace {
+
+// "10.0.0.1": what inet_ntop writes, without its formatted printing (a
+// table of 65,536 device_ips canonicalizes each twice).
+std::string dotted_quad(const in_addr& address) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&address.s_addr);
+  std::string out;
+  for (int i = 0; i < 4; ++i) {
+    if (i > 0) out += '.';
+    const unsigned value = bytes[i];
+    if (value >= 100) out += static_cast<char>('0' + value / 100);
+    if (value >= 10) out += static_cast<char>('0' + value / 10 % 10);
+    out += static_cast<char>('0' + value % 10);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::array<unsigned char, 16>> address_bytes(std::string_view text) {
   if (text.find('\0') != std::string_view::npos) return std::nullopt;  // inet_pton would stop there
   std::string address(text);
   if (address.find(':') != std::string::npos) address = address.substr(0, address.find('%'));
-  char out[INET6_ADDRSTRLEN];
+  std::array<unsigned char, 16> bytes{};
   in_addr v4{};
-  in6_addr v6{};
-  if (::inet_pton(AF_INET, address.c_str(), &v4) != 1) {
-    if (::inet_pton(AF_INET6, address.c_str(), &v6) != 1) return std::nullopt;
-    if (!IN6_IS_ADDR_V4MAPPED(&v6)) return std::string(::inet_ntop(AF_INET6, &v6, out, sizeof out));
-    std::memcpy(&v4, &v6.s6_addr[12], sizeof v4);
+  if (::inet_pton(AF_INET, address.c_str(), &v4) == 1) {
+    bytes[10] = bytes[11] = 0xff;  // ::ffff:a.b.c.d
+    std::memcpy(&bytes[12], &v4, sizeof v4);
+    return bytes;
   }
-  return std::string(::inet_ntop(AF_INET, &v4, out, sizeof out));
+  in6_addr v6{};
+  if (::inet_pton(AF_INET6, address.c_str(), &v6) != 1) return std::nullopt;
+  std::memcpy(bytes.data(), &v6, bytes.size());
+  return bytes;
 }
+
+std::optional<std::string> canonical_ip(std::string_view text) {
+  const auto bytes = address_bytes(text);
+  if (!bytes) return std::nullopt;
+  in6_addr v6{};
+  std::memcpy(&v6, bytes->data(), bytes->size());
+  if (IN6_IS_ADDR_V4MAPPED(&v6)) {
+    in_addr v4{};
+    std::memcpy(&v4, &bytes->at(12), sizeof v4);
+    return dotted_quad(v4);
+  }
+  char out[INET6_ADDRSTRLEN];
+  return std::string(::inet_ntop(AF_INET6, &v6, out, sizeof out));
+}
+
+bool is_ip_address(std::string_view text) { return address_bytes(text).has_value(); }
 
 std::string address_key(std::string_view text) { return canonical_ip(text).value_or(std::string(text)); }
 

@@ -3,6 +3,7 @@
 // whether two texts name the same address.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +16,14 @@ namespace davincirun::detail {
 /// another address. An IPv4-mapped IPv6 address ("::ffff:10.0.0.1") is the
 /// IPv4 address it carries ("10.0.0.1").
 std::optional<std::string> canonical_ip(std::string_view text);
+
+/// The 16 bytes of the address canonical_ip(text) names (IPv4 as an
+/// IPv4-mapped IPv6 address), nullopt when it names none: equal bytes, equal
+/// canonical texts, with no text made.
+std::optional<std::array<unsigned char, 16>> address_bytes(std::string_view text);
+
+/// Whether canonical_ip(text) is an address, without making its text.
+bool is_ip_address(std::string_view text);
 
 /// `text`'s canonical address when it is an IP literal, else `text` itself:
 /// the key under which host names and addresses are compared.

@@ -12,7 +12,7 @@ namespace davincirun::detail {
 
 namespace {
 
-int port_from(const Environment& launcher, const LaunchOptions& options, const RankTable& table,
+int port_from(const Environment& launcher, const LaunchOptions& options, const std::string& digest,
               const JobEnvironment& job) {
   if (options.peer_port) return *options.peer_port;
   if (auto value = launcher.get("DAVINCIRUN_PEER_PORT"); value && !value->empty()) {
@@ -24,13 +24,13 @@ int port_from(const Environment& launcher, const LaunchOptions& options, const R
     }
     return static_cast<int>(port);
   }
-  return derived_port(table.normalized_json, job.job_id, "DAVINCIRUN_PEER_PORT");
+  return derived_port(digest, job.job_id, "DAVINCIRUN_PEER_PORT");
 }
 
 }  // namespace
 
 PeerPlan plan_peers(const LaunchOptions& options, const RankTable& table, std::size_t server_index,
-                    const JobEnvironment& job, const Environment& launcher) {
+                    const JobEnvironment& job, const Environment& launcher, const std::string& digest) {
   PeerPlan peers;
   peers.stall_timeout = options.stall_timeout;
   peers.peer_timeout = options.peer_timeout;
@@ -41,7 +41,7 @@ PeerPlan plan_peers(const LaunchOptions& options, const RankTable& table, std::s
   peers.enabled = options.peers && table.servers.size() > 1;
   if (!peers.enabled) return peers;
   peers.hub_address = job.master_addr;
-  peers.port = port_from(launcher, options, table, job);
+  peers.port = port_from(launcher, options, digest, job);
   peers.server_ids.reserve(table.servers.size());
   for (const auto& server : table.servers) {
     if (server.rank_start == 0) peers.hub_index = peers.server_ids.size();
@@ -51,9 +51,10 @@ PeerPlan plan_peers(const LaunchOptions& options, const RankTable& table, std::s
     peers.job_key = std::string(as_view(sha256(*key)));
     peers.key_from_environment = true;
   } else {
-    // Every server computes the same key from what it alone reads.
-    peers.job_key = std::string(as_view(
-        hmac_sha256("davincirun peer channel v1", {table.normalized_json, std::string_view("\0", 1), job.job_id})));
+    // Every server computes the same key from what it alone reads: the
+    // table (by its digest, made once for the job id and ports) and the job id.
+    peers.job_key = std::string(
+        as_view(hmac_sha256("davincirun peer channel v1", {digest, std::string_view("\0", 1), job.job_id})));
   }
   return peers;
 }

@@ -71,12 +71,18 @@ int parse_port(std::string_view name, const std::string& text) {
   return static_cast<int>(port);
 }
 
+// What every server derives its job id and ports from: the normalized
+// table's FNV-1a digest, in hex. Hashed once: a table of 65,536 ranks is
+// 8 MB, which FNV-1a reads a byte at a time.
+std::string table_digest(const RankTable& table) { return fmt::format("{:016x}", fnv1a64(table.normalized_json)); }
+
 // A rendezvous port: the user's (`name` in the environment or the extra
 // variables), else a free one when this launcher starts every rank, else one
-// derived alike by every launcher (one per server, or per pod). Checked free
-// on the server of rank 0, which binds it, unless it was just found free.
-int rendezvous_port(const Environment& env, std::string_view name, const RankTable& table, const JobEnvironment& job,
-                    bool several_launchers) {
+// derived alike by every launcher (one per server, or per pod; from
+// `digest`, table_digest()). Checked free on the server of rank 0, which
+// binds it, unless it was just found free.
+int rendezvous_port(const Environment& env, std::string_view name, const JobEnvironment& job, bool several_launchers,
+                    const std::string& digest) {
   int port = 0;
   bool found_free = false;
   if (auto value = env.get(name); value && !value->empty()) {
@@ -85,7 +91,7 @@ int rendezvous_port(const Environment& env, std::string_view name, const RankTab
     port = find_free_port(job.master_addr);
     found_free = true;
   } else {
-    port = derived_port(table.normalized_json, job.job_id, name);
+    port = derived_port(digest, job.job_id, name);
   }
   if (!found_free && job.rank_start == 0) {
     check_port_free(port, name,
@@ -253,8 +259,8 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   // the table they all read.
   const bool several_launchers =
       plan.table.servers.size() > 1 || local.server.devices.size() < plan.table.servers[local.index].devices.size();
-  job.job_id =
-      resolve_job_id(with_extra, several_launchers ? std::string_view(plan.table.normalized_json) : std::string_view());
+  const std::string digest = table_digest(plan.table);
+  job.job_id = resolve_job_id(with_extra, several_launchers ? digest : std::string());
   job.master_addr = master_address(plan.table);
   job.host_ip = local.server.host_ip.value_or(local.server.server_id);
   if (plan.table.servers.size() > 1) {
@@ -265,14 +271,13 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   }
   job.dynamic_cluster = options.launch_mode == LaunchMode::dynamic_cluster;
   if (job.dynamic_cluster) {
-    job.sched_port = rendezvous_port(with_extra, "MS_SCHED_PORT", plan.table, job, several_launchers);
+    job.sched_port = rendezvous_port(with_extra, "MS_SCHED_PORT", job, several_launchers, digest);
     // Workers keep MASTER_PORT (set, never bound by MindSpore): the user's, or a free one.
     const auto user_port = with_extra.get("MASTER_PORT");
-    job.master_port = user_port && !user_port->empty()
-                          ? parse_port("MASTER_PORT", *user_port)
-                          : derived_port(plan.table.normalized_json, job.job_id, "MASTER_PORT");
+    job.master_port = user_port && !user_port->empty() ? parse_port("MASTER_PORT", *user_port)
+                                                       : derived_port(digest, job.job_id, "MASTER_PORT");
   } else {
-    job.master_port = rendezvous_port(with_extra, "MASTER_PORT", plan.table, job, several_launchers);
+    job.master_port = rendezvous_port(with_extra, "MASTER_PORT", job, several_launchers, digest);
   }
   if (job.dynamic_cluster && job.rank_start == 0) {
     // MindSpore's scheduler runs with the server of rank 0, as msrun starts
@@ -287,7 +292,7 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   }
   plan.options.supervisor.tracking = tracking_from(with_extra, options.supervisor.tracking);
   plan.device_lock_dir = device_lock_dir_from(environment, options.device_lock_dir);
-  plan.peers = detail::plan_peers(options, plan.table, plan.server_index, job, environment);
+  plan.peers = detail::plan_peers(options, plan.table, plan.server_index, job, environment, digest);
   return plan;
 }
 

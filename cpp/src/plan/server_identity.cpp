@@ -24,29 +24,40 @@ namespace {
 // The variables naming this pod (ModelArts), in the order they are read.
 constexpr const char* pod_variables[] = {"MA_CURRENT_INSTANCE_NAME", "BATCH_TASK_CURRENT_INSTANCE"};
 
+// A value of the table or of this machine, with its canonical address when it
+// is an IP literal, made once: a table may list thousands of servers.
+struct Text {
+  explicit Text(std::string text) : value(std::move(text)), address(detail::canonical_ip(value)) {}
+  std::string value;
+  std::optional<std::string> address;
+};
+
 // host_ip and server_id may be addresses or names: addresses compare as
-// addresses, anything else as text.
-bool same_host(const std::string& table_value, const std::string& probe) {
-  return detail::address_key(table_value) == detail::address_key(probe);
+// addresses, anything else as text (detail::address_key).
+bool same_host(const Text& table_value, const Text& probe) {
+  return (table_value.address ? *table_value.address : table_value.value) ==
+         (probe.address ? *probe.address : probe.value);
 }
 
 // "node1" and "node1.cluster.local" name one machine, whichever side is
 // short; "node1.a" and "node1.b" do not. An IP literal is not a host name.
-bool same_host_name(const std::string& table_value, const std::string& host_name) {
-  if (detail::canonical_ip(table_value)) return false;
+bool same_host_name(const Text& table_text, const Text& host_text) {
+  if (table_text.address) return false;
+  const std::string& table_value = table_text.value;
+  const std::string& host_name = host_text.value;
   auto short_name = [](const std::string& s) { return s.substr(0, s.find('.')); };
   return table_value == host_name || table_value == short_name(host_name) || short_name(table_value) == host_name;
 }
 
-bool same_text(const std::string& table_value, const std::string& probe) { return table_value == probe; }
+bool same_text(const Text& table_value, const Text& probe) { return table_value.value == probe.value; }
 
-using Matcher = bool (*)(const std::string& table_value, const std::string& probe);
+using Matcher = bool (*)(const Text& table_value, const Text& probe);
 using Field = std::pair<const char*, std::string>;  // ("container_ip", "10.0.0.5")
 
 // One value of this machine to look for in the table.
 struct Probe {
   std::string what;  // in reasons: "POD_IP", "an address of this machine"
-  std::string value;
+  Text value;
   Matcher matches;
   bool interface_address = false;  // value is one of MachineIdentity::addresses
 };
@@ -70,12 +81,13 @@ void probe_variable(Rule& rule, const Environment& env, const char* name, Matche
     rule.looked_at.push_back(fmt::format("{} not set", name));
     return;
   }
-  rule.probes.push_back({name, *value, matches, false});
+  rule.probes.push_back({name, Text(*value), matches, false});
   rule.looked_at.push_back(fmt::format("{} '{}'", name, *value));
 }
 
 void probe_addresses(Rule& rule, const MachineIdentity& machine) {
-  for (const auto& a : machine.addresses) rule.probes.push_back({"an address of this machine", a, same_host, true});
+  for (const auto& a : machine.addresses)
+    rule.probes.push_back({"an address of this machine", Text(a), same_host, true});
   rule.looked_at.push_back(machine.addresses.empty()
                                ? "no interface addresses"
                                : fmt::format("interface addresses {}", fmt::join(machine.addresses, ", ")));
@@ -92,10 +104,12 @@ std::optional<ServerMatch> apply(const RankTable& table, Rule& rule, const detai
     std::optional<ServerMatch> hit;
     for (const auto& [field, value] : rule.fields(table.servers[i])) {
       table_has_field = true;
+      if (rule.probes.empty()) continue;
+      const Text text(value);
       for (const auto& p : rule.probes) {
-        if (!hit && p.matches(value, p.value)) {
+        if (!hit && p.matches(text, p.value)) {
           hit = ServerMatch{i, fmt::format("{} {} matches {}", field, value, p.what),
-                            p.interface_address ? p.value : std::string()};
+                            p.interface_address ? p.value.value : std::string()};
         }
       }
     }
@@ -204,8 +218,8 @@ ServerMatch identify_server(const RankTable& table, const Environment& env, cons
   if (machine.host_name.empty()) {
     local.looked_at.emplace_back("host name unknown");
   } else {
-    local.probes.push_back(
-        {fmt::format("this machine's host name '{}'", machine.host_name), machine.host_name, same_host_name, false});
+    local.probes.push_back({fmt::format("this machine's host name '{}'", machine.host_name), Text(machine.host_name),
+                            same_host_name, false});
     local.looked_at.push_back(fmt::format("host name '{}'", machine.host_name));
   }
   // Slurm's node name may differ from the host name (slurmd -N, NodeName=).

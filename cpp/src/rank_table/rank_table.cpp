@@ -36,12 +36,12 @@ constexpr std::string_view ip_placeholder = "-.-.-.-";
 // ---------------------------------------------------------------------------
 // The format, and checks shared by all formats.
 
-RankTable Checker::check(const Json& doc) {
+RankTable Checker::check(Json doc) {
   if (!doc.is_object()) {
     fail(Kind::shape, "", "expected a JSON object at the top level, got " + describe(doc));
   }
   format_ = detect_format(doc);  // the format decides how everything else is read
-  RankTable table = format_ == RankTableFormat::v0_1 ? check_v0(doc) : check_v1(doc);
+  RankTable table = format_ == RankTableFormat::v0_1 ? check_v0(doc) : check_v1(std::move(doc));
   table.format = format_;
   table.warnings = std::move(warnings_);
   return table;
@@ -164,7 +164,7 @@ std::optional<std::string> Checker::device_ip(const Json& value, const std::stri
     return std::nullopt;
   }
   // HCCL reads a plain address: a zone ("%eth0") is refused, not dropped.
-  if (!canonical_ip(ip) || ip.find('%') != std::string::npos) {
+  if (!is_ip_address(ip) || ip.find('%') != std::string::npos) {
     fail(Kind::bad_value, pointer, describe(value) + " is not an IP address (expected an IPv4 or IPv6 literal)");
   }
   return ip;
@@ -173,7 +173,7 @@ std::optional<std::string> Checker::device_ip(const Json& value, const std::stri
 // ---------------------------------------------------------------------------
 // Formats 1.0 and 1.2.
 
-RankTable Checker::check_v1(const Json& doc) {
+RankTable Checker::check_v1(Json doc) {
   require(doc, "", {"server_list"});
   RankTable table;
   table.status = "completed";
@@ -191,14 +191,7 @@ RankTable Checker::check_v1(const Json& doc) {
     }
     // "version" is checked above; other fields are ignored (forward compatibility).
   }
-  for (std::size_t i = 0; i < table.servers.size(); ++i) {
-    table.world_size += static_cast<int>(table.servers[i].devices.size());
-    origins_.servers.push_back(child("/server_list", i));
-    auto& devices = origins_.devices.emplace_back();
-    for (std::size_t j = 0; j < table.servers[i].devices.size(); ++j) {
-      devices.push_back(child(child(origins_.servers.back(), "device"), j));
-    }
-  }
+  for (const auto& server : table.servers) table.world_size += static_cast<int>(server.devices.size());
 
   check_unique(table);
   check_super_pods_unique(table);
@@ -206,7 +199,7 @@ RankTable Checker::check_v1(const Json& doc) {
   check_contiguous_blocks(table);
   check_server_count(table, server_count);
   check_super_pod_servers(table);
-  table.normalized_json = normalized_v1(doc, table);
+  table.normalized_json = normalized_v1(std::move(doc), table, text_bytes_ + text_bytes_ / 8 + 64);
   return table;
 }
 
@@ -215,6 +208,7 @@ std::vector<RankTableServer> Checker::servers(const Json& list, const std::strin
   if (list.empty()) fail(Kind::bad_value, pointer, "server_list is empty");
   multi_server_ = list.size() > 1;
   std::vector<RankTableServer> out;
+  out.reserve(list.size());
   for (std::size_t i = 0; i < list.size(); ++i) out.push_back(server(list[i], child(pointer, i)));
   return out;
 }
@@ -252,7 +246,13 @@ std::vector<RankTableDevice> Checker::devices(const Json& list, const std::strin
     fail(Kind::bad_value, pointer, fmt::format("server {} has no devices", server_name));
   }
   std::vector<RankTableDevice> out;
-  for (std::size_t j = 0; j < list.size(); ++j) out.push_back(device(list[j], child(pointer, j)));
+  out.reserve(list.size());
+  std::string at = pointer;  // one buffer for every device's pointer
+  for (std::size_t j = 0; j < list.size(); ++j) {
+    at.resize(pointer.size());
+    append_index(at, j);
+    out.push_back(device(list[j], at));
+  }
   return out;
 }
 
@@ -266,8 +266,10 @@ RankTableDevice Checker::device(const Json& value, const std::string& pointer) {
   }
   require_device_ip_if_multi_server(value, pointer);
   RankTableDevice out;
+  std::string at = pointer;  // one buffer for every field's pointer: tables have 65,536 devices
   for (const auto& [key, field] : value.get_ref<const Json::object_t&>()) {
-    const std::string at = child(pointer, key);
+    at.resize(pointer.size());
+    append_key(at, key);
     if (key == "device_id")
       out.device_id = small_integer(field, at);
     else if (key == "rank_id")
@@ -322,20 +324,28 @@ RankTableSuperPod Checker::super_pod(const Json& value, const std::string& point
 
 }  // namespace detail
 
-RankTable parse_rank_table(std::string_view text, const std::string& source) {
+RankTable detail::parse_table_text(std::string_view text, const std::string& source) {
   constexpr std::string_view utf8_bom = "\xEF\xBB\xBF";
   detail::Checker checker(source);
   const std::size_t skipped = text.substr(0, utf8_bom.size()) == utf8_bom ? utf8_bom.size() : 0;
   if (text.find_first_not_of(" \t\r\n", skipped) == std::string_view::npos) {
     checker.fail(detail::Kind::empty, std::nullopt, "empty file");
   }
-  const detail::Json doc = checker.parse(text, skipped);
+  detail::Json doc = checker.parse(text, skipped);
   try {
-    return checker.check(doc);
+    return checker.check(std::move(doc));
   } catch (const detail::Json::exception& e) {
     // Every value's type is tested before it is read, so this would be a bug;
     // still report a bad table rather than let a library exception escape.
     checker.fail(detail::Kind::shape, std::nullopt, std::string("cannot read the table: ") + e.what());
+  }
+}
+
+RankTable parse_rank_table(std::string_view text, const std::string& source) {
+  try {
+    return detail::parse_table_text(text, source);
+  } catch (const detail::UnfinishedJson& e) {
+    throw RankTableError(e);  // the public type; only the loader tells the two apart
   }
 }
 

@@ -32,9 +32,25 @@ std::string describe(const Json& value);
 /// RFC 6901 pointer of a member or an element of the value at `pointer`.
 std::string child(const std::string& pointer, std::string_view key);
 std::string child(const std::string& pointer, std::size_t index);
+/// The same, appended to `pointer` in place (a reused buffer allocates nothing).
+void append_key(std::string& pointer, std::string_view key);
+void append_index(std::string& pointer, std::size_t index);
 /// The top-level "status" of a JSON document, when it is an object with a
 /// string status; nullopt otherwise (never throws).
 std::optional<std::string> top_level_status(std::string_view text);
+
+/// The syntax error of a text that stops before its JSON does: every byte
+/// read was a valid continuation and the parser wanted more (the text, NUL
+/// bytes at its end aside, is a proper prefix of a JSON document). A file
+/// still being written looks so; one broken mid-text never does.
+class UnfinishedJson : public RankTableError {
+ public:
+  using RankTableError::RankTableError;
+};
+
+/// parse_rank_table, but a text that stops before its JSON does throws
+/// UnfinishedJson (the loader waits on it), never a plain RankTableError.
+RankTable parse_table_text(std::string_view text, const std::string& source);
 
 /// Remembers where each value was first seen, to name it when it comes again.
 template <typename T>
@@ -51,11 +67,21 @@ class FirstSeen {
   std::map<T, std::string> seen_;
 };
 
+/// A device of a RankTable: its server's index and its own in that server.
+struct Place {
+  std::size_t server = 0;
+  std::size_t device = 0;
+};
+
 /// Where each server and device of a RankTable was read: JSON Pointers into the
 /// original document, so that 0.1 tables are reported in their own terms.
+/// A 1.x table's are its positions (/server_list/I/device/J), made on demand.
 struct Origins {
-  std::vector<std::string> servers;               ///< the object holding each server's server_id
-  std::vector<std::vector<std::string>> devices;  ///< each device object, per server
+  std::vector<std::string> servers;               ///< 0.1 only: the object holding each server's server_id
+  std::vector<std::vector<std::string>> devices;  ///< 0.1 only: each device object, per server
+
+  std::string server(std::size_t i) const;
+  std::string device(Place place) const;
 };
 
 /// One 0.1 pod (instance) as read, before ordering.
@@ -85,12 +111,12 @@ class Checker {
     throw RankTableError(kind, source_, std::move(pointer), std::move(detail));
   }
 
-  Json parse(std::string_view file, std::size_t skipped) const;
-  RankTable check(const Json& doc);
+  Json parse(std::string_view file, std::size_t skipped);
+  RankTable check(Json doc);
 
  private:
   [[noreturn]] void syntax_error(std::string_view file, std::size_t skipped, std::size_t offset,
-                                 std::string_view reason) const;
+                                 std::string_view reason, bool unfinished = false) const;
   RankTableFormat detect_format(const Json& top) const;
   void warn(const std::string& pointer, const std::string& text);
 
@@ -106,7 +132,7 @@ class Checker {
   void require_device_ip_if_multi_server(const Json& device, const std::string& pointer) const;
 
   // Formats 1.0 and 1.2 (rank_table.cpp).
-  RankTable check_v1(const Json& doc);
+  RankTable check_v1(Json doc);
   std::vector<RankTableServer> servers(const Json& list, const std::string& pointer);
   RankTableServer server(const Json& value, const std::string& pointer);
   std::vector<RankTableDevice> devices(const Json& list, const std::string& pointer, const std::string& server_name);
@@ -135,13 +161,15 @@ class Checker {
 
   const std::string& source_;
   RankTableFormat format_ = RankTableFormat::v1_0;
-  bool multi_server_ = false;  // decides whether device_ip is required
+  bool multi_server_ = false;   // decides whether device_ip is required
+  std::size_t text_bytes_ = 0;  // of the text parsed: the normalized copy is about as long
   Origins origins_;
   std::vector<std::string> warnings_;
 };
 
-/// The normalized document of a checked 1.x table (`doc` its original).
-std::string normalized_v1(const Json& doc, const RankTable& table);
+/// The normalized document of a checked 1.x table (`doc` its original, changed
+/// in place); `expected_bytes`: about how long it will be (the original's length).
+std::string normalized_v1(Json doc, const RankTable& table, std::size_t expected_bytes);
 /// The normalized document of a converted 0.1 table: format 1.0.
 std::string normalized_from_v0(const RankTable& table);
 

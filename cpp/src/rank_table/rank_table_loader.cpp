@@ -59,18 +59,23 @@ std::optional<std::string> read_if_exists(const std::string& path) {
   }
   if (static_cast<std::uintmax_t>(info.st_size) > max_file_bytes) throw too_large();
 
-  std::string text;
-  text.reserve(static_cast<std::size_t>(info.st_size));
-  char buffer[65536];
+  // Read straight into the text: the size stat gave, plus room to see the
+  // file grow while it is read (checked against the limit again).
+  std::string text(static_cast<std::size_t>(info.st_size) + 65536, '\0');
+  std::size_t size = 0;
   for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (size == text.size()) {
+      if (size >= max_file_bytes + 1) throw too_large();
+      text.resize(std::min(size * 2, max_file_bytes + 1));
+    }
+    const ssize_t n = ::read(fd, text.data() + size, text.size() - size);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw io_error(path, "cannot read the rank table", errno);
     if (n == 0) break;
-    // Checked again here: the file may grow while it is read.
-    if (text.size() + static_cast<std::size_t>(n) > max_file_bytes) throw too_large();
-    text.append(buffer, static_cast<std::size_t>(n));
+    size += static_cast<std::size_t>(n);
+    if (size > max_file_bytes) throw too_large();
   }
+  text.resize(size);
   return text;
 }
 
@@ -113,7 +118,7 @@ Attempt attempt(const std::string& path_or_dir, bool waiting) {
     return out;
   }
   try {
-    RankTable table = parse_rank_table(*text, out.file);
+    RankTable table = detail::parse_table_text(*text, out.file);
     if (waiting && table.status == "initializing") {
       out.state = "its status is still 'initializing'";
       out.kind = Kind::bad_value;
@@ -124,6 +129,12 @@ Attempt attempt(const std::string& path_or_dir, bool waiting) {
     const std::unique_ptr<char, decltype(&::free)> owner(resolved, &::free);
     out.loaded = LoadedRankTable{std::move(table), resolved};
     return out;
+  } catch (const detail::UnfinishedJson& e) {
+    // The text stops before its JSON does: the platform is still writing it.
+    if (!waiting) throw RankTableError(e);
+    out.state = "it is not valid JSON yet (" + e.detail() + ")";
+    out.kind = e.kind();
+    return out;
   } catch (const RankTableError& e) {
     if (!waiting) throw;
     // A platform may first write {"status": "initializing"} with no servers yet.
@@ -132,12 +143,10 @@ Attempt attempt(const std::string& path_or_dir, bool waiting) {
       out.kind = Kind::bad_value;
       return out;
     }
-    if (e.kind() == Kind::empty)
-      out.state = "it is still empty";
-    else if (e.kind() == Kind::syntax)
-      out.state = "it is not valid JSON yet (" + e.detail() + ")";
-    else
-      throw;
+    // Anything else, a syntax error before the end of the text included, is
+    // a finished file that is broken: waiting would not mend it.
+    if (e.kind() != Kind::empty) throw;
+    out.state = "it is still empty";
     out.kind = e.kind();
     return out;
   }

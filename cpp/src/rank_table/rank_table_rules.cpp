@@ -2,6 +2,7 @@
 // rules (precedence 4), shared by every format. Pointers come from the
 // checker's Origins, so that a converted 0.1 table is reported in its own terms.
 #include <algorithm>
+#include <array>
 
 #include <fmt/format.h>
 
@@ -35,6 +36,26 @@ std::string list_numbers(const std::vector<int>& numbers) {
   return out;
 }
 
+// The first key equal to an earlier one, in the keys' order: (its index, the
+// earlier one's); nullopt when all differ. What a set filled in order finds,
+// by sorting (key, index) pairs: n log n, and no allocation per key.
+template <typename Key>
+std::optional<std::pair<std::size_t, std::size_t>> first_repeat(const std::vector<Key>& keys) {
+  std::vector<std::pair<Key, std::size_t>> sorted;
+  sorted.reserve(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) sorted.emplace_back(keys[i], i);
+  std::sort(sorted.begin(), sorted.end());  // equal keys in their order: a run's second is its first repeat
+  std::optional<std::pair<std::size_t, std::size_t>> found;
+  for (std::size_t k = 1; k < sorted.size(); ++k) {
+    const bool repeats = sorted[k].first == sorted[k - 1].first;
+    const bool second = k == 1 || !(sorted[k - 2].first == sorted[k].first);
+    if (repeats && second && (!found || sorted[k].second < found->first)) {
+      found = {{sorted[k].second, sorted[k - 1].second}};
+    }
+  }
+  return found;
+}
+
 }  // namespace
 
 std::string shorten(std::string_view text) {
@@ -54,58 +75,96 @@ std::string describe(const Json& value) {
 }
 
 // RFC 6901: "~" and "/" inside a reference token are written "~0" and "~1".
+void append_key(std::string& pointer, std::string_view key) {
+  pointer += '/';
+  for (const char c : key) {
+    if (c == '~')
+      pointer += "~0";
+    else if (c == '/')
+      pointer += "~1";
+    else
+      pointer += c;
+  }
+}
+
+void append_index(std::string& pointer, std::size_t index) {
+  pointer += '/';
+  pointer += std::to_string(index);
+}
+
 std::string child(const std::string& pointer, std::string_view key) {
-  std::string out = pointer + '/';
-  for (const char c : key) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+  std::string out = pointer;
+  append_key(out, key);
   return out;
 }
 
-std::string child(const std::string& pointer, std::size_t index) { return pointer + '/' + std::to_string(index); }
+std::string child(const std::string& pointer, std::size_t index) {
+  std::string out = pointer;
+  append_index(out, index);
+  return out;
+}
+
+std::string Origins::server(std::size_t i) const { return servers.empty() ? child("/server_list", i) : servers[i]; }
+
+std::string Origins::device(Place place) const {
+  if (devices.empty()) return child(child(server(place.server), "device"), place.device);
+  return devices[place.server][place.device];
+}
 
 // Each duplicate is reported at its second occurrence, naming the first.
+// Positions are kept, and pointers made only for the message.
 void Checker::check_unique(const RankTable& table) const {
-  const auto at = [&](std::size_t i, std::size_t j, std::string_view field) {
-    return child(origins_.devices[i][j], field);
-  };
+  const auto at = [&](Place place, std::string_view field) { return child(origins_.device(place), field); };
+  const auto server_at = [&](std::size_t i) { return child(origins_.server(i), "server_id"); };
   // Compared as addresses, as the search for this machine's server compares
   // them: "10.0.0.1" and "::ffff:10.0.0.1" are one machine.
-  FirstSeen<std::string> server_ids;
-  for (std::size_t i = 0; i < table.servers.size(); ++i) {
-    const std::string& id = table.servers[i].server_id;
-    const std::string pointer = child(origins_.servers[i], "server_id");
-    if (const auto first = server_ids.repeat(address_key(id), pointer)) {
-      fail(Kind::duplicate, pointer, fmt::format("server {} listed twice (also at {})", id, *first));
-    }
+  std::vector<std::string> server_ids;
+  server_ids.reserve(table.servers.size());
+  for (const auto& server : table.servers) server_ids.push_back(address_key(server.server_id));
+  if (const auto repeat = first_repeat(server_ids)) {
+    fail(Kind::duplicate, server_at(repeat->first),
+         fmt::format("server {} listed twice (also at {})", table.servers[repeat->first].server_id,
+                     server_at(repeat->second)));
   }
+  std::vector<int> device_ids;
   for (std::size_t i = 0; i < table.servers.size(); ++i) {
-    FirstSeen<int> device_ids;
     const auto& server = table.servers[i];
-    for (std::size_t j = 0; j < server.devices.size(); ++j) {
-      const int id = server.devices[j].device_id;
-      if (const auto first = device_ids.repeat(id, at(i, j, "device_id"))) {
-        // Two pods of one host: say which, since the file lists them apart.
-        const std::string also = format_ == RankTableFormat::v0_1 ? " (also at " + *first + ")" : "";
-        fail(Kind::duplicate, at(i, j, "device_id"),
-             fmt::format("device {} listed twice on server {}{}", id, server.server_id, also));
-      }
+    device_ids.clear();
+    for (const auto& device : server.devices) device_ids.push_back(device.device_id);
+    if (const auto repeat = first_repeat(device_ids)) {
+      // Two pods of one host: say which, since the file lists them apart.
+      const std::string also =
+          format_ == RankTableFormat::v0_1 ? " (also at " + at({i, repeat->second}, "device_id") + ")" : "";
+      fail(Kind::duplicate, at({i, repeat->first}, "device_id"),
+           fmt::format("device {} listed twice on server {}{}", device_ids[repeat->first], server.server_id, also));
     }
   }
-  FirstSeen<int> ranks;
+  std::vector<Place> places;
+  std::vector<int> ranks;
   for_each_device(table, [&](std::size_t i, std::size_t j, const RankTableDevice& device) {
-    if (const auto first = ranks.repeat(device.rank_id, at(i, j, "rank_id"))) {
-      fail(Kind::duplicate, at(i, j, "rank_id"),
-           fmt::format("rank {} appears twice (also at {})", device.rank_id, *first));
-    }
+    places.push_back({i, j});
+    ranks.push_back(device.rank_id);
   });
-  FirstSeen<std::string> ips;  // compared in normalized form: "fe80::1" is "fe80:0::1"
+  if (const auto repeat = first_repeat(ranks)) {
+    fail(
+        Kind::duplicate, at(places[repeat->first], "rank_id"),
+        fmt::format("rank {} appears twice (also at {})", ranks[repeat->first], at(places[repeat->second], "rank_id")));
+  }
+  places.clear();
+  // Compared as addresses: "fe80::1" is "fe80:0::1", "::ffff:10.0.0.1" is "10.0.0.1".
+  std::vector<std::array<unsigned char, 16>> ips;
   for_each_device(table, [&](std::size_t i, std::size_t j, const RankTableDevice& device) {
     if (!device.device_ip) return;
-    const std::string pointer = at(i, j, "device_ip");
-    if (const auto first = ips.repeat(address_key(*device.device_ip), pointer)) {
-      fail(Kind::duplicate, pointer,
-           fmt::format("device_ip {} appears twice (also at {})", describe(Json(*device.device_ip)), *first));
-    }
+    places.push_back({i, j});
+    ips.push_back(address_bytes(*device.device_ip).value_or(std::array<unsigned char, 16>{}));  // checked: an IP
   });
+  if (const auto repeat = first_repeat(ips)) {
+    const Place second = places[repeat->first];
+    const auto& ip = table.servers[second.server].devices[second.device].device_ip;
+    fail(Kind::duplicate, at(second, "device_ip"),
+         fmt::format("device_ip {} appears twice (also at {})", describe(Json(ip.value_or(""))),
+                     at(places[repeat->second], "device_ip")));
+  }
 }
 
 // Format 1.2: super pod ids, each server in at most one super pod, then
@@ -133,19 +192,25 @@ void Checker::check_super_pods_unique(const RankTable& table) const {
       pod_of_server.emplace(ids[k], p);
     }
   }
-  FirstSeen<std::pair<std::size_t, std::int64_t>> super_ids;
+  std::vector<std::pair<std::size_t, std::int64_t>> super_ids;  // (super pod, super_device_id)
+  std::vector<Place> places;
   const std::size_t no_pod = table.super_pods.size();
-  for_each_device(table, [&](std::size_t i, std::size_t j, const RankTableDevice& device) {
-    if (!device.super_device_id) return;
+  for (std::size_t i = 0; i < table.servers.size(); ++i) {
     const auto it = pod_of_server.find(table.servers[i].server_id);
     const std::size_t pod = it == pod_of_server.end() ? no_pod : it->second;
-    const std::string pointer = child(origins_.devices[i][j], "super_device_id");
-    if (const auto first = super_ids.repeat({pod, *device.super_device_id}, pointer)) {
-      fail(Kind::duplicate, pointer,
-           fmt::format("super_device_id {} appears twice in one super pod (also at {})", *device.super_device_id,
-                       *first));
+    const auto& devices = table.servers[i].devices;
+    for (std::size_t j = 0; j < devices.size(); ++j) {
+      const auto& id = devices[j].super_device_id;
+      if (!id) continue;
+      super_ids.emplace_back(pod, *id);
+      places.push_back({i, j});
     }
-  });
+  }
+  if (const auto repeat = first_repeat(super_ids)) {
+    fail(Kind::duplicate, child(origins_.device(places[repeat->first]), "super_device_id"),
+         fmt::format("super_device_id {} appears twice in one super pod (also at {})", super_ids[repeat->first].second,
+                     child(origins_.device(places[repeat->second]), "super_device_id")));
+  }
 }
 
 // Ranks are unique by now, so there are world_size of them: they are exactly
@@ -220,7 +285,7 @@ void Checker::check_super_pod_servers(const RankTable& table) const {
   }
   for (std::size_t i = 0; i < table.servers.size(); ++i) {
     if (!listed[table.servers[i].server_id]) {
-      fail(Kind::inconsistent, child(origins_.servers[i], "server_id"),
+      fail(Kind::inconsistent, child(origins_.server(i), "server_id"),
            fmt::format("server {} is in no super pod of super_pod_list", table.servers[i].server_id));
     }
   }

@@ -1,6 +1,7 @@
 // The normalized rank table: what the ranks read. HCCL accepts only decimal
 // strings for scalars and needs a 1.x table, so the launcher hands the ranks
 // this copy rather than the platform's file ("read leniently, write strictly").
+// Tables made for people (this machine's, a merged one) are written the same way.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "common/atomic_file.hpp"
 #include "common/private_file.hpp"
 #include "davincirun/unique_fd.hpp"
 #include "rank_table/rank_table_checker.hpp"
@@ -25,42 +27,59 @@ std::string decimal(Integer number) {
   return std::to_string(number);
 }
 
-std::string dump(const Json& doc) {
+// object[key] = the decimal text of `number`, unless it is that already (a
+// table written by HCCL's rules changes nothing, and costs no allocation).
+template <typename Integer>
+void set_decimal(Json& object, const char* key, Integer number) {
+  std::string text = decimal(number);
+  Json& value = object[key];
+  if (!value.is_string() || value.get_ref<const std::string&>() != text) value = std::move(text);
+}
+
+// Json::dump(2), into a string reserved for `expected` bytes: grown by
+// doubling, the 8 MB of a 65,536-rank table cost more in copies and fresh
+// pages than in writing. (Json::dump itself is written so, on nlohmann's
+// serializer and output adapter.)
+std::string dump(const Json& doc, std::size_t expected = 0) {
+  std::string text;
+  text.reserve(expected);
   // Strings are valid UTF-8 (the parser refuses anything else); replace is a guard.
-  return doc.dump(2, ' ', false, Json::error_handler_t::replace);
+  nlohmann::detail::serializer<Json> serializer(nlohmann::detail::output_adapter<char, std::string>(text), ' ',
+                                                Json::error_handler_t::replace);
+  serializer.dump(doc, true, false, 2);
+  return text;
 }
 
 }  // namespace
 
 // Unknown fields stay where they were; only values this parser reads change.
-std::string normalized_v1(const Json& doc, const RankTable& table) {
-  Json copy = doc;
-  auto& servers = copy["server_list"];
+std::string normalized_v1(Json doc, const RankTable& table, std::size_t expected_bytes) {
+  auto& servers = doc["server_list"];
   for (std::size_t i = 0; i < table.servers.size(); ++i) {
     auto& devices = servers[i]["device"];
     for (std::size_t j = 0; j < table.servers[i].devices.size(); ++j) {
       const RankTableDevice& device = table.servers[i].devices[j];
       Json& out = devices[j];
-      out["device_id"] = decimal(device.device_id);
-      out["rank_id"] = decimal(device.rank_id);
-      if (device.super_device_id) out["super_device_id"] = decimal(*device.super_device_id);
+      set_decimal(out, "device_id", device.device_id);
+      set_decimal(out, "rank_id", device.rank_id);
+      if (device.super_device_id) set_decimal(out, "super_device_id", *device.super_device_id);
       if (!device.device_ip) out.erase("device_ip");  // a placeholder read as absent
     }
   }
   for (std::size_t p = 0; p < table.super_pods.size(); ++p) {
-    copy["super_pod_list"][p]["super_pod_id"] = table.super_pods[p].super_pod_id;
+    doc["super_pod_list"][p]["super_pod_id"] = table.super_pods[p].super_pod_id;
   }
 
   // HCCL expects status and server_count; add them where absent.
+  const bool has_status = doc.contains("status");
+  const bool has_count = doc.contains("server_count");
   Json top = Json::object();
-  if (!doc.contains("status")) top["status"] = table.status;
-  for (auto& [key, value] : copy.get_ref<Json::object_t&>()) {
+  if (!has_status) top["status"] = table.status;
+  for (auto& [key, value] : doc.get_ref<Json::object_t&>()) {
     top[key] = key == "server_count" ? Json(decimal(table.servers.size())) : std::move(value);
-    if (key == "version" && !doc.contains("server_count")) {
-      top["server_count"] = decimal(table.servers.size());
-    }
+    if (key == "version" && !has_count) top["server_count"] = decimal(table.servers.size());
   }
-  return dump(top);
+  return dump(top, expected_bytes);
 }
 
 // The layout of a hand-written 1.0 table; pod names stay in the RankTable only.
@@ -90,13 +109,26 @@ std::string normalized_from_v0(const RankTable& table) {
 
 }  // namespace detail
 
-void write_normalized_rank_table(const RankTable& table, const std::string& path) {
+namespace {
+
+const std::string& normalized_text(const RankTable& table, const char* function) {
   if (table.normalized_json.empty()) {
-    throw std::invalid_argument(
-        "write_normalized_rank_table: the table has no normalized_json (it was not made by "
-        "parse_rank_table)");
+    throw std::invalid_argument(std::string(function) +
+                                ": the table has no normalized_json (it was not made by parse_rank_table)");
   }
-  detail::write_private_file(path, table.normalized_json + "\n", "create rank table " + path);
+  return table.normalized_json;
+}
+
+}  // namespace
+
+void write_normalized_rank_table(const RankTable& table, const std::string& path) {
+  const std::string& text = normalized_text(table, "write_normalized_rank_table");
+  detail::write_private_file(path, text + "\n", "create rank table " + path);
+}
+
+void write_rank_table_file(const RankTable& table, const std::string& path) {
+  const std::string& text = normalized_text(table, "write_rank_table_file");
+  detail::write_file_atomically(path, text + "\n", 0644, "write rank table " + path);
 }
 
 }  // namespace davincirun

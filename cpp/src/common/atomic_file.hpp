@@ -1,0 +1,19 @@
+// Files a user asked for and may read while they are replaced: written whole
+// under a temporary name, then renamed over the old one.
+#pragma once
+
+#include <sys/types.h>
+#include <string>
+
+namespace davincirun::detail {
+
+/// Writes `text` to `path` atomically: a new temporary file in the same
+/// directory (".<name>.XXXXXX"), given `mode` whatever the umask, written,
+/// flushed to disk (fsync), then renamed to `path`. A reader sees the old
+/// file or the new one, never a part; an existing file (or a symlink) at
+/// `path` is replaced, not written through. On failure the temporary file
+/// is removed, `path` is left as it was, and SystemError("<what>: <reason>")
+/// is thrown.
+void write_file_atomically(const std::string& path, const std::string& text, mode_t mode, const std::string& what);
+
+}  // namespace davincirun::detail
