@@ -107,7 +107,8 @@ void Supervisor::handle_stop_requests() {
   const std::uint64_t requests = requests_.load();
   const auto cause = static_cast<StopCause>(first_cause_.load());
   if (stop_reason_ == StopReason::none && cause != StopCause::none) {
-    requests_seen_ = requests;
+    // The first request names the stop; a person's request that began it is spent.
+    requests_seen_ = cause == StopCause::request ? 1 : 0;
     switch (cause) {
       case StopCause::signal: {
         const int sig = stop_signal_.load();
@@ -131,10 +132,9 @@ void Supervisor::handle_stop_requests() {
       case StopCause::request:
       case StopCause::none: begin_stop(requested_reason(), std::nullopt, "stop requested"); break;
     }
-    return;
   }
   if (requests > requests_seen_) {
-    // A person asking again while the job stops (for whatever reason).
+    // A person asking (again) while the job stops, for whatever reason.
     requests_seen_ = requests;
     log_notice("stop requested again: killing every rank now");
     if (stop_reason_ == StopReason::none) stop_reason_ = requested_reason();
