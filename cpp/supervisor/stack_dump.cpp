@@ -75,7 +75,7 @@ std::string dump_python_stacks(const std::vector<pid_t>& pids, const std::vector
       int status = 0;
       const pid_t got = ::waitpid(child, &status, WNOHANG);
       if (got == child) {
-        ok += WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 1 : 0;
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0) ++ok;
         break;
       }
       if (got < 0 && errno != EINTR) break;

@@ -11,20 +11,6 @@ namespace davincirun::detail {
 
 namespace {
 
-void put_status(Writer& w, const ExitStatus& s) {
-  w.i64(static_cast<int>(s.kind));
-  w.i64(s.value);
-}
-
-ExitStatus get_status(Reader& r) {
-  ExitStatus s;
-  const int kind = r.i32();
-  r.check(kind >= 0 && kind <= static_cast<int>(ExitStatus::Kind::unknown));
-  s.kind = static_cast<ExitStatus::Kind>(kind);
-  s.value = r.i32();
-  return s;
-}
-
 enum class ErrorType : int { generic = 0, config = 1, spawn = 2, system = 3, device_busy = 4, option = 5 };
 
 }  // namespace

@@ -191,4 +191,18 @@ bool FrameReader::next(Frame& type, std::string& payload) {
   return true;
 }
 
+void put_status(Writer& w, const ExitStatus& status) {
+  w.i64(static_cast<int>(status.kind));
+  w.i64(status.value);
+}
+
+ExitStatus get_status(Reader& r) {
+  ExitStatus status;
+  const int kind = r.i32();
+  r.check(kind >= 0 && kind <= static_cast<int>(ExitStatus::Kind::unknown));
+  status.kind = static_cast<ExitStatus::Kind>(kind);
+  status.value = r.i32();
+  return status;
+}
+
 }  // namespace davincirun::detail

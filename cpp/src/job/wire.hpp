@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "davincirun/process.hpp"
+
 namespace davincirun::detail {
 
 enum class Frame : char {
@@ -80,6 +82,12 @@ class Reader {
   std::string_view data_;
   std::size_t pos_ = 0;
 };
+
+/// An exit status in a payload: its kind, then its value (the lifeline's
+/// results and the peer channel's events).
+void put_status(Writer& w, const ExitStatus& status);
+/// The status put_status() wrote; throws as Reader does, also for an unknown kind.
+ExitStatus get_status(Reader& r);
 
 /// Writes one frame in full (blocking; EINTR retried; never raises
 /// SIGPIPE): its payload is `head` followed by `body`, sent without copying

@@ -22,20 +22,6 @@ auto decoded(const char* what, F&& decode) {
   }
 }
 
-void put_status(Writer& w, const ExitStatus& s) {
-  w.u64(static_cast<std::uint64_t>(s.kind));
-  w.i64(s.value);
-}
-
-ExitStatus get_status(Reader& r) {
-  ExitStatus s;
-  const std::uint64_t kind = r.u64();
-  r.check(kind <= static_cast<std::uint64_t>(ExitStatus::Kind::unknown));
-  s.kind = static_cast<ExitStatus::Kind>(kind);
-  s.value = r.i32();
-  return s;
-}
-
 }  // namespace
 
 std::string encode_event(const PeerEvent& e) {
