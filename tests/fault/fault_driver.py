@@ -117,7 +117,9 @@ def expected_exit(plan):
     if plan.ending == "timeout":
         return 124, 124
     if plan.ending == "terminate":
-        return 130, 130 if plan.caller == "python" else 128 + signal.SIGTERM
+        # The CLI's SIGTERM is a signal's stop (one that never escalates),
+        # recorded as such: 143 in the job's summary too.
+        return (130, 130) if plan.caller == "python" else (128 + signal.SIGTERM, 128 + signal.SIGTERM)
     if plan.ending == "interrupt":
         return 130, 130
     # caller_kill: the supervisor stops the job itself and records why
@@ -304,6 +306,8 @@ def _status_code(entry):
 def _check_summary(plan, result, summary, job_code):
     expected_reason = {"success": "none", "rank_failure": "rank_failed", "timeout": "timed_out",
                        "caller_kill": "launcher_gone"}.get(plan.ending, "requested")
+    if plan.ending == "terminate" and plan.caller == "cli":
+        expected_reason = "signaled"  # SIGTERM to davincirun: request_stop_by_signal()
     first = summary["first_failure"]
     got = (summary["exit_code"], summary["stop_reason"], first)
     want = (job_code, expected_reason, plan.primary)
