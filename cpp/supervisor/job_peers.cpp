@@ -1,5 +1,7 @@
 #include "job_peers.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "davincirun/root_cause.hpp"
@@ -18,6 +20,11 @@ PeerConfig config_of(const JobSpec& spec) {
   c.stall_timeout = p.stall_timeout;
   c.peer_timeout = p.peer_timeout;
   c.heartbeat_interval = heartbeat_interval_for(p.peer_timeout);
+  // The stall watchdog reads the members' silence from their heartbeats:
+  // often enough that it fires within a quarter of its timeout.
+  if (p.stall_timeout.count() > 0) {
+    c.heartbeat_interval = std::min(c.heartbeat_interval, std::max(std::chrono::milliseconds(50), p.stall_timeout / 4));
+  }
   c.connect_timeout = p.connect_timeout;
   if (!p.enabled) {  // the watchdog alone: a hub with no members
     c.hub = true;

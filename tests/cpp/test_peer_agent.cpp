@@ -319,3 +319,16 @@ TEST_CASE("a failure before the agents met still reaches every server at once", 
     CHECK(hub.wait_returned());
   }
 }
+
+TEST_CASE("a hub whose member never connects stops at the connect timeout and does not wait longer", "[peers]") {
+  PeerConfig config = config_for(0, find_free_port(), 2);
+  config.connect_timeout = 500ms;
+  config.peer_timeout = 10'000ms;  // longer than the test may take
+  TestAgent hub(config);
+  const auto stop = hub.wait_stop();
+  REQUIRE(stop);
+  CHECK(stop->kind == PeerEventKind::lost);
+  CHECK_THAT(stop->detail, Catch::Contains("the agent of server 10.0.0.12 did not connect within 0.5 s"));
+  hub.agent().finish(false);
+  CHECK(hub.wait_returned(1000ms));  // not after the 10 s peer timeout
+}

@@ -254,7 +254,9 @@ void PeerAgent::tick() {
     }
   }
   if (config_.hub && !stopping_ && !local_finished_ && config_.stall_timeout.count() > 0 && silence_) {
-    // The job is silent when every server is: the least silence of them all.
+    // The job is silent when every server is: the least silence of them all,
+    // each member's as its last heartbeat said (never extrapolated: output
+    // since then would make that a false alarm).
     std::uint64_t silent = silence_();
     bool everyone = true;
     for (std::uint32_t i = 0; i < member_joined_.size(); ++i) {
@@ -262,9 +264,7 @@ void PeerAgent::tick() {
     }
     for (const auto& c : connections_) {
       if (c->closed || c->done || c->state != Connection::State::joined) continue;
-      const auto since =
-          static_cast<std::uint64_t>(std::chrono::duration_cast<milliseconds>(now - c->silent_at).count());
-      silent = std::min(silent, c->silent_ms == UINT64_MAX ? 0 : c->silent_ms + since);
+      silent = std::min(silent, c->silent_ms == UINT64_MAX ? 0 : c->silent_ms);
     }
     if (everyone && silent >= static_cast<std::uint64_t>(config_.stall_timeout.count())) {
       PeerEvent event;
@@ -295,7 +295,11 @@ bool PeerAgent::done() const {
     // Members that have not joined yet learn the event on joining: wait a
     // while for them, so that a failure at start-up stops them at once.
     for (std::uint32_t i = 0; i < member_joined_.size(); ++i) {
-      if (i != config_.server_index && !member_joined_[i] && !lingered(now)) return false;
+      // (Not past the connect timeout: by then they never will.)
+      if (i != config_.server_index && !member_joined_[i] && !lingered(now) &&
+          now - started_ < config_.connect_timeout) {
+        return false;
+      }
     }
     return true;
   }

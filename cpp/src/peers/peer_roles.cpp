@@ -60,10 +60,7 @@ void PeerAgent::hub_frame(Connection& c, const RawPeerFrame& f) {
   c.seal.open(f);
   c.last_heard = Clock::now();
   switch (f.type) {
-    case PeerFrame::heartbeat:
-      c.silent_ms = decode_heartbeat(f.payload).silent_ms;
-      c.silent_at = c.last_heard;
-      break;
+    case PeerFrame::heartbeat: c.silent_ms = decode_heartbeat(f.payload).silent_ms; break;
     case PeerFrame::event: stop_job(decode_event(f.payload), false, &c); break;
     case PeerFrame::done:
       c.done = true;
@@ -108,6 +105,7 @@ void PeerAgent::member_frame(Connection& c, const RawPeerFrame& f) {
     if (f.type != PeerFrame::welcome) throw PeerProtocolError("expected a welcome");
     c.state = Connection::State::joined;
     joined_ = true;
+    next_heartbeat_ = Clock::now();  // the hub hears this server's silence at once
     on_notice_(fmt::format("joined the agents of the job at {}, the server of rank 0 ({} after start)", c.peer,
                            seconds_text(std::chrono::duration_cast<milliseconds>(Clock::now() - started_))));
     // What happened here before the channel was up goes out now.
