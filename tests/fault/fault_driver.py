@@ -13,10 +13,9 @@ Afterwards:
 - every rank's log is an exact prefix of the stream the rank writes, at
   least as long as the rank's ledger (bytes whose write(2) returned) and
   exactly as long when the rank ended on its own;
-- summary.json, the caller's exit status and its report agree with the
-  plan: the rank planned to fail first is named, with its code, and the
-  report lists every other rank; each rank's status is one its behaviour
-  allows;
+- summary.json, the caller's exit status and its report agree with the plan:
+  the rank planned to fail first is named, with its code, and the report
+  lists every other rank; each rank's status is one its behaviour allows;
 - the caller never crashed.
 
 Used by bench/fault_run.py (the full run) and tests/python/test_fault_run.py
@@ -116,10 +115,8 @@ def expected_exit(plan):
         return code, code
     if plan.ending == "timeout":
         return 124, 124
-    if plan.ending == "terminate":
-        # The CLI's SIGTERM is a signal's stop (one that never escalates),
-        # recorded as such: 143 in the job's summary too.
-        return (130, 130) if plan.caller == "python" else (128 + signal.SIGTERM, 128 + signal.SIGTERM)
+    if plan.ending == "terminate":  # the CLI's SIGTERM: a signal's stop, 143 in summary.json too
+        return (130, 130) if plan.caller == "python" else (128 + signal.SIGTERM,) * 2
     if plan.ending == "interrupt":
         return 130, 130
     # caller_kill: the supervisor stops the job itself and records why
@@ -306,8 +303,7 @@ def _status_code(entry):
 def _check_summary(plan, result, summary, job_code):
     expected_reason = {"success": "none", "rank_failure": "rank_failed", "timeout": "timed_out",
                        "caller_kill": "launcher_gone"}.get(plan.ending, "requested")
-    if plan.ending == "terminate" and plan.caller == "cli":
-        expected_reason = "signaled"  # SIGTERM to davincirun: request_stop_by_signal()
+    expected_reason = "signaled" if (plan.ending, plan.caller) == ("terminate", "cli") else expected_reason
     first = summary["first_failure"]
     got = (summary["exit_code"], summary["stop_reason"], first)
     want = (job_code, expected_reason, plan.primary)
