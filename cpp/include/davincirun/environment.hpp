@@ -110,6 +110,10 @@ const std::vector<std::string_view>& identity_variable_names();
 /// Characters other than letters, digits, '-' and '_' are replaced by '-'.
 std::string resolve_job_id(const Environment& inherited, std::string_view shared_seed = {});
 
+/// The port a variable `name` (e.g. "MASTER_PORT") holds as `text`: decimal,
+/// 1..65535. Throws ConfigError naming the variable and the text otherwise.
+int parse_port(std::string_view name, const std::string& text);
+
 /// A TCP port on `host` that was free a moment ago (bind to port 0, read it,
 /// close). Throws SystemError when no socket can be bound.
 int find_free_port(const std::string& host = "127.0.0.1");

@@ -16,13 +16,7 @@ int port_from(const Environment& launcher, const LaunchOptions& options, const s
               const JobEnvironment& job) {
   if (options.peer_port) return *options.peer_port;
   if (auto value = launcher.get("DAVINCIRUN_PEER_PORT"); value && !value->empty()) {
-    char* end = nullptr;
-    errno = 0;
-    const long port = std::strtol(value->c_str(), &end, 10);
-    if (*end != '\0' || errno != 0 || port < 1 || port > 65535) {
-      throw ConfigError(fmt::format("DAVINCIRUN_PEER_PORT must be a TCP port number (1-65535), got '{}'", *value));
-    }
-    return static_cast<int>(port);
+    return parse_port("DAVINCIRUN_PEER_PORT", *value);
   }
   return derived_port(digest, job.job_id, "DAVINCIRUN_PEER_PORT");
 }

@@ -61,16 +61,6 @@ std::string resolve_work_dir(const std::string& work_dir) {
   return real;
 }
 
-int parse_port(std::string_view name, const std::string& text) {
-  char* end = nullptr;
-  errno = 0;
-  const long port = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno != 0 || port < 1 || port > 65535) {
-    throw ConfigError(fmt::format("{} must be a TCP port number (1-65535), got '{}'", name, text));
-  }
-  return static_cast<int>(port);
-}
-
 // What every server derives its job id and ports from: the normalized
 // table's FNV-1a digest, in hex. Hashed once: a table of 65,536 ranks is
 // 8 MB, which FNV-1a reads a byte at a time.

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -21,6 +22,16 @@ std::uint64_t fnv1a64(std::string_view bytes, std::uint64_t seed) noexcept {
     hash *= 1099511628211ULL;
   }
   return hash;
+}
+
+int parse_port(std::string_view name, const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const long port = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || port < 1 || port > 65535) {
+    throw ConfigError(fmt::format("{} must be a TCP port number (1-65535), got '{}'", name, text));
+  }
+  return static_cast<int>(port);
 }
 
 int find_free_port(const std::string& host) {
