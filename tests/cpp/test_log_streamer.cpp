@@ -4,9 +4,11 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "davincirun/errors.hpp"
@@ -287,4 +289,76 @@ TEST_CASE("FdLineSink on a pipe nobody reads becomes broken instead of failing",
   CHECK(sink.broken());
   sink.write(0, "[rank 0] still nobody\n");  // silently dropped
   CHECK(sink.broken());
+}
+
+TEST_CASE("with no console lines wanted, the bytes go to the file without entering the process", "[log_streamer]") {
+  TempDir dir;
+  NullLineSink console;
+  Pipe pipe;
+  StreamScratch buffer(4096);
+  std::fill(buffer.input.begin(), buffer.input.end(), '\x5a');
+  RankLog log(0, "r", UniqueFd(pipe.read_fd), dir / "r.log", console);
+  std::string data;
+  for (int i = 0; data.size() < (std::size_t{3} << 20); ++i) data += "line " + std::to_string(i) + " \x01\xff\r\n";
+  feed(pipe, log, buffer, data, 60000);
+  end_stream(pipe, log, buffer);
+  CHECK(read_file(dir / "r.log") == data);
+  CHECK(log.bytes() == data.size());
+  CHECK_FALSE(log.file_error());
+  // splice(2) moved them: the read buffer was never written.
+  CHECK(std::all_of(buffer.input.begin(), buffer.input.end(), [](char c) { return c == '\x5a'; }));
+}
+
+TEST_CASE("a write that fails under splice is reported as read and write report it", "[log_streamer]") {
+  TempDir dir;
+  NullLineSink console;
+  Pipe pipe;
+  StreamScratch buffer(4096);
+  RankLog log(0, "r", UniqueFd(pipe.read_fd), dir / "r.log", console);
+  // The file may not grow past 64 KiB (EFBIG; SIGXFSZ ignored meanwhile).
+  struct sigaction ignore{};
+  struct sigaction old_action{};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGXFSZ, &ignore, &old_action);
+  struct rlimit old_limit{};
+  ::getrlimit(RLIMIT_FSIZE, &old_limit);
+  struct rlimit limit = old_limit;
+  limit.rlim_cur = 65536;
+  ::setrlimit(RLIMIT_FSIZE, &limit);
+  const std::string data(200000, 'x');
+  for (std::size_t done = 0; done < data.size(); done += 50000) {
+    REQUIRE(::write(pipe.write_fd, data.data() + done, 50000) == 50000);
+    // A splice cut short by the limit leaves bytes in the pipe (epoll would
+    // report them again): read on to the end of what is there.
+    REQUIRE(log.read_available(buffer, no_budget_limit, RankLog::Drain::to_the_end) ==
+            RankLog::ReadResult::would_block);
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old_limit);
+  ::sigaction(SIGXFSZ, &old_action, nullptr);
+  end_stream(pipe, log, buffer);
+  CHECK(log.bytes() == data.size());  // every byte was taken from the pipe: the rank never blocks
+  CHECK(read_file(dir / "r.log") == data.substr(0, 65536));
+  REQUIRE(log.file_error());
+  CHECK(*log.file_error() == "File too large at byte 65536");
+}
+
+TEST_CASE("a read stops at an emptied pipe unless told to read to the end", "[log_streamer]") {
+  TempDir dir;
+  RecordingSink console;
+  Pipe pipe;
+  StreamScratch buffer(4096);
+  RankLog log(0, "r", UniqueFd(pipe.read_fd), dir / "r.log", console);
+  REQUIRE(::write(pipe.write_fd, "last words\n", 11) == 11);
+  pipe.close_write();
+  SECTION("available: the end of file waits for the next call") {
+    CHECK(log.read_available(buffer, no_budget_limit) == RankLog::ReadResult::would_block);
+    CHECK(console.text() == "[r] last words\n");
+    CHECK(log.read_available(buffer, no_budget_limit) == RankLog::ReadResult::eof);
+  }
+  SECTION("to_the_end: the words and the end of file in one call") {
+    CHECK(log.read_available(buffer, no_budget_limit, RankLog::Drain::to_the_end) == RankLog::ReadResult::eof);
+    CHECK(console.text() == "[r] last words\n");
+  }
+  log.finish();
+  CHECK(read_file(dir / "r.log") == "last words\n");
 }

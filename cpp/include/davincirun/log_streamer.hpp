@@ -62,9 +62,16 @@ class RankLog {
     budget_spent,  ///< more may be waiting; come back after serving others
     eof,           ///< every writer closed the pipe; call finish()
   };
+  /// How far read_available() goes: `available` stops as soon as a read
+  /// finds the pipe emptied (epoll reports what comes after); `to_the_end`
+  /// reads until the pipe says EAGAIN or end of file, for a rank that has
+  /// exited, so that its last words precede the verdict on it.
+  enum class Drain { available, to_the_end };
   /// Reads what the pipe holds, up to `budget` bytes, into the file and the
-  /// console.
-  ReadResult read_available(StreamScratch& scratch, std::size_t budget);
+  /// console. When the console wants neither lines nor progress, the bytes
+  /// go from the pipe to the file by splice(2), without entering this
+  /// process (read(2) and write(2) take over where splice is refused).
+  ReadResult read_available(StreamScratch& scratch, std::size_t budget, Drain drain = Drain::available);
 
   /// Flushes a last unterminated line to the console (adding '\n'), closes
   /// the pipe and the file. Idempotent.
@@ -79,6 +86,7 @@ class RankLog {
   const std::optional<std::string>& file_error() const noexcept { return file_error_; }
 
  private:
+  ReadResult splice_available(std::size_t budget, Drain drain);
   void write_file(const char* data, std::size_t size);
   void emit_lines(const char* data, std::size_t size, std::string& out);
   void emit_full_chunks(std::string& out);
@@ -100,6 +108,10 @@ class RankLog {
   std::string positioned_progress_;  // the last bar that moved the cursor up
   std::uint64_t bytes_ = 0;
   std::optional<std::string> file_error_;
+  bool splice_ = true;  // until the file system or a failed write refuses it
+  // One splice(2) moves at most this much: a full pipe of the largest size
+  // a user may set without privileges (/proc/sys/fs/pipe-max-size).
+  static constexpr std::size_t max_splice_bytes = std::size_t{1} << 20;
 };
 
 /// "would_block", "budget_spent" or "eof".

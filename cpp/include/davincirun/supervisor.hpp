@@ -23,6 +23,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "davincirun/device_allocation.hpp"
@@ -278,10 +279,12 @@ class Supervisor {
  private:
   struct Rank;
   void watch(int fd, std::uint64_t data);
+  void unwatch(int fd);
   void handle_exit(std::size_t index);
   void reap_children();
   void sweep_descendants();
-  void handle_output(std::size_t index);
+  /// Bytes moved from the rank's pipe.
+  std::uint64_t handle_output(std::size_t index);
   /// requested, or launcher_gone once request_stop_orphaned() was called.
   StopReason requested_reason() const noexcept {
     return orphaned_.load() ? StopReason::launcher_gone : StopReason::requested;
@@ -303,10 +306,15 @@ class Supervisor {
   SupervisorOptions options_;
   LineSink* console_;
   UniqueFd epoll_fd_;
-  UniqueFd stop_fd_;         // eventfd written by request_stop() and request_kill()
-  UniqueFd signal_fd_;       // eventfd written by forward_signal()
-  UniqueFd child_fd_;        // signalfd for SIGCHLD (owns_all_children only)
-  std::vector<Rank> ranks_;  // after the descriptors: destroyed (killed and reaped) first
+  UniqueFd control_fd_;                                 // epoll of everything but output: the coalescing wait's
+  UniqueFd stop_fd_;                                    // eventfd written by request_stop() and request_kill()
+  UniqueFd signal_fd_;                                  // eventfd written by forward_signal()
+  UniqueFd child_fd_;                                   // signalfd for SIGCHLD (owns_all_children only)
+  std::vector<Rank> ranks_;                             // after the descriptors: destroyed (killed and reaped) first
+  std::unordered_map<pid_t, std::size_t> rank_by_pid_;  // for reaping by SIGCHLD
+  std::size_t live_ranks_ = 0;                          // ranks not yet exited
+  std::size_t open_logs_ = 0;                           // ranks whose output is still read
+  std::size_t draining_ = 0;                            // exited ranks whose output is still read
   ProcessTracking tracking_ = ProcessTracking::pidfd;
   std::optional<std::string> tracking_fallback_;
   bool child_subreaper_ = true;

@@ -37,7 +37,11 @@ RankLog::RankLog(std::size_t index, const std::string& label, UniqueFd pipe, std
   ::fcntl(pipe_.get(), F_SETFL, flags | O_NONBLOCK);
 }
 
-RankLog::ReadResult RankLog::read_available(StreamScratch& scratch, std::size_t budget) {
+RankLog::ReadResult RankLog::read_available(StreamScratch& scratch, std::size_t budget, Drain drain) {
+  if (splice_ && !console_->wants_lines() && !console_->wants_progress()) {
+    const ReadResult result = splice_available(budget, drain);
+    if (splice_) return result;  // else splice(2) was refused: read(2) takes over from where it stopped
+  }
   std::vector<char>& buffer = scratch.input;
   std::size_t taken = 0;
   while (pipe_) {
@@ -54,6 +58,37 @@ RankLog::ReadResult RankLog::read_available(StreamScratch& scratch, std::size_t 
     bytes_ += size;
     write_file(buffer.data(), size);  // the file first: it is the record of truth
     if (console_->wants_lines()) emit_lines(buffer.data(), size, scratch.console);
+    // A pipe's read(2) returns all it holds, up to the size asked: a short
+    // read emptied it. Asking again would only hear EAGAIN, one system call
+    // per wake-up for nothing; epoll reports what arrives after.
+    if (size < buffer.size() && drain == Drain::available) return ReadResult::would_block;
+  }
+  return ReadResult::eof;
+}
+
+RankLog::ReadResult RankLog::splice_available(std::size_t budget, Drain drain) {
+  // With no console lines to make, the bytes never need to enter this
+  // process: splice(2) moves them from the pipe into the log file's page
+  // cache, one copy instead of a read and a write.
+  std::size_t taken = 0;
+  while (pipe_) {
+    if (taken >= budget) return ReadResult::budget_spent;
+    const std::size_t want = std::min(budget - taken, max_splice_bytes);
+    const ssize_t n = ::splice(pipe_.get(), nullptr, file_.get(), nullptr, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) return ReadResult::would_block;
+      // The file system refuses splice (EINVAL), or the write failed (the
+      // bytes stay in the pipe): read(2) and write(2) take over, and report
+      // a write error as they always do.
+      splice_ = false;
+      return ReadResult::would_block;
+    }
+    if (n == 0) return ReadResult::eof;
+    const auto size = static_cast<std::size_t>(n);
+    taken += size;
+    bytes_ += size;
+    if (size < want && drain == Drain::available) return ReadResult::would_block;
   }
   return ReadResult::eof;
 }
