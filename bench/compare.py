@@ -44,23 +44,26 @@ WIDTH, LABEL = 12, 36
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="a subset of a few minutes: fewer repetitions, "
-                    "2 MiB per rank relayed, no 1,024 ranks, no torchrun or msrun beyond 64 ranks")
+    ap.add_argument("--quick", action="store_true", help="a subset of a few minutes: one round, 2 MiB per rank "
+                    "relayed to a file console only, no 1,024 ranks, no torchrun or msrun beyond 64 ranks, the "
+                    "SIGTERM-ignoring case for the native davincirun only of the davincirun columns")
     ap.add_argument("--only", default=",".join(cm.MEASURES), help="measures: %s" % ",".join(cm.MEASURES))
     ap.add_argument("--peers", help="columns to run (default: all found): %s" % ",".join(cp.TITLES))
     ap.add_argument("--repeat", type=int, help="rounds of launch and fail-fast (obey); a third of it for fail-fast "
-                    "(ignore), half for the others (default 6, quick 2)")
+                    "(ignore), half for the others (default 6, quick 1)")
     ap.add_argument("--relay-repeat", type=int, help="rounds of each relay cell (default 3, quick 1)")
     ap.add_argument("--relay-mib", type=int, help="MiB each rank writes in the relay (default 32, quick 2)")
     ap.add_argument("--relay-modes", default="buffered,unbuffered")
-    ap.add_argument("--relay-consoles", default="file,pipe,null")
+    ap.add_argument("--relay-consoles", help="where the launcher's console goes (default file,pipe,null; quick "
+                    "file): a pipe is read by `cat` into a file")
     ap.add_argument("--scale", help="rank counts (default 64,256,1024; quick 64,256)")
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--calls", type=int, help="API calls timed per round in one interpreter (default 10, quick 5)")
     ap.add_argument("--cap", type=float, help="seconds a launcher may take to return after a rank failed "
                     "(default 40: torchrun waits 30 s before SIGKILL; quick 12)")
     ap.add_argument("--bash-cap", type=float, default=3.0, help="the same for the bash loop, which never returns")
-    ap.add_argument("--timeout", type=float, default=300, help="seconds any one run may take")
+    ap.add_argument("--timeout", type=float, help="seconds any one run may take (default 120, quick 40): mpirun "
+                    "4.1 may hang once its ranks have exited")
     ap.add_argument("--nofile", type=int, default=1024, help="soft RLIMIT_NOFILE of every run (the usual ulimit -n)")
     ap.add_argument("--davincirun", help="the native davincirun to measure (e.g. build/dev/cpp/davincirun)")
     ap.add_argument("--msrun", help="msrun to measure (default: build/mindspore-env/bin/msrun of this checkout "
@@ -70,8 +73,8 @@ def parse_args(argv=None):
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     q = args.quick
-    defaults = dict(repeat=(2, 6), relay_repeat=(1, 3), relay_mib=(2, 32), calls=(5, 10), cap=(12.0, 40.0),
-                    scale=("64,256", "64,256,1024"))
+    defaults = dict(repeat=(1, 6), relay_repeat=(1, 3), relay_mib=(2, 32), calls=(5, 10), cap=(12.0, 40.0),
+                    scale=("64,256", "64,256,1024"), timeout=(40.0, 120.0), relay_consoles=("file", "file,pipe,null"))
     for name, (quick, full) in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, quick if q else full)
@@ -87,19 +90,18 @@ def parse_args(argv=None):
 
 # -- summaries ----------------------------------------------------------------
 def summary(row, cell):
-    """{median, min, max, ratio, texts, score}: score orders cells (lower is
-    better; a run that failed or never ended counts as infinite)."""
+    """{median, min, max, ratio, texts, score}: score orders cells, lower is
+    better (for counts the worst run); a run that failed, timed out or never
+    ended makes it infinite."""
     samples, texts = cell["samples"], sorted(set(cell["texts"]))
     out = {"texts": texts}
     if samples:
-        worst = max(samples) if row["kind"] == "count" else statistics.median(samples)
-        out.update(median=statistics.median(samples), min=min(samples), max=max(samples), score=worst)
+        out.update(median=statistics.median(samples), min=min(samples), max=max(samples))
+        out["score"] = max(samples) if row["kind"] == "count" else out["median"]
     if cell["ratios"]:
         out["ratio"] = statistics.median(cell["ratios"])
-    if texts and (row["kind"] != "text") and ("score" not in out or len(texts) > 0 and not samples):
+    if row["kind"] != "text" and texts:
         out["score"] = math.inf
-    if row["kind"] != "text" and texts and samples:
-        out["score"] = math.inf  # some run failed or never ended
     return out
 
 
@@ -127,8 +129,7 @@ def cell_lines(row, s, footnotes):
         else:
             first = number(s["median"]) + (" ×" + ratio(s["ratio"]) if "ratio" in s else "")
             second = "" if s["min"] == s["max"] else "%s-%s" % (number(s["min"]), number(s["max"]))
-        if s["texts"]:
-            second = "+%d other" % len(s["texts"])
+        if s["texts"]:  # some runs failed or never ended
             footnotes.append("; ".join(s["texts"]))
             second = "[%d]" % len(footnotes)
         return first, second

@@ -91,9 +91,11 @@ def _v015(peer, run):
     job = "bench015-%s" % os.path.basename(run.dir)
     # 0.1.5 also writes every log to /tmp/logdir/<JOB_ID>-proc-rank-*.txt (fixed):
     # BATCH_JOB_ID names them, so that cleanup_v015() removes exactly those.
-    env = {"RANK_TABLE_FILE": run.table, "BATCH_JOB_ID": job, "ASCEND_PROCESS_LOG_PATH": os.path.join(run.dir, "ascend")}
+    env = {"RANK_TABLE_FILE": run.table, "BATCH_JOB_ID": job,
+           "ASCEND_PROCESS_LOG_PATH": os.path.join(run.dir, "ascend")}
     name = os.path.join(run.log_dir, job + "-proc-rank-%d-device-%d.txt")
-    return Launch([peer.path, "-c", API_015, json.dumps(run.rank_argv), run.log_dir], env, lambda r: name % (r, r), None)
+    argv = [peer.path, "-c", API_015, json.dumps(run.rank_argv), run.log_dir]
+    return Launch(argv, env, lambda r: name % (r, r), None)
 
 
 def _msrun(peer, run):
