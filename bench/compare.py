@@ -216,11 +216,6 @@ def main(argv=None):
              platform.python_version()), flush=True)
     print("every run: ulimit -n %d (soft)" % min(args.nofile, hard))
     peers = cp.discover(args, lambda m: print(m, flush=True))
-    if args.peers:
-        wanted = set(args.peers.split(",")) | {"bash"}
-        for key in peers:
-            if key not in wanted:
-                peers[key].reason = "not in --peers"
     print("peers:")
     for key, _ in cp.PEERS:
         p = peers[key]
@@ -236,7 +231,9 @@ def main(argv=None):
     try:
         for name in args.only:
             try:
+                batch_start = time.monotonic()
                 cm.MEASURES[name](b)
+                print("[%s] %.0f s" % (name, time.monotonic() - batch_start), flush=True)
             except Exception:  # one broken measure must not cost the others' figures
                 traceback.print_exc()
                 b.warnings.append("measure %s stopped by an error (traceback above)" % name)

@@ -207,7 +207,17 @@ def ensure_v015(venv, log):
 
 
 def discover(args, log):
-    """{key: Peer} for every column, available or with the reason it is not."""
+    """{key: Peer} for every column, available or with the reason it is not;
+    peers left out by --peers are not looked for (no 0.1.5 venv is made)."""
+    wanted = set(args.peers.split(",")) | {"bash"} if args.peers else set(TITLES)
+    peers = _discover(args, log, wanted)
+    for key in TITLES:
+        if key not in wanted:
+            peers[key] = Peer(key, reason="not in --peers")
+    return peers
+
+
+def _discover(args, log, wanted):
     peers = {key: Peer(key, info="") for key in ("bash", "bash-cat", "bash-tee")}
     bash = shutil.which("bash")
     for key in peers:
@@ -242,8 +252,9 @@ def discover(args, log):
 
     venv = args.venv_dir or os.path.join(REPO, "build", "bench-venvs", "davincirunsdk-0.1.5")
     try:
-        python, how = ensure_v015(venv, log)
-        peers["v015"] = Peer("v015", python, "davincirunsdk 0.1.5 in %s (%s)" % (venv, how))
+        if "v015" in wanted:
+            python, how = ensure_v015(venv, log)
+            peers["v015"] = Peer("v015", python, "davincirunsdk 0.1.5 in %s (%s)" % (venv, how))
     except (OSError, RuntimeError) as e:
         peers["v015"] = Peer("v015", reason="no davincirunsdk 0.1.5 venv: %s" % e)
 
@@ -255,7 +266,7 @@ def discover(args, log):
         peers["mpirun"] = Peer("mpirun", reason="no mpirun on PATH (apt-get install openmpi-bin)")
 
     torchrun = os.path.join(scripts, "torchrun")
-    torch = _dist_version("torch")
+    torch = _dist_version("torch") if "torchrun" in wanted else None
     if os.access(torchrun, os.X_OK) and torch:
         peers["torchrun"] = Peer("torchrun", torchrun, "%s: %s, torch %s" % (torchrun, file_kind(torchrun), torch))
     else:

@@ -10,7 +10,8 @@ the CPU of the whole tree (launcher, its helpers, the ranks); the ranks each
 record their own CPU (os.times()) just before they leave, the console reader
 (a `cat` this script starts) is measured by wait4(); the launcher side is
 what is left. Its peak memory is sampled every 50 ms: the sum of VmHWM of
-the processes below this one that are neither ranks nor the console reader.
+the processes below this one that are neither ranks nor the console reader
+(nor forks that have not exec'd yet, which hold their parent's pages).
 """
 
 import ctypes
@@ -129,8 +130,14 @@ class RssSampler:
     def _run(self):
         while not self.stopped.is_set():
             total = 0
-            for pid in descendants():
-                if pid in self.exclude or _read("/proc/%d/cmdline" % pid).split(b"\0")[1:2] == [self.needle]:
+            below = descendants()
+            for pid, ppid in below.items():
+                cmdline = _read("/proc/%d/cmdline" % pid)
+                if pid in self.exclude or cmdline.split(b"\0")[1:2] == [self.needle]:
+                    continue
+                # A fork that has not exec'd yet (a launcher starting a rank)
+                # holds its parent's pages: counting them twice would be wrong.
+                if ppid in below and cmdline == _read("/proc/%d/cmdline" % ppid):
                     continue
                 m = re.search(rb"VmHWM:\s+(\d+)", _read("/proc/%d/status" % pid))
                 total += int(m.group(1)) if m else 0
