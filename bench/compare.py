@@ -240,12 +240,22 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("\ninterrupted: the table holds what was measured so far")
     finally:
+        left = proc.kill_session(b.session)
+        if left:
+            print("stopped %d leftover process(es) of this benchmark" % len(left))
         proc.reap()
+        for name in os.listdir(tmp):
+            if name.startswith("run-"):
+                cp.cleanup_v015(os.path.join(tmp, name))
         shutil.rmtree(tmp, ignore_errors=True)
         if not logdir_existed and os.path.isdir("/tmp/logdir") and not os.listdir("/tmp/logdir"):
             os.rmdir("/tmp/logdir")  # made by 0.1.5's runs
     columns = [k for k, _ in cp.PEERS if peers[k].available and any(k in r["cells"] for r in b.rows.values())]
     print_table(b, columns)
+    call = b.rows.get("launch-true", {}).get("summary", {}).get("api-call", {})
+    if "median" in call:
+        print("API per call, %d × /bin/true in a running interpreter: median %.1f ms (target: at most 25 ms)"
+              % (args.ranks, call["median"]))
     if b.notes_table:
         print("table: " + b.notes_table)
     for warning in b.warnings:

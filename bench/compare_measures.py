@@ -40,6 +40,10 @@ class Bench:
         # Jobs of others on this machine lock devices 0..N in the default directory.
         self.env["DAVINCIRUN_LOCK_DIR"] = os.path.join(tmp, "locks")
         self.rows, self.warnings, self.notes_table = {}, [], None
+        self.session = uuid.uuid4().hex[:12]  # the start of every run's MARKER (proc.kill_session)
+
+    def tag(self):
+        return self.session + uuid.uuid4().hex[:12]
 
     # -- bookkeeping ---------------------------------------------------------
     def row(self, key, label, unit="", kind="time", better="low"):
@@ -94,7 +98,7 @@ class Bench:
         spec = cp.build(self.peers[peer], run)
         env = dict(self.env, **spec.env)
         env.update(extra_env or {})
-        tag = uuid.uuid4().hex
+        tag = self.tag()
         out, reader, result = subprocess.DEVNULL, None, {"run": run, "spec": spec}
         console_path = os.path.join(run.dir, "console.txt")
         if console == "file":
@@ -157,7 +161,7 @@ class Bench:
         run = self.new_run(n, rank_argv)
         out = os.path.join(run.dir, "times.json")
         argv = [sys.executable, "-c", cp.API_CALLS, json.dumps(rank_argv), run.log_dir, run.table, str(calls), out]
-        tag = uuid.uuid4().hex
+        tag = self.tag()
         p = proc.start(argv, self.env, run.dir, tag, subprocess.DEVNULL, subprocess.DEVNULL)
         waiter = proc.Waiter(p)
         if not waiter.wait(self.args.timeout):
@@ -177,7 +181,8 @@ class Bench:
 def measure_launch(b):
     b.check_load("launch")
     python = sys.executable
-    cases = (("true", "8 × /bin/true", ["/bin/true"]), ("pass", "8 × python -c pass", [python, "-c", "pass"]))
+    n = b.args.ranks
+    cases = (("true", "%d × /bin/true" % n, ["/bin/true"]), ("pass", "%d × python -c pass" % n, [python, "-c", "pass"]))
     peers = b.usable([k for k, _ in cp.PEERS if k != "bash"])
     for case, label, argv in cases:
         row = b.row("launch-" + case, "launch+exit: " + label, "ms")
@@ -207,7 +212,7 @@ def fail_once(b, peer, mode, cap):
     tracker = proc.Tracker(sock)
     run = b.new_run(n, [sys.executable, b.programs["fail"], mode, sock, str(failing)])
     spec = cp.build(b.peers[peer], run)
-    tag = uuid.uuid4().hex
+    tag = b.tag()
     with open(os.path.join(run.dir, "launcher.err"), "wb") as err:
         p = proc.start(spec.argv, dict(b.env, **spec.env), run.dir, tag, subprocess.DEVNULL, err)
     waiter = proc.Waiter(p)
@@ -358,7 +363,8 @@ def measure_killed(b):
             run = b.new_run(b.args.ranks, [sys.executable, b.programs["killed"], ready])
             spec = cp.build(b.peers[peer], run)
             try:
-                left, after = run_killed(spec.argv, dict(b.env, **spec.env), ready, b.args.ranks, cwd=run.dir)
+                left, after = run_killed(spec.argv, dict(b.env, **spec.env), ready, b.args.ranks, cwd=run.dir,
+                                         tag=b.tag())
                 b.record(alive, peer, value=left)
                 b.record(gone, peer, value=after * 1000 if after is not None else None,
                          text=None if after is not None else "never (3 s)")

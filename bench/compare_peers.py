@@ -162,7 +162,10 @@ def file_kind(path):
     if head.startswith(b"\x7fELF"):
         return "an ELF program"
     if head.startswith(b"#!"):
-        return "a script (%s)" % head.split(b"\n")[0].decode(errors="replace")
+        with open(path, "rb") as f:
+            found = re.search(rb"^from ([\w.]+) import", f.read(4096), re.M)
+        runs = ", running %s" % found.group(1).decode() if found else ""
+        return "a script (%s%s)" % (head.split(b"\n")[0].decode(errors="replace"), runs)
     return "an unknown kind of file"
 
 

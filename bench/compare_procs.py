@@ -186,6 +186,19 @@ def stop(proc, tag):
     kill_all(marked(tag))
 
 
+def kill_session(session):
+    """SIGKILL to every process whose MARKER starts with `session` (all the
+    runs of this benchmark: on Ctrl-C or an error, nothing is left)."""
+    needle = ("%s=%s" % (MARKER, session)).encode()
+    pids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != os.getpid():
+            if any(v.startswith(needle) for v in _read("/proc/%s/environ" % name).split(b"\0")):
+                pids.append(int(name))
+    kill_all(pids)
+    return pids
+
+
 def stderr_reason(path, rc):
     """A short reason for a failed run, from the end of the launcher's stderr."""
     text = _read(path).decode("utf-8", "replace")

@@ -45,13 +45,13 @@ time.sleep(600)
 """
 
 
-def run_killed(argv, env, ready_dir, ranks, cwd=None, settle=3.0, up_timeout=120.0):
+def run_killed(argv, env, ready_dir, ranks, cwd=None, settle=3.0, up_timeout=120.0, tag=None):
     """Starts `argv` (a launcher of `ranks` ranks running RANK with `ready_dir`)
-    with MARKER set to a new tag, SIGKILLs it once every rank and daemon is
-    up, and returns (processes of the job alive `settle` s later, seconds
-    until none was left or None). Survivors are SIGKILLed by pid.
-    Raises RuntimeError when the job does not come up."""
-    tag = uuid.uuid4().hex
+    with MARKER set to `tag` (default: a new one), SIGKILLs it once every
+    rank and daemon is up, and returns (processes of the job alive `settle` s
+    later, seconds until none was left or None). Survivors are SIGKILLed by
+    pid. Raises RuntimeError when the job does not come up."""
+    tag = tag or uuid.uuid4().hex
     env = dict(env, **{MARKER: tag})
     proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
