@@ -9,6 +9,7 @@ the bash loops set RANK_ID. The programs are files (msrun runs only
 """
 
 import hashlib
+import math
 import os
 import re
 
@@ -174,5 +175,5 @@ def check_console(path, ranks, count):
     if broken:
         return "%d broken" % broken, whole, broken
     if whole < expected:
-        return "whole, %.0f%% shown" % (100.0 * whole / expected), whole, 0
+        return "whole, %.1f%% shown" % (math.floor(1000.0 * whole / expected) / 10), whole, 0
     return "whole", whole, 0
