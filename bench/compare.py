@@ -197,6 +197,9 @@ def print_table(b, columns):
           "(the peer's run / the bash loop run made just before it).")
     for i, text in enumerate(footnotes, 1):
         print("[%d] %s" % (i, text))
+    if any(key.startswith("fail-") for key in b.rows):
+        print("fail-fast: the bash loop never stops the other ranks; it is not waited for beyond %.0f s "
+              "(--bash-cap), the others beyond %.0f s (--cap)" % (b.args.bash_cap, b.args.cap))
     if behind:
         print("davincirun is not ahead of every other launcher (0.1.5, mpirun, torchrun, msrun) in:")
         for line in behind:
