@@ -62,7 +62,7 @@ def parse_args(argv=None):
     ap.add_argument("--cap", type=float, help="seconds a launcher may take to return after a rank failed "
                     "(default 40: torchrun waits 30 s before SIGKILL; quick 12)")
     ap.add_argument("--bash-cap", type=float, default=3.0, help="the same for the bash loop, which never returns")
-    ap.add_argument("--timeout", type=float, help="seconds any one run may take (default 120, quick 40): mpirun "
+    ap.add_argument("--timeout", type=float, help="seconds any one run may take (default 120, quick 20): mpirun "
                     "4.1 may hang once its ranks have exited")
     ap.add_argument("--nofile", type=int, default=1024, help="soft RLIMIT_NOFILE of every run (the usual ulimit -n)")
     ap.add_argument("--davincirun", help="the native davincirun to measure (e.g. build/dev/cpp/davincirun)")
@@ -74,7 +74,7 @@ def parse_args(argv=None):
     args = ap.parse_args(argv)
     q = args.quick
     defaults = dict(repeat=(1, 6), relay_repeat=(1, 3), relay_mib=(2, 32), calls=(5, 10), cap=(12.0, 40.0),
-                    scale=("64,256", "64,256,1024"), timeout=(40.0, 120.0), relay_consoles=("file", "file,pipe,null"))
+                    scale=("64,256", "64,256,1024"), timeout=(20.0, 120.0), relay_consoles=("file", "file,pipe,null"))
     for name, (quick, full) in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, quick if q else full)
