@@ -1,9 +1,16 @@
-"""Helpers shared by the benchmark scripts: rank tables, the davincirun path."""
+"""Helpers shared by the benchmark scripts: rank tables, the davincirun path,
+finding and stopping the processes of a benchmark's job."""
 
 import json
 import os
 import shutil
+import signal
 import sys
+
+# Every process a job starts inherits its environment, so a unique value of
+# this variable finds them all, daemons that left the job's process groups
+# and sessions included (as tests/fault/process_scan.py does for the tests).
+MARKER = "DAVINCIRUN_BENCH_MARKER"
 
 
 def davincirun_path():
@@ -24,14 +31,18 @@ def davincirun_path():
     return path
 
 
-def write_table(path, ranks):
-    """A one-server format 1.0 table for this machine with `ranks` devices."""
+def write_table(path, ranks, device_ips=False):
+    """A one-server format 1.0 table for this machine with `ranks` devices;
+    `device_ips`: each device gets a distinct device_ip (davincirunsdk 0.1.x
+    cannot read a table without them)."""
+    devices = [{"device_id": str(i), "rank_id": str(i)} for i in range(ranks)]
+    if device_ips:
+        for i, device in enumerate(devices):
+            device["device_ip"] = "10.%d.%d.%d" % (i >> 16, (i >> 8) & 255, i & 255)
     table = {
         "version": "1.0",
         "server_count": "1",
-        "server_list": [
-            {"server_id": "127.0.0.1", "device": [{"device_id": str(i), "rank_id": str(i)} for i in range(ranks)]}
-        ],
+        "server_list": [{"server_id": "127.0.0.1", "device": devices}],
         "status": "completed",
     }
     with open(path, "w") as f:
@@ -63,3 +74,31 @@ def launcher_peak_rss_kib(pid):
     for child in children:
         total += peak_rss_kib(child) or 0
     return total
+
+
+def marked(tag):
+    """Pids of the live (not zombie) processes whose environment holds MARKER=tag."""
+    needle = ("%s=%s" % (MARKER, tag)).encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/environ" % name, "rb") as f:
+                env = f.read().split(b"\0")
+            with open("/proc/%s/stat" % name, "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != b"Z" and needle in env:
+            found.append(int(name))
+    return found
+
+
+def kill_all(pids):
+    """SIGKILL to each of `pids` (processes this benchmark started, found by marked())."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

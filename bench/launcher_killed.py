@@ -8,12 +8,13 @@ processes are still alive 3 s later, and how long until none was left.
 Compared with a bare bash loop (`for ...; do ... & done; wait`) run in the
 same script. Survivors are killed by pid afterwards.
 
+run_killed() is also what bench/compare.py uses for every other launcher.
+
 Usage: python bench/launcher_killed.py [--ranks 8] [--repeat 3]
 """
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -21,86 +22,78 @@ import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import davincirun_path, write_table  # noqa: E402
+from _common import MARKER, davincirun_path, kill_all, marked, write_table  # noqa: E402
 
+# argv[1]: a directory where each rank, once its daemon is up, creates a file
+# named by its pid: the job is up when there is one per rank.
 RANK = r"""
 import os, sys, time
+ready = sys.argv[1]
+r, w = os.pipe()
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
         fd = os.open(os.devnull, os.O_RDWR)
         for n in (0, 1, 2):
             os.dup2(fd, n)
+        os.write(w, b"x")
         time.sleep(600)
     os._exit(0)
+os.read(r, 1)
+open(os.path.join(ready, str(os.getpid())), "w").close()
 time.sleep(600)
 """
 
-MARKER = "DAVINCIRUN_BENCH_MARKER"
 
-
-def marked(tag):
-    needle = ("%s=%s" % (MARKER, tag)).encode()
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open("/proc/%s/environ" % name, "rb") as f:
-                env = f.read().split(b"\0")
-            with open("/proc/%s/stat" % name, "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != b"Z" and needle in env:
-            found.append(int(name))
-    return found
-
-
-def kill_all(pids):
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
-def one_run(launcher, tmp, ranks):
-    tag = uuid.uuid4().hex
-    env = dict(os.environ, **{MARKER: tag})
-    if launcher == "bash loop":
-        loop = 'for i in $(seq 0 %d); do RANK_ID=$i "$0" -c "$1" & done; wait' % (ranks - 1)
-        argv = ["bash", "-c", loop, sys.executable, RANK]
-    else:
-        table = write_table(os.path.join(tmp, "t.json"), ranks)
-        argv = [davincirun_path(), "-q", "-r", table, "-l", os.path.join(tmp, "log"), "--grace-period", "1",
-                sys.executable, "-c", RANK]
-    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+def run_killed(argv, env, ready_dir, ranks, cwd=None, settle=3.0, up_timeout=120.0, tag=None):
+    """Starts `argv` (a launcher of `ranks` ranks running RANK with `ready_dir`)
+    with MARKER set to `tag` (default: a new one), SIGKILLs it once every
+    rank and daemon is up, and returns (processes of the job alive `settle` s
+    later, seconds until none was left or None). Survivors are SIGKILLed by
+    pid. Raises RuntimeError when the job does not come up."""
+    tag = tag or uuid.uuid4().hex
+    env = dict(env, **{MARKER: tag})
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 30
-        # ranks + daemons (+ the launcher's own processes, which carry the marker too)
-        while len([p for p in marked(tag) if p != proc.pid]) < 2 * ranks:
-            if time.monotonic() > deadline:
-                sys.exit("%s: the job did not come up" % launcher)
-            time.sleep(0.05)
+        deadline = time.monotonic() + up_timeout
+        while len(os.listdir(ready_dir)) < ranks:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError("the job did not come up (%d of %d ranks ready, launcher %s)"
+                                   % (len(os.listdir(ready_dir)), ranks,
+                                      "running" if proc.poll() is None else "exited %d" % proc.returncode))
+            time.sleep(0.02)
         time.sleep(0.2)
         killed_at = time.monotonic()
         proc.kill()
         proc.wait()
         gone_after = None
-        while time.monotonic() - killed_at < 3.0:
+        while time.monotonic() - killed_at < settle:
             if not marked(tag):
                 gone_after = time.monotonic() - killed_at
                 break
             time.sleep(0.005)
-        survivors = marked(tag)
-        return len(survivors), gone_after
+        return len(marked(tag)), gone_after
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
         kill_all(marked(tag))
+
+
+def one_run(launcher, tmp, ranks):
+    ready = tempfile.mkdtemp(dir=tmp)
+    if launcher == "bash loop":
+        loop = 'for i in $(seq 0 %d); do RANK_ID=$i "$0" -c "$1" "$2" & done; wait' % (ranks - 1)
+        argv = ["bash", "-c", loop, sys.executable, RANK, ready]
+    else:
+        table = write_table(os.path.join(tmp, "t.json"), ranks)
+        argv = [davincirun_path(), "-q", "-r", table, "-l", os.path.join(tmp, "log"), "--grace-period", "1",
+                sys.executable, "-c", RANK, ready]
+    try:
+        return run_killed(argv, os.environ, ready, ranks)
+    except RuntimeError as e:
+        sys.exit("%s: %s" % (launcher, e))
 
 
 def main():
