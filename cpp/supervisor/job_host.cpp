@@ -30,6 +30,7 @@
 #include "lifeline.hpp"
 #include "platform_dirs.hpp"
 #include "process/descendants.hpp"
+#include "process/fd_limit.hpp"
 #include "run_dir.hpp"
 
 namespace davincirun::detail {
@@ -180,6 +181,7 @@ int run_job_host(int lifeline_fd) {
   try {
     tag = random_tag();
     spec.supervisor.job_tag = "DAVINCIRUN_JOB_TAG=" + tag;
+    make_room_for_ranks(spec.ranks.size());  // before the device locks, a descriptor each
     locks = lock_devices(spec);
     run_dir.emplace(spec.log_dir, spec.job_id, spec.rank_table_json, spec.peers.server_count > 1);
     platform.emplace(PlatformPaths{run_dir->path(), spec.cache_dir});

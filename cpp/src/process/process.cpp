@@ -26,6 +26,7 @@
 #include "davincirun/device_allocation.hpp"
 #include "davincirun/errors.hpp"
 #include "process/command_lookup.hpp"
+#include "process/fd_limit.hpp"
 
 namespace davincirun {
 
@@ -97,9 +98,11 @@ struct ChildSetup {
   int pass_count;
   bool new_session;
   bool die_with_parent;
-  int report_fd;  // above 2 + pass_count too
-  int fd_limit;   // descriptors are below this (RLIMIT_NOFILE, capped)
-  pid_t parent;   // the launcher, to detect that it died before prctl took effect
+  int report_fd;          // above 2 + pass_count too
+  int fd_limit;           // descriptors are below this (RLIMIT_NOFILE, capped)
+  bool restore_fd_limit;  // the supervisor raised its own: the rank gets `rank_fd_limit`
+  rlimit rank_fd_limit;
+  pid_t parent;  // the launcher, to detect that it died before prctl took effect
 };
 
 void report_and_exit(const ChildSetup& s, int step) {
@@ -149,6 +152,7 @@ int child_main(void* arg) {
   if (::syscall(SYS_close_range, static_cast<unsigned>(first), ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
     for (int fd = first; fd < s.fd_limit; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
   }
+  if (s.restore_fd_limit) ::setrlimit(RLIMIT_NOFILE, &s.rank_fd_limit);
   ::execve(s.executable, s.argv, s.envp);
   report_and_exit(s, 1);
   return 127;
@@ -264,12 +268,21 @@ ChildProcess ChildProcess::spawn(const ProcessSpec& spec, int rank) {
   if (out_write && out_write.get() < first_free) out_write = high_copy(out_write.get(), first_free);
   if (dev_null.get() < first_free) dev_null = high_copy(dev_null.get(), first_free);
 
-  ChildSetup setup{executable->c_str(), argv.data(),
-                   envp.data(),         spec.work_dir.empty() ? nullptr : spec.work_dir.c_str(),
-                   dev_null.get(),      out_write ? out_write.get() : -1,
-                   pass_fds.data(),     static_cast<int>(pass_fds.size()),
-                   spec.new_session,    spec.die_with_parent,
-                   report_write.get(),  descriptor_limit(),
+  const std::optional<rlimit> rank_fd_limit = detail::limit_for_ranks();
+  ChildSetup setup{executable->c_str(),
+                   argv.data(),
+                   envp.data(),
+                   spec.work_dir.empty() ? nullptr : spec.work_dir.c_str(),
+                   dev_null.get(),
+                   out_write ? out_write.get() : -1,
+                   pass_fds.data(),
+                   static_cast<int>(pass_fds.size()),
+                   spec.new_session,
+                   spec.die_with_parent,
+                   report_write.get(),
+                   descriptor_limit(),
+                   rank_fd_limit.has_value(),
+                   rank_fd_limit.value_or(rlimit{}),
                    ::getpid()};
 
   // clone(CLONE_VM | CLONE_VFORK) like posix_spawn: no copy of a large host

@@ -18,6 +18,7 @@
 #include "common/text.hpp"
 #include "davincirun/errors.hpp"
 #include "process/descendants.hpp"
+#include "process/fd_limit.hpp"
 #include "process/stop_notice.hpp"
 #include "process/tracking.hpp"
 
@@ -121,6 +122,8 @@ Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions optio
   }
   // A rank that cannot start throws; ranks_ then kills and reaps those
   // already started (each ChildProcess does its own group).
+  // Before the first rank: a job the limit cannot hold never starts.
+  detail::make_room_for_ranks(launches.size());
   ranks_.reserve(launches.size());
   const std::size_t pipe_bytes = pipe_bytes_for(launches.size());
   for (auto& launch : launches) {
