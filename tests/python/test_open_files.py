@@ -34,7 +34,8 @@ def test_1024_ranks_under_a_soft_limit_of_1024(tmp_path, rank_table, job_env):
                           1024, HARD)
     assert proc.returncode == 0, proc.stderr[-2000:]
     run_dir = logs / "latest"
-    limits = [(run_dir / name).read_text() for name in os.listdir(str(run_dir)) if name.startswith("rank_") and name.endswith(".log")]
+    logs = [name for name in os.listdir(str(run_dir)) if name.startswith("rank_") and name.endswith(".log")]
+    limits = [(run_dir / name).read_text() for name in logs]
     assert len(limits) == 1024
     assert set(limits) == {"1024\n"}  # each rank has the limit davincirun was started with
 
