@@ -113,6 +113,9 @@ Rule violations raise LaunchConfigError naming the option.)");
                         "Several servers: stop the job on every server together (the peer channel). Default True.");
   options.def_readwrite("peer_port", &LaunchOptions::peer_port,
                         "The port of the peer channel on rank 0's server; None: $DAVINCIRUN_PEER_PORT, else derived.");
+  options.def_readwrite("output_watched", &LaunchOptions::output_watched,
+                        "Someone watches the output live: Python ranks get PYTHONUNBUFFERED=1 unless it is set. "
+                        "Default True.");
   options.def("validate", &LaunchOptions::validate, "Raises LaunchConfigError when an option breaks its rule.");
 
   py::class_<RankAssignment>(m, "RankAssignment", "One rank (or MindSpore's scheduler) to start on this machine.")

@@ -85,6 +85,9 @@ int run(const davincirun::cli::CliOptions& cli) {
   Environment inherited = Environment::current();
   inherited.unset("DAVINCIRUN_PYTHON");  // the console script's, for python_interpreter() only
   LaunchOptions options = cli.launch;
+  // Watched: a person's terminal on either stream (`davincirun ... | tee
+  // out.txt` keeps stderr on it). A batch job's file or pipe is not.
+  options.output_watched = ::isatty(STDOUT_FILENO) == 1 || ::isatty(STDERR_FILENO) == 1;
   if (cli::is_unexecutable_python_script(options.command, options.work_dir)) {
     if (auto python = cli::python_interpreter(Environment::current(), cli::self_executable())) {
       inform(fmt::format("{} is a Python script without execute permission: running it with {}", options.command[0],

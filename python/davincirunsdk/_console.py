@@ -46,6 +46,26 @@ def console_mode(output_notebook):
     return CONSOLE_PYTHON
 
 
+def output_watched(output_notebook):
+    """Whether someone watches the ranks' lines as they come: a notebook
+    cell, or a terminal on sys.stdout or sys.stderr. Python ranks then get
+    PYTHONUNBUFFERED=1 (unless it is set), so each line shows at once;
+    otherwise (a batch job writing to files or pipes, or ``output_notebook
+    =False``) they keep Python's block buffer, far cheaper for a flood of
+    print() (LaunchOptions.output_watched)."""
+    if output_notebook is False:
+        return False
+    if in_ipython_kernel():
+        return True
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None and stream.isatty():
+                return True
+        except (AttributeError, OSError, ValueError):
+            pass
+    return False
+
+
 def stop_request_name(in_kernel):
     """How the user stops a job here, as the notice that starts a stop names
     it: "SIGKILL in 10 s, or at once on a second Ctrl-C". A second stop

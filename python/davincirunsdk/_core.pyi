@@ -197,6 +197,14 @@ class LaunchOptions:
     def nproc(self, arg0: typing.SupportsInt | typing.SupportsIndex | None) -> None:
         ...
     @property
+    def output_watched(self) -> bool:
+        """
+        Someone watches the output live: Python ranks get PYTHONUNBUFFERED=1 unless it is set. Default True.
+        """
+    @output_watched.setter
+    def output_watched(self, arg0: bool) -> None:
+        ...
+    @property
     def peer_port(self) -> int | None:
         """
         The port of the peer channel on rank 0's server; None: $DAVINCIRUN_PEER_PORT, else derived.

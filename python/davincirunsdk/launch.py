@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 
 from . import _core, _jobs
 from ._cache_dir import make_cache_dir, remove_cache_dir
-from ._console import console_mode, in_ipython_kernel, stop_request_name
+from ._console import console_mode, in_ipython_kernel, output_watched, stop_request_name
 from ._interpreter import warn_if_foreign
 from ._work_dir import make_work_dir, remove_made_dirs
 from .errors import SURFACED, DeviceBusyError, LaunchConfigError, OptionTypeError, surfaced
@@ -198,6 +198,7 @@ def _start(
     try:
         options = _launch_options(command, dict(keywords, env=env))
         options.supervisor_program = _supervisor_program()
+        options.output_watched = output_watched(output_notebook)
         options.stop_request_name = stop_request_name(in_ipython_kernel())
         if cache_dir:
             options.remove_after_job = [cache_dir]  # by the supervisor process, even if this process dies

@@ -128,7 +128,7 @@ TEST_CASE("rank_environment sets each rank's identity over whatever was inherite
   }
   // Defaults when absent; everything else passes through untouched.
   CHECK(env.at("HCCL_CONNECT_TIMEOUT") == "1800");
-  CHECK(env.at("PYTHONUNBUFFERED") == "1");
+  CHECK(env.at("PYTHONUNBUFFERED") == "1");  // JobEnvironment::python_unbuffered defaults to true
   CHECK(env.at("PATH") == "/usr/bin");
   CHECK(env.at("MULTI") == "line1\nline2\n");
   CHECK(env.at("ODD") == " spaced =x");
@@ -159,6 +159,18 @@ TEST_CASE("rank_environment keeps the user's settings and lets extra override th
     CHECK(env.at("PYTHONUNBUFFERED") == "0");
     CHECK(env.at("HCCL_CONNECT_TIMEOUT") == "1800");
   }
+}
+
+TEST_CASE("PYTHONUNBUFFERED=1 only when the output is watched, and never over the user's", "[environment]") {
+  JobEnvironment job = a_job();
+  job.python_unbuffered = false;
+  CHECK(as_map(rank_environment(Environment({"PATH=/usr/bin"}), job, a_rank())).count("PYTHONUNBUFFERED") == 0);
+  CHECK(as_map(rank_environment(Environment({"PYTHONUNBUFFERED=1"}), job, a_rank())).at("PYTHONUNBUFFERED") == "1");
+  job.python_unbuffered = true;
+  // An empty value is how a user asks for Python's buffering while watching.
+  CHECK(as_map(rank_environment(Environment(), job, a_rank(), {{"PYTHONUNBUFFERED", ""}}))
+            .at("PYTHONUNBUFFERED")
+            .empty());
 }
 
 TEST_CASE("resolve_job_id takes the scheduler's id, else makes one", "[environment]") {

@@ -270,3 +270,36 @@ def test_the_view_follows_a_job_while_its_starting_cell_is_busy(kernel_name, tmp
     assert cell_errors(nb.cells[1]) == []
     updates = view_updates(messages, 1)
     assert any("first failure: rank 1 (exit code 3)" in text for text in updates), updates[-1]
+
+
+# Each rank prints a line naming the wall time every 0.25 s with plain
+# print() (no flush): a training loop's loss line.
+TICKS = (
+    "import time\n"
+    "for i in range(8):\n"
+    "    print('tick %.6f' % time.time())\n"
+    "    time.sleep(0.25)\n"
+)
+
+
+def test_plain_print_shows_in_the_cell_while_the_rank_runs(kernel_name, tmp_path, rank_table, job_env):
+    """In a kernel someone watches: the ranks get PYTHONUNBUFFERED=1 unless
+    set, so a line printed without flush reaches the cell at once, not when
+    8 KiB have gathered or the rank ends."""
+    call = launch_call("start_and_wait_distributed_train", TICKS, rank_table(2), str(tmp_path / "log"), job_env)
+    messages = []
+    # The kernel inherits this process's environment: unset, the rule decides.
+    nb = execute_notebook([IMPORTS, "import os; os.environ.pop('PYTHONUNBUFFERED', None)\n" + call], kernel_name,
+                          cwd=tmp_path, iopub=messages)
+    assert cell_errors(nb.cells[1]) == []
+    delays = []
+    for m in messages:
+        if m.msg_type == "stream" and m.cell_index == 1:
+            for stamp in re.findall(r"tick (\d+\.\d+)", strip_ansi(m.text)):
+                delays.append(m.received_wall - float(stamp))
+    assert len(delays) == 16
+    delays.sort()
+    # The view takes lines every 0.1 s: half of them within that, none late
+    # (a buffered rank would show its first line 1.75 s late, at its end).
+    assert delays[len(delays) // 2] < 0.15, delays
+    assert delays[-1] < 0.6, delays

@@ -58,6 +58,8 @@ struct JobEnvironment {
   /// sched_port, MS_WORKER_NUM = world_size, and MS_ROLE.
   bool dynamic_cluster = false;
   int sched_port = 0;  ///< MS_SCHED_PORT
+  /// PYTHONUNBUFFERED=1 by default (LaunchOptions::output_watched).
+  bool python_unbuffered = true;
 };
 
 /// Variables of MindSpore's dynamic-cluster mode, removed from the inherited
@@ -74,7 +76,7 @@ inline constexpr int default_hccl_connect_timeout_s = 1800;
 ///  1. `inherited` (the launcher's own environment) without the
 ///     scrubbed_variable_names();
 ///  2. defaults, kept when already set: HCCL_CONNECT_TIMEOUT=1800,
-///     PYTHONUNBUFFERED=1, MA_CURRENT_HOST_IP=job.host_ip (when not empty);
+///     PYTHONUNBUFFERED=1 (with job.python_unbuffered), MA_CURRENT_HOST_IP=job.host_ip (when not empty);
 ///     with job.socket_interface, GLOO_SOCKET_IFNAME=<name>,
 ///     NCCL_SOCKET_IFNAME==<name>, and HCCL_SOCKET_IFNAME==<name> with
 ///     HCCL_IF_IP=<address>, each kept when set in `inherited` or `extra`;

@@ -147,6 +147,17 @@ struct LaunchOptions {
   /// hangs while printing, or prints nothing for longer than this while
   /// working, is beyond it. 0 (the default): no watchdog. At most one year.
   std::chrono::milliseconds stall_timeout{0};
+  /// Whether someone watches the ranks' output as it comes (a terminal, a
+  /// notebook cell). Then Python ranks get PYTHONUNBUFFERED=1 (unless the
+  /// environment or `env` sets PYTHONUNBUFFERED), so that each line shows
+  /// at once and nothing waits in a rank's buffer when it crashes. When
+  /// nobody watches (output to a file or pipe: a batch job), Python keeps
+  /// its 8 KiB block buffer: printing line by line unbuffered costs a rank
+  /// two write(2) calls per print(), 1.5-1.7x the CPU of a flood
+  /// (bench/compare.py). Default true; `davincirun` sets it from whether
+  /// its stdout or stderr is a terminal, the Python API from whether it
+  /// runs in a Jupyter kernel or sys.stdout or sys.stderr is a terminal.
+  bool output_watched = true;
   /// Timing of stops (`grace_period`, `job_timeout`, `drain_timeout`; their
   /// ranges are rules of validate()) and how exits are tracked (the variable
   /// DAVINCIRUN_PROCESS_TRACKING=pidfd|sigchld|automatic of the environment

@@ -107,8 +107,10 @@ Environment rank_environment(const Environment& inherited, const JobEnvironment&
   Environment env = inherited;
   for (std::string_view name : scrubbed_variable_names()) env.unset(name);
   env.set_default("HCCL_CONNECT_TIMEOUT", std::to_string(default_hccl_connect_timeout_s));
-  // Block-buffered Python output is lost when a rank crashes.
-  env.set_default("PYTHONUNBUFFERED", "1");
+  // Watched live, each line must show at once (and a block buffer's lines
+  // are lost when a rank crashes); a batch job keeps Python's buffering,
+  // which costs a flood of print() far less (LaunchOptions::output_watched).
+  if (job.python_unbuffered) env.set_default("PYTHONUNBUFFERED", "1");
   // ModelArts sets it; scripts written for ModelArts read it to find their machine.
   if (!job.host_ip.empty()) env.set_default("MA_CURRENT_HOST_IP", job.host_ip);
   if (!job.socket_interface.empty()) set_socket_interface(env, job, extra);

@@ -253,6 +253,7 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   job.job_id = resolve_job_id(with_extra, several_launchers ? digest : std::string());
   job.master_addr = master_address(plan.table);
   job.host_ip = local.server.host_ip.value_or(local.server.server_id);
+  job.python_unbuffered = options.output_watched;
   if (plan.table.servers.size() > 1) {
     if (auto interface = socket_interface(local.server, local.local_address, machine)) {
       job.socket_interface = interface->name;
