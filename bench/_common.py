@@ -7,6 +7,9 @@ import shutil
 import signal
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "fault"))
+from process_scan import processes_with  # noqa: E402
+
 # Every process a job starts inherits its environment, so a unique value of
 # this variable finds them all, daemons that left the job's process groups
 # and sessions included (as tests/fault/process_scan.py does for the tests).
@@ -78,21 +81,7 @@ def launcher_peak_rss_kib(pid):
 
 def marked(tag):
     """Pids of the live (not zombie) processes whose environment holds MARKER=tag."""
-    needle = ("%s=%s" % (MARKER, tag)).encode()
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            with open("/proc/%s/environ" % name, "rb") as f:
-                env = f.read().split(b"\0")
-            with open("/proc/%s/stat" % name, "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state != b"Z" and needle in env:
-            found.append(int(name))
-    return found
+    return processes_with(MARKER, tag)
 
 
 def kill_all(pids):

@@ -10,7 +10,12 @@ MARKER_VARIABLE = "DAVINCIRUN_TEST_MARKER"
 
 def processes_with_marker(marker):
     """Pids of live (not zombie) processes whose environment holds MARKER_VARIABLE=marker."""
-    needle = ("%s=%s" % (MARKER_VARIABLE, marker)).encode()
+    return processes_with(MARKER_VARIABLE, marker)
+
+
+def processes_with(variable, value):
+    """Pids of live (not zombie) processes whose environment holds variable=value."""
+    needle = ("%s=%s" % (variable, value)).encode()
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
