@@ -223,11 +223,10 @@ def main(argv=None):
     for key, _ in cp.PEERS:
         p = peers[key]
         print("  %-13s %s" % (p.title, p.info if p.available else "skipped: " + p.reason))
-    for key in ("dvr-path", "dvr", "api"):
-        if peers[key].available:
-            print("note: davincirun sets PYTHONUNBUFFERED=1 for its ranks and no option turns that off: its "
-                  "'buffered' relay cells are its ranks as davincirun runs them by default (unbuffered)")
-            break
+    if any(peers[key].available for key in ("dvr-path", "dvr", "api")):
+        print("note: davincirun sets PYTHONUNBUFFERED=1 only when its output is watched (a terminal, a notebook); "
+              "the relay's consoles here are files, pipes and /dev/null, so its ranks keep Python's buffer unless "
+              "the row says unbuffered")
     tmp = tempfile.mkdtemp(prefix="davincirun-compare-")
     logdir_existed = os.path.isdir("/tmp/logdir")
     b = cm.Bench(args, peers, tmp)
