@@ -34,6 +34,7 @@ import tempfile
 import threading
 import time
 
+from caller_signals import caller_argv
 from fault_plan import (  # noqa: F401 (expected_stream is used through this module)
     CRASH_SIGNALS,
     ENDINGS,
@@ -50,7 +51,6 @@ from process_scan import MARKER_VARIABLE, processes_with_marker
 CALLER_SCRIPT = os.path.join(HERE, "fault_caller.py")
 SURVIVOR_WAIT = 5.0  # seconds after the caller ended (covers a grace period and the sweep)
 CALLER_LIMIT = 60.0  # a caller still running this long after its start is a hang
-
 
 # ---- report parsing ---------------------------------------------------------
 
@@ -189,7 +189,7 @@ def _run_checked(plan, result, chaos, base, python):
         argv += ["--"] + command
     out_path, err_path = os.path.join(base, "caller.out"), os.path.join(base, "caller.err")
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        caller = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+        caller = subprocess.Popen(caller_argv(argv), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                   start_new_session=True)
     try:
         _drive(plan, result, caller, ledger, waiting)

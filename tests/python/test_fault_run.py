@@ -2,6 +2,7 @@
 with random rank behaviours and endings, each checked for survivors, lost
 bytes and the report of its first failure. bench/fault_run.py runs 1000."""
 
+import itertools
 import os
 import random
 import shutil
@@ -80,3 +81,42 @@ def test_random_seed_reps():
     print("fault run seed %d (replay: python bench/fault_run.py --seed %d --reps %d --max-ranks %d)" % (
         seed, seed, RANDOM_REPS, MAX_RANKS))
     _run(RANDOM_REPS, seed)
+
+
+# Run by test_driver_ignoring_stop_signals in a driver process of its own:
+# SIGINT and SIGTERM ignored there, as a fault run started in the background
+# of a non-interactive shell (`python bench/fault_run.py &`) has SIGINT.
+_IGNORING_DRIVER = """
+import signal, sys
+sys.path.insert(0, %(fault)r)
+import fault_driver
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+fault_driver.CALLER_LIMIT = 20.0  # a caller that never sees its signal fails in 20 s, not 60
+chaos = fault_driver.chaos_program()
+results = [fault_driver.run_rep(seed, chaos, 8) for seed in %(seeds)r]
+failed = [fault_driver.describe_failure(r) for r in results if r.failures]
+print("\\n".join(failed))
+sys.exit(1 if failed else 0)
+"""
+
+
+def _first_seed(ending, caller):
+    """The first seed whose plan of 8 ranks has this ending and caller."""
+    for seed in itertools.count(1):
+        plan = fault_driver.RepPlan(seed, 8)
+        if (plan.ending, plan.caller) == (ending, caller):
+            return seed
+
+
+def test_driver_ignoring_stop_signals():
+    # A caller inherits the signals its driver ignores and, rightly, keeps
+    # ignoring them (Python sets no KeyboardInterrupt handler then; davincirun
+    # leaves them alone as under nohup). The driver must start it with the
+    # signals it sends at their defaults, or every rep ending in SIGINT or
+    # SIGTERM hangs though the caller works (caller_signals.py).
+    seeds = [_first_seed("interrupt", "python"), _first_seed("interrupt", "cli"), _first_seed("terminate", "cli")]
+    fault = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fault")
+    run = subprocess.run([sys.executable, "-c", _IGNORING_DRIVER % {"fault": fault, "seeds": seeds}],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=180)
+    assert run.returncode == 0, "seeds %s:\n%s" % (seeds, run.stdout.decode(errors="replace"))
