@@ -16,7 +16,6 @@ import argparse
 import os
 import random
 import shutil
-import signal
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "fault"))
@@ -35,10 +34,6 @@ def main():
         parser.error("--reps and --jobs must be positive, --max-ranks between 8 and 4096")
     if not shutil.which("davincirun"):
         sys.exit("davincirun is not on PATH: run `pip install .` first")
-    # A shell without job control starts a background command (`... &`) with
-    # SIGINT ignored, and the callers would inherit that: no "interrupt"
-    # ending could work. Ctrl-C stops this run anyway.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     print("fault run: %d reps from seed %d, 8-%d ranks, %d at once" % (args.reps, seed, args.max_ranks, args.jobs),
           flush=True)
