@@ -83,10 +83,10 @@ int run(const davincirun::cli::CliOptions& cli) {
   using namespace davincirun;
   verbosity = cli.verbosity;
   Environment inherited = Environment::current();
-  inherited.unset("DAVINCIRUN_PYTHON");  // the console script's, for python_interpreter() only
+  inherited.unset("DAVINCIRUN_PYTHON");  // the launcher's own choice (python_interpreter()), not the ranks'
   LaunchOptions options = cli.launch;
   if (cli::is_unexecutable_python_script(options.command, options.work_dir)) {
-    if (auto python = cli::python_interpreter(Environment::current(), cli::self_executable())) {
+    if (auto python = cli::python_interpreter(Environment::current(), cli::self_executable(), cli::wheel_python)) {
       inform(fmt::format("{} is a Python script without execute permission: running it with {}", options.command[0],
                          *python));
       options.command.insert(options.command.begin(), *python);
