@@ -147,9 +147,12 @@ def test_the_wheel_puts_the_program_in_its_scripts_directory():
 
 
 def test_the_installed_davincirun_is_the_program():
-    scripts = [f for f in installed_distribution_files() if f.parent.name == "bin" and
-               f.name in ("davincirun", "davincirun-supervisor")]
-    assert sorted(f.name for f in scripts) == ["davincirun", "davincirun-supervisor"], scripts
+    # RECORD names the scripts directory's files relative to site-packages
+    # (../../../bin/davincirun), the package's own inside it.
+    files = installed_distribution_files()
+    scripts = [f for f in files if ".." in f.parts and f.name in ("davincirun", "davincirun-supervisor")]
+    assert sorted(f.name for f in scripts) == ["davincirun", "davincirun-supervisor"], files
+    assert not [f for f in files if ".." not in f.parts and f.name == "davincirun"]
     for f in scripts:
         path = str(f.locate())
         with open(path, "rb") as program:
