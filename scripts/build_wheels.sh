@@ -28,12 +28,17 @@
 # - The platform tag is set with `wheel tags` (auditwheel cannot repair a
 #   foreign-architecture wheel; nothing needs repairing: no external library).
 # - Checks, each failing the run: `auditwheel show` must say manylinux_2_17;
-#   every ELF file (the module and both programs) must be of the right
-#   architecture and need only glibc's libraries at GLIBC <= 2.17 (readelf);
+#   every ELF file (the module and the programs: `davincirun` and its
+#   supervisor in the wheel's scripts directory, the package's supervisor)
+#   must be of the right architecture and need only glibc's libraries at
+#   GLIBC <= 2.17 (readelf); the programs are executable and in RECORD, and
+#   no console script claims `davincirun` (scripts/wheel_support.py);
 #   `twine check --strict`; the programs print the version (aarch64 through
 #   qemu-user with Debian's arm64 glibc, when there); an x86_64 wheel is
-#   installed into a new venv of its interpreter, and `davincirun --version`
-#   and `davincirunsdk.__version__` must both give the package's version.
+#   installed into a new venv of its interpreter: <venv>/bin/davincirun must
+#   be an ELF program, give the package's version (as must
+#   `davincirunsdk.__version__`) and run a 2-rank job, and `pip uninstall`
+#   must remove both programs and the package.
 #   A build must not write into the (unpacked sdist's) source tree.
 # Prints a table at the end: wheel, size, policy, newest GLIBC symbol and
 # the module's build time (wall / CPU), where each version's headers came
@@ -247,15 +252,26 @@ print(r["policy"]); print(r["max_glibc"]); [print(e) for e in r["errors"]]' "$re
       rm -rf "$dir/venv"
       "$pyexe" -m venv "$dir/venv"
       "$dir/venv/bin/python" -m pip install -q --no-deps --no-index "$wheel" >>"$log" 2>&1 || errors+=("pip install failed")
-      got=$("$dir/venv/bin/davincirun" --version 2>&1 || true)
+      # The command pip put in the venv's bin is the program itself, and
+      # runs a job with the supervisor beside it.
+      installed=$dir/venv/bin/davincirun
+      cmp -s -n 4 <(printf '\177ELF') "$installed" || errors+=("installed $installed is not an ELF program")
+      got=$("$installed" --version 2>&1 || true)
       [[ $got == "davincirun $version" ]] || errors+=("installed davincirun --version: '$got'")
+      mkdir -p "$dir/job/locks"
+      (cd "$dir" && DAVINCIRUN_LOCK_DIR=$dir/job/locks "$installed" -q --nproc 2 -l "$dir/job/log" true) >>"$log" 2>&1 ||
+        errors+=("installed davincirun: a 2-rank job of true failed ($log)")
+      rm -rf "$dir/job"
       got=$(cd / && "$dir/venv/bin/python" -c 'import davincirunsdk; print(davincirunsdk.__version__)' 2>&1 || true)
       [[ $got == "$version" ]] || errors+=("installed davincirunsdk.__version__: '$got'")
+      "$dir/venv/bin/python" -m pip uninstall -q -y davincirunsdk >>"$log" 2>&1 || errors+=("pip uninstall failed")
+      left=$(cd "$dir/venv" && ls bin/davincirun* lib/python*/site-packages/davincirunsdk 2>/dev/null || true)
+      [[ -z $left ]] || errors+=("pip uninstall left $(echo $left)")
       rm -rf "$dir/venv"
     elif ((${#run[@]})); then
       tmp=$(mktemp -d)
-      unzip -q "$wheel" 'davincirunsdk/bin/*' -d "$tmp"
-      got=$("${run[@]}" "$tmp/davincirunsdk/bin/davincirun" --version 2>&1 || true)
+      unzip -q "$wheel" "davincirunsdk-$version.data/scripts/*" -d "$tmp"
+      got=$("${run[@]}" "$tmp/davincirunsdk-$version.data/scripts/davincirun" --version 2>&1 || true)
       rm -rf "$tmp"
       [[ $got == "davincirun $version" ]] || errors+=("davincirun --version under qemu: '$got'")
     fi

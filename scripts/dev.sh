@@ -25,5 +25,9 @@ export PATH=$repo/build/dev/python/davincirunsdk/bin:$PATH
 case "${1:-}" in
   --ctest) shift; exec ctest --preset dev "$@" ;;
   --shell) exec "${SHELL:-bash}" ;;
-  *) exec "${PYTHON:-python3}" -m pytest -p no:cacheprovider "$@" ;;
 esac
+# The interpreter itself, not a pyenv shim: a shim puts its version's bin
+# directory first in PATH, where the `davincirun` of an installed wheel
+# would hide this build's.
+python=$("${PYTHON:-python3}" -c 'import sys; print(sys.executable)')
+exec "$python" -m pytest -p no:cacheprovider "$@"

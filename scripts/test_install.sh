@@ -8,7 +8,11 @@
 # tests/install/install_check.py: real 2-rank jobs through `davincirun` and
 # the Python API, a failing rank among them, every error type, and what the
 # kernel or qemu-user refuses (clone(CLONE_PIDFD), PR_SET_CHILD_SUBREAPER)
-# with the fallback the job took.
+# with the fallback the job took. Then the same user installs the wheel with
+# `pip install --user` into the system's python3 (PIP_BREAK_SYSTEM_PACKAGES:
+# Debian 12 refuses it otherwise) and runs the same checks with
+# ~/.local/bin first in PATH. Both times the `davincirun` found in PATH must
+# be the compiled program, not a Python script.
 #
 #   bash scripts/test_install.sh [--dist DIR] [--only arm64|amd64]
 #   bash scripts/test_install.sh --prepare     # only make the root file systems
@@ -61,7 +65,10 @@ if [[ ${1:-} == --inside ]]; then
       python3 -m venv venv
       venv/bin/pip install --no-index --find-links dist --disable-pip-version-check -q davincirunsdk
       venv/bin/pip list --disable-pip-version-check 2>/dev/null | grep -i davincirunsdk
-      venv/bin/python install_check.py /tmp/check/work'
+      PATH=/tmp/check/venv/bin:$PATH venv/bin/python install_check.py /tmp/check/work
+      PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --user --no-index --find-links dist \
+        --disable-pip-version-check --no-warn-script-location -q davincirunsdk
+      PATH=$HOME/.local/bin:$PATH python3 install_check.py /tmp/check/work-user --user'
   exit 0
 fi
 

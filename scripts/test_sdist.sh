@@ -6,9 +6,11 @@
 # no CMake or ninja on PATH (so they must come from that wheelhouse, as from
 # PyPI on a user's machine) and the system's fmt and nlohmann/json hidden
 # (CMAKE_DISABLE_FIND_PACKAGE_*: the sdist's bundled copies must be used).
-# Then, from that venv: `davincirun --version`, and a real 2-rank job
-# through the CLI and through the Python API, one of them with a rank
-# failing. Takes a few minutes (the C++ build, 2 cores); CMAKE_CXX_COMPILER_LAUNCHER
+# Then, from that venv: <venv>/bin/davincirun must be the compiled program
+# (an ELF file, its supervisor beside it), print the version and run a
+# script without execute permission with <venv>/bin/pythonX.Y; and a real
+# 2-rank job through the CLI and through the Python API, one of them with a
+# rank failing. Takes a few minutes (the C++ build, 2 cores); CMAKE_CXX_COMPILER_LAUNCHER
 # from the environment (e.g. ccache) is passed on.
 #
 #   bash scripts/test_sdist.sh [--python PYTHON] [--sdist FILE] [--keep]
@@ -23,7 +25,7 @@ while (($#)); do
     --python) python=$2; shift 2 ;;
     --sdist) sdist=$2; shift 2 ;;
     --keep) keep=1; shift ;;
-    *) sed -n '12,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    *) sed -n '16,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
   esac
 done
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
@@ -83,7 +85,9 @@ for tool in cmake ninja; do
     fail "$tool was not installed from the wheelhouse"
 done
 
-# 4. It runs: the version, then real jobs.
+# 4. It runs: the program itself, the version, then real jobs.
+cmp -s -n 4 <(printf '\177ELF') "$work/venv/bin/davincirun" || fail "$work/venv/bin/davincirun is not an ELF program"
+[[ -x $work/venv/bin/davincirun-supervisor ]] || fail "no $work/venv/bin/davincirun-supervisor"
 got=$("$work/venv/bin/davincirun" --version)
 [[ $got == "davincirun $version" ]] || fail "davincirun --version: '$got'"
 job=$work/job
@@ -106,6 +110,13 @@ cd "$job"
 for r in 0 1; do
   grep -q "rank $r of 2 on device $r" cli-log/latest/rank_$r.device_$r.log || fail "CLI job: rank $r's log"
 done
+# rank.py has no execute permission: the venv's own pythonX.Y runs it,
+# with no PATH to find one in.
+chmod 644 rank.py
+env PATH=/nonexistent "$work/venv/bin/davincirun" -r rank_table.json -l cli-log rank.py >py.out 2>&1 ||
+  { cat py.out >&2; fail "davincirun rank.py failed"; }
+grep -q "running it with $work/venv/bin/python$pyver\$" py.out ||
+  { cat py.out >&2; fail "rank.py did not run with the venv's python$pyver"; }
 status=0
 "$work/venv/bin/davincirun" -r rank_table.json -l cli-log -- "$work/venv/bin/python" rank.py 3 >fail.out 2>&1 || status=$?
 [[ $status == 3 ]] || { cat fail.out >&2; fail "a rank exiting 3: davincirun exited $status"; }
@@ -122,5 +133,5 @@ except d.DistributedRuntimeError as e:
     assert "rank 1" in str(e) and "exit code 5" in str(e), e
 EOF
 cd "$REPO"
-say "passed in $((SECONDS - started)) s: offline install (bundled fmt and nlohmann/json; cmake and ninja from the wheelhouse), davincirun $version, CLI and Python API jobs"
+say "passed in $((SECONDS - started)) s: offline install (bundled fmt and nlohmann/json; cmake and ninja from the wheelhouse), <venv>/bin/davincirun the program ($version), CLI and Python API jobs"
 ((keep)) || rm -rf "$work"

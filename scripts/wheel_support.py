@@ -9,9 +9,15 @@
       that the patched file has Debian arm64's values.
   check WHEEL ARCH
       Checks a manylinux wheel: auditwheel's verdict, and every ELF file in
-      it (the module and the two programs) read with readelf: the machine,
-      the libraries needed and the newest symbol version of each. Prints one
-      JSON object; exits 1 when anything is wrong (the reasons in "errors").
+      it (the module, and the programs: `davincirun` and
+      `davincirun-supervisor` in the scripts directory,
+      davincirunsdk-<version>.data/scripts/, which pip installs to
+      <prefix>/bin unchanged, and the package's own supervisor) read with
+      readelf: the machine, the libraries needed and the newest symbol
+      version of each. The programs must be executable (the mode in the
+      zip) and listed in RECORD (what `pip uninstall` removes); no console
+      script may claim the name davincirun. Prints one JSON object; exits 1
+      when anything is wrong (the reasons in "errors").
 """
 
 import argparse
@@ -145,6 +151,40 @@ def check_elf(path, arch, errors):
     return newest
 
 
+def wheel_entries(wheel):
+    """{name: Unix mode} of every entry, and the text of RECORD and entry_points.txt."""
+    with zipfile.ZipFile(str(wheel)) as zf:
+        modes = {info.filename: info.external_attr >> 16 for info in zf.infolist()}
+        texts = {}
+        for name in zf.namelist():
+            if re.match(r"[^/]+\.dist-info/(RECORD|entry_points\.txt)$", name):
+                texts[name.rsplit("/", 1)[1]] = zf.read(name).decode("utf-8")
+    return modes, texts
+
+
+def program_errors(names_modes, elves):
+    """What is wrong with where the wheel puts its programs."""
+    modes, texts = names_modes
+    errors = []
+    data = sorted({n.split("/", 1)[0] for n in modes if re.match(r"davincirunsdk-[^/]+\.data/", n)})
+    if len(data) != 1:
+        return ["expected one davincirunsdk-<version>.data directory, got %s" % data]
+    record = {line.split(",", 1)[0] for line in texts.get("RECORD", "").splitlines()}
+    for name in (data[0] + "/scripts/davincirun", data[0] + "/scripts/davincirun-supervisor",
+                 "davincirunsdk/bin/davincirun-supervisor"):
+        if name not in elves:
+            errors.append("no ELF program %s" % name)
+        elif modes[name] & 0o111 != 0o111:
+            errors.append("%s is not executable (mode %o in the zip)" % (name, modes[name]))
+        if name not in record:
+            errors.append("RECORD does not list %s: pip uninstall would leave it" % name)
+    if "davincirunsdk/bin/davincirun" in modes:
+        errors.append("davincirunsdk/bin/davincirun: the command belongs in the scripts directory only")
+    if re.search(r"^\s*davincirun\s*=", texts.get("entry_points.txt", ""), re.M):
+        errors.append("entry_points.txt has a davincirun console script: it would clash with the program")
+    return errors
+
+
 def cmd_check(args):
     wheel, arch = Path(args.wheel), args.arch
     errors = []
@@ -164,9 +204,7 @@ def cmd_check(args):
             elves.append(info.filename)
             newest = max(newest, check_elf(path, arch, errors))
         names = zf.namelist()
-    for suffix in ("davincirunsdk/bin/davincirun", "davincirunsdk/bin/davincirun-supervisor"):
-        if suffix not in elves:
-            errors.append("no ELF program %s" % suffix)
+    errors.extend(program_errors(wheel_entries(wheel), elves))
     modules = [n for n in elves if re.match(r"davincirunsdk/_core\.cpython-\d+m?-%s-linux-gnu\.so$" % arch, n)]
     if len(modules) != 1:
         errors.append("expected one module davincirunsdk/_core.cpython-3X-%s-linux-gnu.so, got %s" % (arch, modules))

@@ -83,13 +83,13 @@ int run(const davincirun::cli::CliOptions& cli) {
   using namespace davincirun;
   verbosity = cli.verbosity;
   Environment inherited = Environment::current();
-  inherited.unset("DAVINCIRUN_PYTHON");  // the console script's, for python_interpreter() only
+  inherited.unset("DAVINCIRUN_PYTHON");  // the launcher's own choice (python_interpreter()), not the ranks'
   LaunchOptions options = cli.launch;
   // Watched: a person's terminal on either stream (`davincirun ... | tee
   // out.txt` keeps stderr on it). A batch job's file or pipe is not.
   options.output_watched = ::isatty(STDOUT_FILENO) == 1 || ::isatty(STDERR_FILENO) == 1;
   if (cli::is_unexecutable_python_script(options.command, options.work_dir)) {
-    if (auto python = cli::python_interpreter(Environment::current(), cli::self_executable())) {
+    if (auto python = cli::python_interpreter(Environment::current(), cli::self_executable(), cli::wheel_python)) {
       inform(fmt::format("{} is a Python script without execute permission: running it with {}", options.command[0],
                          *python));
       options.command.insert(options.command.begin(), *python);

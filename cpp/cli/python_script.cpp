@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <string_view>
+#include <vector>
 
 #include "davincirun/process.hpp"
 
@@ -21,39 +22,24 @@ bool ends_with(std::string_view text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
 }
 
-// Splits off the last path component: "a/b/c" -> ("a/b", "c").
-std::pair<std::string, std::string> split_last(const std::string& path) {
-  const auto slash = path.rfind('/');
-  if (slash == std::string::npos) return {"", path};
-  return {path.substr(0, slash), path.substr(slash + 1)};
-}
-
-// The interpreter of the installation scheme holding `self_exe` (the
-// prefix/venv layout of Python's sysconfig "posix_prefix" scheme, where
-// scripts go to <base>/bin), or "".
-std::string installation_python(const std::string& self_exe) {
-  constexpr std::string_view tail = "/davincirunsdk/bin/davincirun";
-  if (!ends_with(self_exe, tail)) return "";
-  const auto [lib_version, packages] = split_last(self_exe.substr(0, self_exe.size() - tail.size()));
-  if (packages != "site-packages" && packages != "dist-packages") return "";
-  const auto [lib, version] = split_last(lib_version);  // "python3.11", or Debian's "python3"
-  const auto [base, lib_name] = split_last(lib);
-  if ((lib_name != "lib" && lib_name != "lib64") || version.rfind("python3", 0) != 0) return "";
-  // A venv made by CPython 3.7 has bin/python3 but no bin/python3.7.
-  for (const std::string& name : {version, std::string("python3")}) {
-    const std::string candidate = base + "/bin/" + name;
-    if (is_executable_file(candidate)) return candidate;
-  }
-  return "";
-}
-
 }  // namespace
 
-std::optional<std::string> python_interpreter(const Environment& env, const std::string& self_exe) {
+std::optional<std::string> python_interpreter(const Environment& env, const std::string& self_exe,
+                                              const std::string& versioned_name) {
   if (auto chosen = env.get("DAVINCIRUN_PYTHON"); chosen && !chosen->empty()) return chosen;
-  if (std::string installed = installation_python(self_exe); !installed.empty()) return installed;
+  std::vector<std::string> names;
+  if (!versioned_name.empty()) names.push_back(versioned_name);
+  names.emplace_back("python3");
+  if (const auto slash = self_exe.rfind('/'); slash != std::string::npos) {
+    const std::string dir = self_exe.substr(0, slash);
+    for (const std::string& name : names) {
+      const std::string candidate = dir + "/" + name;
+      if (is_executable_file(candidate)) return candidate;
+    }
+  }
+  names.emplace_back("python");  // last, and only in PATH: an old system's `python` may be Python 2
   const std::string path_list = env.get("PATH").value_or("/usr/local/bin:/usr/bin:/bin");
-  for (const char* name : {"python3", "python"}) {
+  for (const std::string& name : names) {
     int error = 0;
     if (auto found = find_executable(name, path_list, error)) return found;
   }

@@ -1,13 +1,18 @@
 """Run inside a root file system by scripts/test_install.sh, as a non-root
-user, with the installed davincirunsdk wheel: real 2-rank jobs through the
-`davincirun` command and the Python API on a rank table describing this
-"machine" (one server, 2 devices), a failing rank among them (fail-fast, the
-failed rank named, complete logs, the daemons the ranks detached killed),
-every error type raised, and what the kernel (or qemu-user) refuses, with the
-fallback the job took. Prints one line per check; exits non-zero on the first
-failure. Python 3.7 syntax: it runs on the root file system's python3.
+user, with the installed davincirunsdk wheel: the `davincirun` found in PATH
+is the compiled program in the scripts directory pip installed it to (a
+venv's bin, or ~/.local/bin with --user), with its supervisor beside it, and
+runs a script without execute permission with this installation's Python;
+real 2-rank jobs through that command and the Python API on a rank table
+describing this "machine" (one server, 2 devices), a failing rank among them
+(fail-fast, the failed rank named, complete logs, the daemons the ranks
+detached killed), every error type raised, and what the kernel (or
+qemu-user) refuses, with the fallback the job took. Prints one line per
+check; exits non-zero on the first failure. Python 3.7 syntax: it runs on
+the root file system's python3.
 
-    python install_check.py WORK_DIR
+    python install_check.py WORK_DIR           a venv's python, the venv's bin first in PATH
+    python install_check.py WORK_DIR --user    after pip install --user, ~/.local/bin in PATH
 """
 
 import ctypes
@@ -15,14 +20,19 @@ import json
 import os
 import platform
 import resource
+import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 
 WORK = os.path.abspath(sys.argv[1])
+USER_SCHEME = sys.argv[2:] == ["--user"]
 LINES = 500  # lines each rank writes
-DAVINCIRUN = os.path.join(os.path.dirname(sys.executable), "davincirun")
+# Where pip put the command, by the scheme it installed with.
+SCRIPTS = sysconfig.get_path("scripts", "posix_user") if USER_SCHEME else sysconfig.get_path("scripts")
+DAVINCIRUN = shutil.which("davincirun")
 SUBREAPER_NOTICE = "PR_SET_CHILD_SUBREAPER was refused with"
 
 # argv: SCENARIO STATE_DIR. Each rank detaches a daemon (double fork and
@@ -175,6 +185,40 @@ def check_fallbacks(summary, refused, output, what):
               "%s: a child subreaper, no notice" % what)
 
 
+# A script without execute permission: `davincirun which.py` runs it with
+# an interpreter of its own choosing.
+WHICH = "import os, sys\nprint('interpreter', sys.prefix, '%d.%d' % sys.version_info[:2], os.environ['RANK_ID'])\n"
+
+
+def command_checks(table):
+    """The command in PATH is the program, where this scheme puts scripts."""
+    expected = os.path.join(SCRIPTS, "davincirun")
+    check(DAVINCIRUN is not None and os.path.realpath(DAVINCIRUN) == os.path.realpath(expected),
+          "the davincirun in PATH is %s" % expected, "found %s" % DAVINCIRUN)
+    with open(DAVINCIRUN, "rb") as f:
+        check(f.read(4) == b"\x7fELF", "%s is an ELF program, not a script" % DAVINCIRUN)
+    supervisor = os.path.join(SCRIPTS, "davincirun-supervisor")
+    check(os.access(DAVINCIRUN, os.X_OK) and os.access(supervisor, os.X_OK),
+          "it and davincirun-supervisor beside it are executable")
+    work = os.path.join(WORK, "which")
+    os.makedirs(work)
+    with open(os.path.join(work, "which.py"), "w") as f:
+        f.write(WHICH)
+    proc = subprocess.run([DAVINCIRUN, "-r", table, "-l", os.path.join(work, "log"), "which.py"], cwd=work,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=300)
+    check(proc.returncode == 0, "davincirun which.py (no execute permission) runs", proc.stderr[-3000:])
+    # A venv's own pythonX.Y beside the command; ~/.local/bin has none:
+    # pythonX.Y from PATH, the interpreter pip install --user ran under.
+    version = "python%d.%d" % sys.version_info[:2]
+    python = shutil.which(version) if USER_SCHEME else os.path.join(SCRIPTS, version)
+    check("running it with %s\n" % python in proc.stderr, "which.py runs with %s" % python, proc.stderr[-3000:])
+    for rank in range(2):
+        line = "[rank %d] interpreter %s %d.%d %d" % ((rank, sys.prefix) + sys.version_info[:2] + (rank,))
+        check(line in proc.stdout, "rank %d: that interpreter is this installation's (%s)" % (rank, sys.prefix),
+              proc.stdout[-3000:])
+
+
 def run_cli(job, table):
     proc = subprocess.run([DAVINCIRUN, "-r", table, "-l", job.log_dir, "--grace-period", "10", "--"] + job.command,
                           cwd=job.dir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -310,13 +354,15 @@ def main():
     os.environ["CHECK_LINES"] = str(LINES)
     import davincirunsdk
 
-    say("python %s on %s, glibc %s, uid %d, davincirunsdk %s" % (
-        platform.python_version(), platform.machine(), platform.libc_ver()[1], os.getuid(), davincirunsdk.__version__))
+    say("python %s on %s, glibc %s, uid %d, davincirunsdk %s (%s)" % (
+        platform.python_version(), platform.machine(), platform.libc_ver()[1], os.getuid(), davincirunsdk.__version__,
+        "pip install --user" if USER_SCHEME else "a venv"))
     check(os.getuid() != 0, "running as a non-root user")
     probe = subprocess.run([sys.executable, "-c", PROBE], stdout=subprocess.PIPE, universal_newlines=True, check=True)
     refused = json.loads(probe.stdout)
     say("kernel features as this process sees them: " + ", ".join("%s %s" % kv for kv in refused.items()))
     table = write_table(os.path.join(WORK, "rank_table.json"))
+    command_checks(table)
     cli_jobs(table, refused)
     api_jobs(table, refused)
     error_types(table)

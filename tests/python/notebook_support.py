@@ -82,6 +82,21 @@ def _source_digest():
     ).stdout.strip()
 
 
+def built_wheel():
+    """(path, None): the davincirunsdk wheel scripts/notebook_env.sh built
+    from the current sources; (None, why not) when there is none."""
+    wheel_dir = os.path.join(ENV_DIR, "wheel")
+    try:
+        with open(os.path.join(wheel_dir, "SOURCE_DIGEST")) as f:
+            built_from = f.read().strip()
+        wheels = [name for name in os.listdir(wheel_dir) if name.endswith(".whl")]
+    except OSError:
+        return None, "no wheel in %s: run bash %s" % (wheel_dir, SETUP_SCRIPT)
+    if built_from != _source_digest() or len(wheels) != 1:
+        return None, "the wheel in %s is not the current sources': run bash %s" % (wheel_dir, SETUP_SCRIPT)
+    return os.path.join(wheel_dir, wheels[0]), None
+
+
 @functools.lru_cache(maxsize=None)
 def stale_reason(kernel_name):
     """None when the kernel's venv holds the wheel built from the current

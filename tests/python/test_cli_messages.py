@@ -133,3 +133,29 @@ def test_python_command_not_found_is_short_with_a_hint(tmp_path, rank_table, job
         davincirunsdk.start_distributed_train([str(tmp_path / "missing")], rank_table=rank_table(1), env=job_env,
                                               log_dir=str(tmp_path / "log"), output_notebook=False)
     assert info.value.search_path is None
+
+
+def test_a_program_without_its_supervisor_names_the_places_tried(tmp_path, rank_table):
+    """davincirun copied alone: the supervisor is neither beside it nor in
+    ../libexec/davincirun; the message names each place tried (in a build
+    for `cmake --install`, also the configured prefix's) and the variable."""
+    alone = tmp_path / "bin" / "davincirun"
+    alone.parent.mkdir()
+    shutil.copy2(os.path.realpath(DAVINCIRUN), str(alone))
+    env = {k: v for k, v in os.environ.items() if k != "DAVINCIRUN_SUPERVISOR"}
+
+    def run():
+        return subprocess.run([str(alone), "-r", rank_table(1), "true"], cwd=str(tmp_path), env=env,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60,
+                              text=True)
+
+    proc = run()
+    assert proc.returncode == 2, proc.stderr
+    message = said(proc, tmp_path)
+    assert message.startswith("davincirun: cannot find the davincirun-supervisor program (tried "
+                              "TMP/bin/davincirun-supervisor"), message
+    assert message.rstrip().endswith("set DAVINCIRUN_SUPERVISOR to its path"), message
+    # With the variable, the same program runs.
+    env["DAVINCIRUN_SUPERVISOR"] = os.path.join(os.path.dirname(os.path.realpath(DAVINCIRUN)), "davincirun-supervisor")
+    proc = run()
+    assert proc.returncode == 0, proc.stderr

@@ -1,8 +1,8 @@
 """`davincirun train.py`, the form davincirunsdk 0.1.x documented: a first
 word naming a Python script without execute permission runs under Python,
-and davincirun says so. Through the console script (which passes its own
-interpreter) and the compiled program run directly (which finds the
-interpreter of the installation holding it, else python3 in PATH)."""
+and davincirun says so. The interpreter is the one next to the program (a
+venv's), else one in PATH, unless DAVINCIRUN_PYTHON names one; the exact
+order is tested in tests/cpp/test_python_interpreter.cpp."""
 
 import os
 import shutil
@@ -13,11 +13,11 @@ import sysconfig
 import pytest
 from conftest import MARKER_VARIABLE
 
-import davincirunsdk
-
-BIN = os.path.join(os.path.dirname(os.path.abspath(davincirunsdk.__file__)), "bin")
-pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(BIN, "davincirun")),
-                                reason="the davincirun program is not built")
+DAVINCIRUN = shutil.which("davincirun")
+# Where the program and its supervisor are: an installation's scripts
+# directory, or a build's.
+BIN = os.path.dirname(os.path.realpath(DAVINCIRUN)) if DAVINCIRUN else None
+pytestmark = pytest.mark.skipif(DAVINCIRUN is None, reason="davincirun is not on PATH")
 
 # Prints which interpreter runs it, its arguments and whether the launcher's
 # own DAVINCIRUN_PYTHON leaked into the ranks.
@@ -29,8 +29,8 @@ SCRIPT = (
 
 
 def copy_programs(directory):
-    """The compiled davincirun and its supervisor, copied (not linked: the
-    program finds its interpreter from its own path) into `directory`."""
+    """davincirun and its supervisor, copied (not linked: the program finds
+    its interpreter from its own path) into `directory`."""
     os.makedirs(str(directory), exist_ok=True)
     for name in ("davincirun", "davincirun-supervisor"):
         shutil.copy2(os.path.realpath(os.path.join(BIN, name)), os.path.join(str(directory), name))
@@ -62,8 +62,9 @@ def test_run_directly_it_uses_python3_in_path(tmp_path, rank_table, job_env):
     path_bin = tmp_path / "path-bin"
     path_bin.mkdir()
     (path_bin / "python3").symlink_to(sys.executable)
+    # Only path-bin: a program of a wheel looks for python3.X in PATH first.
     proc = run([program] + marker(job_env) + ["-r", rank_table(2), "train.py", "--epochs", "1"], tmp_path, job_env,
-               "%s:/usr/bin:/bin" % path_bin)
+               str(path_bin))
     assert proc.returncode == 0, proc.stderr
     python = str(path_bin / "python3")
     # The prefix that interpreter reports when started by that name (through a
@@ -78,32 +79,52 @@ def test_run_directly_it_uses_python3_in_path(tmp_path, rank_table, job_env):
                 in proc.stdout)
 
     # --dry-run shows the command that would run.
-    proc = run([program, "-r", rank_table(2), "--dry-run", "train.py"], tmp_path, job_env, "%s:/bin" % path_bin)
+    proc = run([program, "-r", rank_table(2), "--dry-run", "train.py"], tmp_path, job_env, str(path_bin))
     assert proc.returncode == 0, proc.stderr
     assert "%s train.py" % python in proc.stdout
 
 
-def test_run_directly_from_an_installation_it_uses_that_interpreter(tmp_path, rank_table, job_env):
-    """A venv holding the package: <venv>/lib/pythonX.Y/site-packages/davincirunsdk/bin/davincirun
-    runs scripts with <venv>/bin/pythonX.Y (else python3), whatever PATH says."""
+def test_in_a_venv_it_uses_the_venvs_interpreter(tmp_path, rank_table, job_env):
+    """<venv>/bin/davincirun, as a wheel installs it, runs scripts with
+    <venv>/bin/pythonX.Y (the version its wheel was built for) or
+    <venv>/bin/python3 (a program built without one), whatever PATH says."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    version = "python%d.%d" % sys.version_info[:2]
-    purelib = os.path.relpath(sysconfig.get_path("purelib", vars={"base": str(venv)}), str(venv))
-    program = copy_programs(venv / purelib / "davincirunsdk" / "bin")
+    program = copy_programs(venv / "bin")
     write_script(tmp_path)
     proc = run([program] + marker(job_env) + ["-r", rank_table(1), "train.py"], tmp_path, job_env, "/usr/bin:/bin")
     assert proc.returncode == 0, proc.stderr
-    # <venv>/bin/pythonX.Y, or python3 where the venv has no such name (CPython 3.7).
-    python = next(str(venv / "bin" / name) for name in (version, "python3") if (venv / "bin" / name).exists())
-    assert "running it with %s\n" % python in proc.stderr
+    names = ["python%d.%d" % sys.version_info[:2], "python3"]
+    python = next((str(venv / "bin" / n) for n in names if "running it with %s\n" % (venv / "bin" / n) in proc.stderr),
+                  None)
+    assert python, proc.stderr
     assert "[rank 0] python %s prefix %s argv [] leaked None" % (python, venv) in proc.stdout
 
 
-def test_the_console_script_passes_its_own_interpreter(tmp_path, rank_table, job_env):
+def test_installed_here_it_uses_this_interpreter(tmp_path, rank_table, job_env):
+    """The davincirun that pip installed for this interpreter (its scripts
+    directory) finds this interpreter's pythonX.Y beside itself, with no PATH."""
+    scripts = os.path.realpath(sysconfig.get_path("scripts"))
+    if BIN != scripts:
+        pytest.skip("the davincirun on PATH (%s) is not installed in this interpreter's %s" % (BIN, scripts))
+    version = "python%d.%d" % sys.version_info[:2]
+    python = os.path.join(scripts, version)
+    if not os.access(python, os.X_OK):
+        pytest.skip("%s has no %s" % (scripts, version))
     write_script(tmp_path)
-    shim = [sys.executable, "-m", "davincirunsdk._cli"]
-    proc = run(shim + marker(job_env) + ["-r", rank_table(1), "train.py"], tmp_path, job_env, "/nonexistent")
+    proc = run([DAVINCIRUN] + marker(job_env) + ["-r", rank_table(1), "train.py"], tmp_path, job_env, "/nonexistent")
+    assert proc.returncode == 0, proc.stderr
+    assert "train.py is a Python script without execute permission: running it with %s\n" % python in proc.stderr
+    assert "[rank 0] python %s prefix %s argv [] leaked None" % (python, sys.prefix) in proc.stdout
+
+
+def test_davincirun_python_chooses_and_does_not_reach_the_ranks(tmp_path, rank_table, job_env):
+    write_script(tmp_path)
+    env = dict(os.environ, PATH="/nonexistent", DAVINCIRUN_PYTHON=sys.executable)
+    env.pop("DAVINCIRUN_SUPERVISOR", None)
+    proc = subprocess.run([DAVINCIRUN] + marker(job_env) + ["-r", rank_table(1), "train.py"], cwd=str(tmp_path),
+                          env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "train.py is a Python script without execute permission: running it with %s\n" % sys.executable \
         in proc.stderr

@@ -1,5 +1,6 @@
 """C++ consumers: `cmake --install` gives a package that find_package(davincirun)
-finds, and a small program links davincirun::davincirun and runs."""
+finds, and a small program links davincirun::davincirun and runs; the
+`davincirun` command it installs runs a job too."""
 
 import os
 import shutil
@@ -40,3 +41,11 @@ def test_installed_package_builds_a_consumer(tmp_path, rank_table, job_env):
     assert out[:4] == ["world size 3", "rank 0 device 0", "rank 1 device 1", "rank 2 device 2"]
     assert sorted(out[4:-1]) == ["[rank 0] hi 0", "[rank 1] hi 1", "[rank 2] hi 2"]
     assert out[-1] == "exit code 0"
+
+    # The command: <prefix>/bin/davincirun, a program that finds its
+    # supervisor in <prefix>/libexec/davincirun.
+    davincirun = prefix / "bin" / "davincirun"
+    assert davincirun.read_bytes()[:4] == b"\x7fELF"
+    out = run([str(davincirun), "-r", rank_table(2), "-l", str(tmp_path / "cli-log"), "sh", "-c", "echo hi $RANK_ID"],
+              env=env).stdout
+    assert "[rank 0] hi 0" in out and "[rank 1] hi 1" in out, out

@@ -167,7 +167,9 @@ struct LaunchOptions {
   /// The davincirun-supervisor executable. Empty (the default): the
   /// DAVINCIRUN_SUPERVISOR variable of this process, else
   /// `davincirun-supervisor` next to this process's executable, else the
-  /// one installed with the library (<prefix>/libexec/davincirun/).
+  /// one installed with the library: `../libexec/davincirun/` from this
+  /// process's executable, then `<prefix>/libexec/davincirun/` of the
+  /// prefix configured. ConfigError, naming the paths tried, when none is.
   std::string supervisor_program;
   /// Where the job locks its devices, so that a second job on any of them
   /// is refused at once with DeviceBusyError (device_lock.hpp). Empty (the

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <vector>
 
 #include <fmt/format.h>
@@ -36,6 +37,12 @@ std::string find_supervisor_program(const std::string& configured) {
     }
     return env;
   }
+  // In this order, each path tried once: next to this executable (a wheel's
+  // scripts directory holds both programs); where `cmake --install` puts it
+  // relative to its bin directory, so that a prefix given only at install
+  // time (`cmake --install --prefix`) or a moved tree still works; where it
+  // put it for the prefix configured, for a program installed elsewhere
+  // that links the library.
   std::vector<std::string> tried;
   char self[PATH_MAX];
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
@@ -43,10 +50,19 @@ std::string find_supervisor_program(const std::string& configured) {
     std::string dir(self, static_cast<std::size_t>(n));
     dir.resize(dir.rfind('/'));
     tried.push_back(dir + "/davincirun-supervisor");
+#ifdef DAVINCIRUN_LIBEXEC_FROM_BIN
+    std::string relative = DAVINCIRUN_LIBEXEC_FROM_BIN;  // e.g. "../libexec/davincirun"
+    while (relative.rfind("../", 0) == 0 && !dir.empty()) {
+      dir.resize(dir.rfind('/'));
+      relative.erase(0, 3);
+    }
+    tried.push_back(dir + "/" + relative + "/davincirun-supervisor");
+#endif
   }
 #ifdef DAVINCIRUN_LIBEXEC_DIR
   tried.push_back(std::string(DAVINCIRUN_LIBEXEC_DIR) + "/davincirun-supervisor");
 #endif
+  tried.erase(std::unique(tried.begin(), tried.end()), tried.end());
   for (const auto& path : tried) {
     if (is_executable_file(path)) return path;
   }
