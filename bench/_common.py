@@ -17,9 +17,9 @@ MARKER = "DAVINCIRUN_BENCH_MARKER"
 
 
 def davincirun_path():
-    """The compiled `davincirun` program. The `davincirun` on PATH is a small
-    Python console script that execs it; measuring through it would count the
-    interpreter's start-up memory as the launcher's."""
+    """The compiled `davincirun` program: the one inside the package where an
+    older install keeps it (0.2.0 before the wheel put the program itself on
+    PATH), else the `davincirun` on PATH."""
     try:
         import davincirunsdk
 

@@ -246,6 +246,10 @@ def _discover(args, log, wanted):
     native = args.davincirun or (package and os.path.join(package, "bin", "davincirun"))
     if native and os.access(native, os.X_OK):
         peers["dvr"] = Peer("dvr", os.path.abspath(native), "%s: %s" % (os.path.abspath(native), file_kind(native)))
+    elif package and not args.davincirun:
+        # Since 0.2 the wheel installs the program itself into the scripts
+        # directory: the "dvr (PATH)" column is the native program.
+        peers["dvr"] = Peer("dvr", reason="the package holds no second copy: dvr (PATH) is the native program")
     else:
         peers["dvr"] = Peer("dvr", reason="no native davincirun (%s)" % (native or "package not installed"))
     if package:
