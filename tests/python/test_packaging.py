@@ -62,18 +62,7 @@ def test_davincirun_reports_the_version():
 
 
 def test_installed_distribution_has_the_version():
-    try:
-        from importlib import metadata
-    except ImportError:  # CPython 3.7
-        pytest.skip("importlib.metadata needs CPython 3.8")
-    try:
-        installed = metadata.version("davincirunsdk")
-    except metadata.PackageNotFoundError:
-        pytest.skip("davincirunsdk runs from a build tree, not an installed distribution")
-    location = os.path.realpath(os.path.dirname(davincirunsdk.__file__))
-    if not location.startswith(os.path.realpath(sys.prefix)):
-        pytest.skip("the davincirunsdk imported is not the installed one")
-    assert installed == VERSION
+    assert installed_metadata().version("davincirunsdk") == VERSION
 
 
 def test_classifiers_cover_exactly_the_supported_versions():
@@ -106,21 +95,27 @@ def test_no_console_script_claims_davincirun():
             assert not re.search(r"^davincirun\s*=", section(toml, table), re.M), table
 
 
-def installed_distribution_files():
-    """The files of the installed davincirunsdk distribution (RECORD), or
-    skips when the davincirunsdk imported is not an installed one."""
+def installed_metadata():
+    """importlib.metadata, once the davincirunsdk imported is known to be the
+    installed distribution; skips otherwise (a build tree, CPython 3.7)."""
     try:
         from importlib import metadata
     except ImportError:  # CPython 3.7
         pytest.skip("importlib.metadata needs CPython 3.8")
     try:
-        files = metadata.files("davincirunsdk")
+        metadata.distribution("davincirunsdk")
     except metadata.PackageNotFoundError:
         pytest.skip("davincirunsdk runs from a build tree, not an installed distribution")
     location = os.path.realpath(os.path.dirname(davincirunsdk.__file__))
     if not location.startswith(os.path.realpath(sys.prefix)):
         pytest.skip("the davincirunsdk imported is not the installed one")
-    return files or []
+    return metadata
+
+
+def installed_distribution_files():
+    """The files of the installed davincirunsdk distribution (RECORD), or
+    skips when the davincirunsdk imported is not an installed one."""
+    return installed_metadata().files("davincirunsdk") or []
 
 
 def test_the_wheel_puts_the_program_in_its_scripts_directory():
