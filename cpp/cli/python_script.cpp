@@ -33,7 +33,7 @@ std::optional<std::string> python_interpreter(const Environment& env, const std:
   if (const auto slash = self_exe.rfind('/'); slash != std::string::npos) {
     const std::string dir = self_exe.substr(0, slash);
     for (const std::string& name : names) {
-      const std::string candidate = dir + "/" + name;
+      std::string candidate = dir + "/" + name;
       if (is_executable_file(candidate)) return candidate;
     }
   }
