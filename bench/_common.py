@@ -1,23 +1,14 @@
 """Helpers shared by the benchmark scripts: rank tables, the davincirun path."""
 
 import json
-import os
 import shutil
 import sys
 
 
 def davincirun_path():
-    """The compiled `davincirun` program. The `davincirun` on PATH is a small
-    Python console script that execs it; measuring through it would count the
-    interpreter's start-up memory as the launcher's."""
-    try:
-        import davincirunsdk
-
-        path = os.path.join(os.path.dirname(davincirunsdk.__file__), "bin", "davincirun")
-        if os.access(path, os.X_OK):
-            return path
-    except ImportError:
-        pass
+    """The `davincirun` command on PATH: the compiled program itself, which
+    an installed wheel puts in its scripts directory (and scripts/dev.sh's
+    PATH takes from the development build)."""
     path = shutil.which("davincirun")
     if not path:
         sys.exit("davincirun is not on PATH: run `pip install .` (or scripts/setup.sh) first")
