@@ -2,7 +2,6 @@
 finding and stopping the processes of a benchmark's job."""
 
 import json
-import os
 import shutil
 import signal
 import sys
@@ -17,17 +16,9 @@ MARKER = "DAVINCIRUN_BENCH_MARKER"
 
 
 def davincirun_path():
-    """The compiled `davincirun` program: the one inside the package where an
-    older install keeps it (0.2.0 before the wheel put the program itself on
-    PATH), else the `davincirun` on PATH."""
-    try:
-        import davincirunsdk
-
-        path = os.path.join(os.path.dirname(davincirunsdk.__file__), "bin", "davincirun")
-        if os.access(path, os.X_OK):
-            return path
-    except ImportError:
-        pass
+    """The `davincirun` command on PATH: the compiled program itself, which
+    an installed wheel puts in its scripts directory (and scripts/dev.sh's
+    PATH takes from the development build)."""
     path = shutil.which("davincirun")
     if not path:
         sys.exit("davincirun is not on PATH: run `pip install .` (or scripts/setup.sh) first")

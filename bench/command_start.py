@@ -12,7 +12,6 @@ e.g. an installed one and a build's)
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import write_table  # noqa: E402
+from _common import davincirun_path, write_table  # noqa: E402
 
 
 def timed(argv, env):
@@ -46,7 +45,7 @@ def main():
     parser.add_argument("--ranks", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args()
-    commands = args.davincirun or [shutil.which("davincirun") or sys.exit("davincirun is not on PATH")]
+    commands = args.davincirun or [davincirun_path()]
     with tempfile.TemporaryDirectory() as tmp:
         table = write_table(os.path.join(tmp, "table.json"), args.ranks)
         # The jobs lock their devices here, never where real jobs do.

@@ -1,9 +1,10 @@
-# DAVINCIRUN_PREBUILT_CORE=<build dir>: reuse the core library, the code of
-# the `davincirun` command (libdavincirun_cli.a) and the supervisor program
-# of another build directory of this same source tree and compiler, and
-# build only the Python module here, and link `davincirun` again from one
-# small source (cli/wheel_python.cpp: a wheel's program holds the name of
-# the interpreter it was built for). The core does not depend on Python,
+# DAVINCIRUN_PREBUILT_CORE=<build dir>: reuse the core library and the two
+# programs of another build directory of this same source tree and compiler,
+# and build only the Python module here. A wheel build (SKBUILD) links its own
+# `davincirun` from that build's libdavincirun_cli.a and one small source
+# (cli/wheel_python.cpp: the program holds the name of the interpreter the
+# wheel is for); any other build uses the other build's program, which finds
+# the supervisor next to itself there. The core does not depend on Python,
 # so one core serves every CPython version: scripts/build_wheels.sh builds it
 # once per architecture, scripts/test.sh once for the interpreters it tests.
 # The other build must be up to date: nothing here rebuilds it.
@@ -28,7 +29,7 @@ foreach(fact IN LISTS davincirun_core_build_facts)
   endif()
 endforeach()
 
-foreach(file cpp/libdavincirun_core.a cpp/libdavincirun_cli.a cpp/davincirun-supervisor)
+foreach(file cpp/libdavincirun_core.a cpp/libdavincirun_cli.a cpp/davincirun cpp/davincirun-supervisor)
   if(NOT EXISTS "${prebuilt}/${file}")
     message(FATAL_ERROR "DAVINCIRUN_PREBUILT_CORE=${prebuilt} has no ${file}: build it first "
                         "(cmake --build ${prebuilt} --target davincirun_core davincirun davincirun-supervisor)")
@@ -40,19 +41,23 @@ set_target_properties(davincirun_core PROPERTIES
   INTERFACE_INCLUDE_DIRECTORIES "${PROJECT_SOURCE_DIR}/cpp/include"
   INTERFACE_LINK_LIBRARIES Threads::Threads)
 add_library(davincirun::core ALIAS davincirun_core)
-add_library(davincirun_cli STATIC IMPORTED GLOBAL)
-set_target_properties(davincirun_cli PROPERTIES
-  IMPORTED_LOCATION "${prebuilt}/cpp/libdavincirun_cli.a"
-  INTERFACE_LINK_LIBRARIES davincirun_core)
 add_executable(davincirun-supervisor IMPORTED GLOBAL)
 set_target_properties(davincirun-supervisor PROPERTIES IMPORTED_LOCATION "${prebuilt}/cpp/davincirun-supervisor")
-add_executable(davincirun cpp/cli/wheel_python.cpp)
-davincirun_target_options(davincirun)
-target_link_libraries(davincirun PRIVATE davincirun_cli)
 if(SKBUILD)
+  add_library(davincirun_cli STATIC IMPORTED GLOBAL)
+  set_target_properties(davincirun_cli PROPERTIES
+    IMPORTED_LOCATION "${prebuilt}/cpp/libdavincirun_cli.a"
+    INTERFACE_LINK_LIBRARIES davincirun_core)
+  add_executable(davincirun cpp/cli/wheel_python.cpp)
+  davincirun_target_options(davincirun)
+  target_link_libraries(davincirun PRIVATE davincirun_cli)
   # As cpp/CMakeLists.txt installs them.
   install(TARGETS davincirun DESTINATION ${SKBUILD_SCRIPTS_DIR})
   install(PROGRAMS "${prebuilt}/cpp/davincirun-supervisor" DESTINATION ${SKBUILD_SCRIPTS_DIR})
   install(PROGRAMS "${prebuilt}/cpp/davincirun-supervisor" DESTINATION davincirunsdk/bin)
+  message(STATUS "davincirun: the core, CLI library and supervisor of ${prebuilt}; the module and davincirun built here")
+else()
+  add_executable(davincirun IMPORTED GLOBAL)
+  set_target_properties(davincirun PROPERTIES IMPORTED_LOCATION "${prebuilt}/cpp/davincirun")
+  message(STATUS "davincirun: the core and programs of ${prebuilt}, only the module built here")
 endif()
-message(STATUS "davincirun: the core, CLI library and supervisor of ${prebuilt}; the module and davincirun linked here")

@@ -162,9 +162,9 @@ def wheel_entries(wheel):
     return modes, texts
 
 
-def program_errors(names_modes, elves):
+def program_errors(entries, elves):
     """What is wrong with where the wheel puts its programs."""
-    modes, texts = names_modes
+    modes, texts = entries
     errors = []
     data = sorted({n.split("/", 1)[0] for n in modes if re.match(r"davincirunsdk-[^/]+\.data/", n)})
     if len(data) != 1:

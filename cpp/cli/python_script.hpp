@@ -28,10 +28,10 @@ extern const char* const wheel_python;
 ///     `~/.local/bin` of `pip install --user` does not.
 /// `versioned_name` is the name of the interpreter the program was built
 /// for (the CLI passes wheel_python); empty, or an empty `self_exe`, skips
-/// its steps. Each candidate
-/// of steps 2 and 3 must be an executable regular file; a symbolic link is
-/// returned as found, never resolved (a venv's `bin/python3` links to its
-/// base interpreter, but only its path in the venv starts the venv).
+/// its steps. Each candidate of steps 2 and 3 must be an executable regular
+/// file; a symbolic link is returned as found, never resolved (a venv's
+/// `bin/python3` links to its base interpreter, but only its path in the
+/// venv starts the venv).
 std::optional<std::string> python_interpreter(const Environment& env, const std::string& self_exe,
                                               const std::string& versioned_name);
 
