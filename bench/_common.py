@@ -2,6 +2,7 @@
 finding and stopping the processes of a benchmark's job."""
 
 import json
+import os
 import shutil
 import signal
 import sys
