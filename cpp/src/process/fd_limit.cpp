@@ -1,7 +1,6 @@
 #include "process/fd_limit.hpp"
 
 #include <cerrno>
-#include <cstring>
 #include <mutex>
 
 #include <fmt/format.h>

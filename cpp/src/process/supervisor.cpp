@@ -209,7 +209,8 @@ JobResult Supervisor::run() {
   std::uint64_t round_bytes = 0;
   while (live_ranks_ > 0 || open_logs_ > 0) {
     if (round_bytes >= busy_round_bytes && stop_reason_ == StopReason::none) {
-      const int wait = std::min(coalesce_ms, next_timeout_ms() < 0 ? coalesce_ms : next_timeout_ms());
+      const int next = next_timeout_ms();
+      const int wait = next < 0 ? coalesce_ms : std::min(coalesce_ms, next);
       epoll_event control{};
       if (::epoll_wait(control_fd_.get(), &control, 1, wait) < 0 && errno != EINTR) {
         throw SystemError("epoll_wait", errno);
