@@ -83,8 +83,36 @@ void bind_results(py::module_& m) {
       .def_readonly("leftover_processes_killed", &JobResult::leftover_processes_killed,
                     "Processes the ranks left running outside their process groups, killed at the end.")
       .def_readonly("stop_signal", &JobResult::stop_signal, "The signal behind stop_reason 'signaled', else 0.")
+      .def_property_readonly(
+          "stop_signal_receiver",
+          [](const JobResult& r) { return to_string(r.stop_signal_origin.receiver); },
+          "With stop_reason \"signaled\": \"launcher\" (the davincirun command got it) or \"supervisor\" (the "
+          "job's supervisor process got it).")
+      .def_property_readonly(
+          "stop_signal_sender_pid",
+          [](const JobResult& r) {
+            return r.stop_signal_origin.sender_pid > 0 ? std::optional<int>(r.stop_signal_origin.sender_pid)
+                                                       : std::nullopt;
+          },
+          "With stop_reason \"signaled\": the pid of the process that sent the signal, when known; else None.")
+      .def_property_readonly(
+          "stop_signal_sender",
+          [](const JobResult& r) {
+            return r.stop_signal_origin.sender_name.empty() ? std::nullopt
+                                                            : std::optional<std::string>(r.stop_signal_origin.sender_name);
+          },
+          "With stop_reason \"signaled\": the sender's command name (/proc/<pid>/comm), when known; else None.")
+      .def_property_readonly(
+          "stop_detail", [](const JobResult& r) { return lenient_text(r.stop_detail); },
+          "What stopped the job, in the words its stop notice began with (\"stop requested\", \"rank 3 (pid 77) "
+          "failed with exit code 1\"); \"\" when nothing stopped it.")
+      .def_property_readonly(
+          "stopped_in", [](const JobResult& r) { return to_string(r.stopped_in); },
+          "The state of the job's life cycle its stop came in (\"running\", \"waiting_for_servers\"...; "
+          "docs/architecture.md); \"done\" when nothing stopped it.")
       .def_readonly("peer_stop", &JobResult::peer_stop,
-                    "With stop_reason \"peer_failed\", \"peer_lost\" or \"stalled\": what the other server said "
+                    "With stop_reason \"peer_failed\", \"peer_stopped\", \"peer_lost\" or \"stalled\": what the other "
+                    "server said "
                     "(PeerStop), else None.")
       .def_readonly("summary_error", &JobResult::summary_error, "Why summary.json could not be written, or None.")
       .def_property_readonly(
@@ -99,8 +127,9 @@ void bind_results(py::module_& m) {
       .def_property_readonly(
           "stop_reason", [](const JobResult& r) { return to_string(r.stop_reason); },
           "\"none\", \"rank_failed\", \"requested\", \"timed_out\", \"signaled\", \"launcher_gone\", "
-          "\"peer_failed\" (another server failed or was stopped), \"peer_lost\" (another server's agent, "
-          "host or link lost) or \"stalled\" (the stall watchdog).")
+          "\"peer_failed\" (a rank on another server failed), \"peer_stopped\" (the job was stopped on another "
+          "server), \"peer_lost\" (another server's agent, host or link lost, or never there) or \"stalled\" "
+          "(the stall watchdog).")
       .def_property_readonly("success", &JobResult::success)
       .def_property_readonly("exit_code", &JobResult::exit_code,
                              "0, the first failure's shell code, 130 when stopped, 124 on the job or stall "

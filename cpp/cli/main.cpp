@@ -2,18 +2,25 @@
 //
 // The ranks run under a davincirun-supervisor process (see Job in
 // job.hpp), so even SIGKILL of this process leaves nothing running.
-// It owns the process's signals, which the library never touches: SIGINT,
-// SIGTERM, SIGHUP and SIGQUIT stop the job gracefully (unless they were
-// ignored when it started, as under nohup); SIGPIPE is ignored so that a
-// closed console (e.g. `davincirun ... | head`) never kills the launcher.
+// It owns the process's signals, which the library never touches, from the
+// moment it starts (waiting for the rank table included): SIGINT, SIGTERM,
+// SIGQUIT and SIGHUP stop the job gracefully. SIGHUP only when it was not
+// ignored at start: `nohup davincirun ...` asks to survive a hangup. SIGINT
+// stops even when it was ignored at start, as torchrun and msrun do: a
+// script's `davincirun ... &` starts with SIGINT and SIGQUIT ignored (POSIX
+// shells do that to background jobs when job control is off), and a later
+// `kill -INT` is still somebody's request to stop. SIGPIPE is ignored so
+// that a closed console (`davincirun ... | head`) never kills the launcher.
 // SIGUSR1 and SIGUSR2 are forwarded to every rank's process group.
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -27,18 +34,23 @@ namespace {
 
 std::atomic<davincirun::Job*> running_job{nullptr};
 volatile sig_atomic_t stop_signal = 0;
+volatile sig_atomic_t stop_sender = 0;
 
 // Ctrl-C is a person's request: a second one kills at once. SIGTERM, SIGHUP
 // and SIGQUIT come from a platform or an engine, which often signals every
 // process of the job at once (srun, mpirun): one stop, the grace period kept.
-void on_stop_signal(int sig) {
-  stop_signal = sig;
+void on_stop_signal(int sig, siginfo_t* info, void* /*context*/) {
+  const pid_t sender = info != nullptr && info->si_code == SI_USER ? info->si_pid : 0;
+  if (stop_signal == 0) {
+    stop_signal = sig;
+    stop_sender = sender;
+  }
   davincirun::Job* job = running_job.load();
   if (job == nullptr) return;
   if (sig == SIGINT) {
     job->request_stop();
   } else {
-    job->request_stop_by_signal(sig);
+    job->request_stop_by_signal(sig, sender);
   }
 }
 
@@ -48,15 +60,16 @@ void on_forwarded_signal(int sig) {
 
 void install_signal_handlers() {
   struct sigaction sa{};
-  sa.sa_handler = on_stop_signal;
+  sa.sa_sigaction = on_stop_signal;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
+  sa.sa_flags = SA_RESTART | SA_SIGINFO;
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
     struct sigaction old{};
     ::sigaction(sig, nullptr, &old);
-    if (old.sa_handler == SIG_IGN) continue;  // nohup, or a background job of a script
+    if (sig == SIGHUP && old.sa_handler == SIG_IGN) continue;  // nohup: survive the hangup
     ::sigaction(sig, &sa, nullptr);
   }
+  sa.sa_flags = SA_RESTART;
   sa.sa_handler = on_forwarded_signal;
   for (int sig : {SIGUSR1, SIGUSR2}) {
     struct sigaction old{};
@@ -75,6 +88,26 @@ void say(const std::string& text) {
 
 int verbosity = 1;
 
+// A stop signal before the job started: nothing to stop, nothing left
+// (lifecycle.hpp: a stop in waiting_for_table or planning).
+struct StoppedBeforeStart {
+  davincirun::JobState state;
+};
+
+void stop_if_signalled(davincirun::JobState state) {
+  if (stop_signal != 0) throw StoppedBeforeStart{state};
+}
+
+// A test's hold of `planning` (DAVINCIRUN_TEST_HOLD): a stop signal ends it.
+void hold_planning() {
+  const auto hold = davincirun::test_hold_from_environment();
+  if (!hold || hold->state != davincirun::JobState::planning) return;
+  const auto deadline = std::chrono::steady_clock::now() + hold->duration;
+  while (stop_signal == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 void inform(const std::string& text) {
   if (verbosity >= 1) say(text);
 }
@@ -82,6 +115,7 @@ void inform(const std::string& text) {
 int run(const davincirun::cli::CliOptions& cli) {
   using namespace davincirun;
   verbosity = cli.verbosity;
+  install_signal_handlers();  // before the wait for the rank table: every state answers a stop
   Environment inherited = Environment::current();
   inherited.unset("DAVINCIRUN_PYTHON");  // the launcher's own choice (python_interpreter()), not the ranks'
   LaunchOptions options = cli.launch;
@@ -96,8 +130,12 @@ int run(const davincirun::cli::CliOptions& cli) {
     }
   }
   options.progress = [](const std::string& line) { inform(line); };
+  options.keep_waiting = [] { stop_if_signalled(JobState::waiting_for_table); };
   options.supervisor.stop_request_name = "Ctrl-C";  // a second one kills at once
+  options.supervisor.launcher_name = "davincirun";
+  options.supervisor.quiet = verbosity == 0;
   LaunchPlan plan = plan_launch(options, inherited);
+  hold_planning();
   for (const auto& warning : plan.warnings) say("warning: " + warning);
   if (cli.dry_run) {
     std::string text = cli::describe_plan(plan, options.command, inherited);
@@ -115,14 +153,14 @@ int run(const davincirun::cli::CliOptions& cli) {
     return 0;
   }
   const RankTableServer& server = plan.table.servers[plan.server_index];
-  install_signal_handlers();
+  stop_if_signalled(JobState::planning);
   // The job's supervisor process writes the ranks' lines to our stdout and
   // its notices to our stderr itself, through a queue: a console that is
   // not being read (a paused pager, Ctrl-S) never slows the ranks.
   Job job(plan, ConsoleTarget::stdio);
   running_job.store(&job);
   if (stop_signal == SIGINT) job.request_stop();  // a signal that came during start-up
-  if (stop_signal != 0 && stop_signal != SIGINT) job.request_stop_by_signal(stop_signal);
+  if (stop_signal != 0 && stop_signal != SIGINT) job.request_stop_by_signal(stop_signal, stop_sender);
   const std::size_t ranks = static_cast<std::size_t>(plan.job.local_world_size);
   const char* scheduler = plan.ranks.size() > ranks ? " and MindSpore's scheduler" : "";
   inform(fmt::format("job {}: {} rank(s){} on server {} (world size {}), logs in {}", plan.job.job_id, ranks, scheduler,
@@ -177,6 +215,11 @@ int main(int argc, char** argv) {
     }
     if (cli.tables.active()) return cli::run_table_tool(cli);
     return run(cli);
+  } catch (const StoppedBeforeStart& e) {
+    say(fmt::format("stopped by {} while {}: nothing was started",
+                    ExitStatus{ExitStatus::Kind::signaled, stop_signal}.describe(),
+                    e.state == JobState::waiting_for_table ? "waiting for the rank table" : "planning the job"));
+    return 128 + stop_signal;
   } catch (const cli::UsageError& e) {
     say(e.what());
     return 2;

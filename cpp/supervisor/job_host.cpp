@@ -3,6 +3,7 @@
 #include "job_host.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -26,12 +27,14 @@
 #include "job/job_protocol.hpp"
 #include "job_console.hpp"
 #include "job_peers.hpp"
+#include "events_log.hpp"
 #include "job_summary.hpp"
 #include "lifeline.hpp"
 #include "platform_dirs.hpp"
 #include "process/descendants.hpp"
 #include "process/fd_limit.hpp"
 #include "run_dir.hpp"
+#include "stack_dump.hpp"
 
 namespace davincirun::detail {
 
@@ -129,6 +132,35 @@ void write_summary(const JobSpec& spec, const RunDir& run_dir, JobResult& result
   }
 }
 
+// A test's hold of `starting` (SupervisorOptions::hold): the ranks start
+// once it is over, or at once when a command or a stop signal is waiting,
+// which is then taken as soon as they run.
+void hold_while_starting(const SupervisorOptions& options, int lifeline_fd) {
+  if (options.hold_state != JobState::starting || options.hold.count() <= 0) return;
+  const auto deadline = std::chrono::steady_clock::now() + options.hold;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{lifeline_fd, POLLIN, 0};
+    if (::poll(&p, 1, 20) > 0) return;
+    sigset_t pending;
+    ::sigpending(&pending);
+    for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+      if (sigismember(&pending, sig) == 1) return;
+    }
+  }
+}
+
+// What the job's supervisor needs of the options the spec does not carry.
+void complete_options(JobSpec& spec) {
+  spec.supervisor.owns_all_children = true;
+  // A job of one server watches for a stall itself; several servers leave
+  // it to the hub, which hears every server's silence.
+  if (!spec.peers.enabled) spec.supervisor.stall_timeout = spec.peers.stall_timeout;
+  if (const auto hold = test_hold_from_environment()) {
+    spec.supervisor.hold_state = hold->state;
+    spec.supervisor.hold = hold->duration;
+  }
+}
+
 // Removes LaunchOptions::remove_after_job at every return of run_job_host:
 // after the ranks and their descendants are gone.
 struct RemoveAfterJob {
@@ -152,7 +184,6 @@ int run_job_host(int lifeline_fd) {
   } catch (const std::exception&) {
     return 2;
   }
-  spec.supervisor.owns_all_children = true;
   const RemoveAfterJob remove_after_job{spec.remove_after_job};
   Lifeline lifeline(lifeline_fd);
   JobConsole console(spec.console, lifeline, rank_labels(spec));
@@ -178,7 +209,9 @@ int run_job_host(int lifeline_fd) {
     lifeline.send(Frame::error, encode_error(e));
     return 1;
   };
+  std::optional<EventsLog> events;
   try {
+    complete_options(spec);
     tag = random_tag();
     spec.supervisor.job_tag = "DAVINCIRUN_JOB_TAG=" + tag;
     make_room_for_ranks(spec.ranks.size());  // before the device locks, a descriptor each
@@ -187,8 +220,20 @@ int run_job_host(int lifeline_fd) {
     platform.emplace(PlatformPaths{run_dir->path(), spec.cache_dir});
     // The hub's port is bound before any rank starts: taken, the job never runs.
     if (JobPeers::wanted(spec.peers)) peers = std::make_unique<JobPeers>(spec, console.sink());
+    hold_while_starting(spec.supervisor, lifeline_fd);
     supervisor = start_ranks(spec, *run_dir, tag, console.sink(), *platform);
-    if (peers) peers->start(*supervisor, run_dir->path(), rank_labels(spec));
+    if (peers) {
+      peers->start(*supervisor, run_dir->path(), rank_labels(spec));
+    } else if (spec.supervisor.stall_timeout.count() > 0) {
+      ServerLink link;
+      link.before_stall_stop = [&spec, &run_dir, ranks = supervisor.get()](const std::string& why) {
+        return fmt::format("{}: {}", why,
+                           dump_python_stacks(ranks->pids(), rank_labels(spec), run_dir->path() + "/stacks"));
+      };
+      supervisor->set_server_link(std::move(link));
+    }
+    events.emplace(run_dir->events_path());
+    supervisor->set_journal([&events](const std::string& line) { events->write(line); });
     for (const auto& dir : platform->removed_after_job()) spec.remove_after_job.push_back(dir);
   } catch (const std::exception& e) {
     return abandon(e, true);
@@ -201,7 +246,7 @@ int run_job_host(int lifeline_fd) {
   try {
     const CommandListener listener(lifeline_fd, reader.take_buffered(), *supervisor);
     result = supervisor->run();
-    if (peers) peers->finish(result);  // the hub waits here for the other servers
+    if (peers) peers->stop();
   } catch (const std::exception& e) {
     // The event loop itself failed (epoll, signalfd): nothing to recover.
     return abandon(e, false);

@@ -26,11 +26,6 @@ PeerConfig config_of(const JobSpec& spec) {
     c.heartbeat_interval = std::min(c.heartbeat_interval, std::max(std::chrono::milliseconds(50), p.stall_timeout / 4));
   }
   c.connect_timeout = p.connect_timeout;
-  if (!p.enabled) {  // the watchdog alone: a hub with no members
-    c.hub = true;
-    c.server_ids = {spec.server_id};
-    return c;
-  }
   c.hub = p.hub;
   c.hub_address = p.hub_address;
   c.port = p.port;
@@ -41,12 +36,16 @@ PeerConfig config_of(const JobSpec& spec) {
   return c;
 }
 
-StopReason reason_of(PeerEventKind kind) {
+JobEvent event_of(PeerEventKind kind) {
   switch (kind) {
-    case PeerEventKind::lost: return StopReason::peer_lost;
-    case PeerEventKind::stalled: return StopReason::stalled;
-    default: return StopReason::peer_failed;
+    case PeerEventKind::rank_failed: return JobEvent::peer_failed;
+    case PeerEventKind::stopped: return JobEvent::peer_stopped;
+    case PeerEventKind::lost: return JobEvent::peer_lost;
+    case PeerEventKind::stalled: return JobEvent::stall;
+    case PeerEventKind::never_joined: return JobEvent::peer_never_joined;
+    case PeerEventKind::unreachable: return JobEvent::hub_unreachable;
   }
+  return JobEvent::peer_lost;
 }
 
 PeerStop stop_of(const PeerEvent& e) {
@@ -63,26 +62,31 @@ PeerStop stop_of(const PeerEvent& e) {
 
 }  // namespace
 
+void dump_stacks_before_stall(Supervisor& supervisor, const std::vector<std::string>& labels,
+                              const std::string& run_dir, const std::string& why) {
+  supervisor.post_notice(fmt::format("{}: {}", why, dump_python_stacks(supervisor.pids(), labels, run_dir + "/stacks")));
+}
+
 JobPeers::JobPeers(const JobSpec& spec, LineSink& console) : spec_(spec), console_(console) {
   agent_ = std::make_unique<PeerAgent>(
-      config_of(spec), [this](const PeerEvent& e) { on_stop(e); }, [this](const std::string& s) { on_notice(s); },
+      config_of(spec), [this](const PeerEvent& e) { on_stop(e); },
+      [this](const std::string& s, bool info) { on_notice(s, info); },
       [this] { return supervisor_ ? supervisor_->silent_ms() : 0; });
 }
 
-JobPeers::~JobPeers() {
-  if (thread_.joinable()) {
-    agent_->abort();
-    thread_.join();
-  }
-}
+JobPeers::~JobPeers() { stop(); }
 
 void JobPeers::start(Supervisor& supervisor, std::string run_dir, std::vector<std::string> labels) {
   supervisor_ = &supervisor;
   run_dir_ = std::move(run_dir);
   labels_ = std::move(labels);
-  supervisor.set_stop_listener([this](StopReason reason, const RankResult* failure, const std::string& why) {
+  ServerLink link;
+  link.local_stop = [this](StopReason reason, const RankResult* failure, const std::string& why) {
     on_local_stop(reason, failure, why);
-  });
+  };
+  link.local_done = [this](bool success) { agent_->finish(success); };
+  link.waiting_for = [this] { return agent_->waiting_for(); };
+  supervisor.set_server_link(std::move(link));
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     running_ = true;
@@ -91,36 +95,46 @@ void JobPeers::start(Supervisor& supervisor, std::string run_dir, std::vector<st
     try {
       agent_->run();
     } catch (const std::exception& e) {
-      on_notice(fmt::format("the peer channel failed: {}", e.what()));
+      on_notice(fmt::format("the peer channel failed: {}", e.what()), false);
     }
-    const std::lock_guard<std::mutex> lock(mutex_);
-    agent_done_ = true;
-    changed_.notify_all();
+    supervisor_->servers_done();
   });
 }
 
-void JobPeers::on_notice(const std::string& line) {
-  std::string text = spec_.peers.enabled ? "peers: " + line : line;
-  const std::lock_guard<std::mutex> lock(mutex_);
-  if (running_ && supervisor_) {
-    supervisor_->post_notice(std::move(text));
-    return;
+void JobPeers::stop() {
+  if (!thread_.joinable()) return;
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    running_ = false;
   }
-  pending_.push_back(std::move(text));
-  changed_.notify_all();
+  agent_->abort();
+  thread_.join();
+  std::vector<std::string> lines;
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    lines.swap(pending_);
+  }
+  for (const auto& text : lines) console_.notice(notice_line(text));
+}
+
+void JobPeers::on_notice(const std::string& line, bool info) {
+  std::string text = "peers: " + line;
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (running_) {
+    supervisor_->post_notice(std::move(text), info);
+  } else if (!info || !spec_.supervisor.quiet) {
+    pending_.push_back(std::move(text));
+  }
 }
 
 void JobPeers::on_stop(const PeerEvent& event) {
   if (event.kind == PeerEventKind::stalled) {
-    std::vector<pid_t> pids = supervisor_ ? supervisor_->pids() : std::vector<pid_t>{};
-    on_notice(
-        fmt::format("the job stalled ({}): {}", event.detail, dump_python_stacks(pids, labels_, run_dir_ + "/stacks")));
+    dump_stacks_before_stall(*supervisor_, labels_, run_dir_, fmt::format("the job stalled ({})", event.detail));
   }
-  if (supervisor_) supervisor_->request_stop_by_peer(reason_of(event.kind), stop_of(event));
+  supervisor_->request_stop_by_peer(event_of(event.kind), stop_of(event));
 }
 
 void JobPeers::on_local_stop(StopReason reason, const RankResult* failure, const std::string& why) {
-  if (!spec_.peers.enabled) return;
   PeerEvent event;
   event.server_id = spec_.server_id;
   if (reason == StopReason::rank_failed && failure != nullptr) {
@@ -136,39 +150,6 @@ void JobPeers::on_local_stop(StopReason reason, const RankResult* failure, const
     event.detail = why;
   }
   agent_->report(event);
-}
-
-void JobPeers::print_pending() {
-  std::vector<std::string> lines;
-  {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    lines.swap(pending_);
-  }
-  for (const auto& text : lines) console_.notice(notice_line(text));
-}
-
-void JobPeers::finish(JobResult& result) {
-  {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    running_ = false;
-  }
-  if (supervisor_) supervisor_->flush_posted_notices();
-  agent_->finish(result.success());
-  for (;;) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [this] { return agent_done_ || !pending_.empty(); });
-    const bool done = agent_done_;
-    lock.unlock();
-    print_pending();
-    if (done) break;
-  }
-  thread_.join();
-  // The other servers stopped the job after this one's processes ended.
-  if (const auto event = agent_->stop_event(); event && result.stop_reason == StopReason::none) {
-    result.stop_reason = reason_of(event->kind);
-    result.peer_stop = stop_of(*event);
-    console_.notice(notice_line(describe(result.stop_reason, *result.peer_stop)));
-  }
 }
 
 }  // namespace davincirun::detail

@@ -1,9 +1,8 @@
-// The job's side of the peer channel (peers/peer_agent.hpp) and the stall
-// watchdog: what this server's supervisor tells the other servers' agents,
-// and what it does when they, or the watchdog, stop the job.
+// The job's side of the peer channel (peers/peer_agent.hpp): what this
+// server's supervisor tells the other servers' agents, and what it does when
+// they stop the job or are done (a ServerLink of the Supervisor).
 #pragma once
 
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -19,31 +18,29 @@ namespace davincirun::detail {
 
 class JobPeers {
  public:
-  /// Nothing to do (no channel, no watchdog): the job runs as on one server.
-  static bool wanted(const PeerPlan& peers) noexcept { return peers.enabled || peers.stall_timeout.count() > 0; }
+  /// A job of several servers with the channel on (LaunchOptions::peers).
+  static bool wanted(const PeerPlan& peers) noexcept { return peers.enabled; }
 
   /// The agent; on the server of rank 0 it binds its port here, before any
   /// rank starts (ConfigError when the port is taken).
   JobPeers(const JobSpec& spec, LineSink& console);
-  /// Ends the agent's thread.
+  /// stop(), if not done yet.
   ~JobPeers();
   JobPeers(const JobPeers&) = delete;
   JobPeers& operator=(const JobPeers&) = delete;
 
-  /// Hooks the agent to the started ranks and starts its thread.
-  /// `run_dir`: where stall dumps go; `labels`: each process's console label.
+  /// Links the agent to the started ranks' supervisor and starts its
+  /// thread. `run_dir`: where the stall watchdog's stacks go; `labels`:
+  /// each process's console label.
   void start(Supervisor& supervisor, std::string run_dir, std::vector<std::string> labels);
-  /// After Supervisor::run(): tells the other servers how this one ended,
-  /// waits until the agent is done (the hub waits for every member), and
-  /// adds to `result` a stop the other servers decided after this
-  /// server's processes were already done.
-  void finish(JobResult& result);
+  /// After Supervisor::run(): ends the agent (what it still has to say
+  /// gets up to a second) and writes the notices it left to the console.
+  void stop();
 
  private:
   void on_stop(const PeerEvent& event);
-  void on_notice(const std::string& line);
+  void on_notice(const std::string& line, bool info);
   void on_local_stop(StopReason reason, const RankResult* failure, const std::string& why);
-  void print_pending();
 
   const JobSpec& spec_;
   LineSink& console_;
@@ -53,11 +50,15 @@ class JobPeers {
   std::vector<std::string> labels_;
   std::thread thread_;
 
-  std::mutex mutex_;  // guards what follows
-  std::condition_variable changed_;
-  bool running_ = false;  // Supervisor::run() is under way: notices go through it
-  bool agent_done_ = false;
-  std::vector<std::string> pending_;  // notices for the main thread once run() returned
+  std::mutex mutex_;                  // guards what follows
+  bool running_ = false;              // Supervisor::run() is under way: notices go through it
+  std::vector<std::string> pending_;  // notices for the console once it has returned
 };
+
+/// Writes the ranks' Python stacks (py-spy) into <run_dir>/stacks and says
+/// where, as a notice through `supervisor` ("the job stalled (<why>): ..."):
+/// what the stall watchdog does before it stops a job.
+void dump_stacks_before_stall(Supervisor& supervisor, const std::vector<std::string>& labels,
+                              const std::string& run_dir, const std::string& why);
 
 }  // namespace davincirun::detail

@@ -49,7 +49,15 @@ void write_job_summary(const std::string& path, const JobSpec& plan, const std::
   j["success"] = result.success();
   j["exit_code"] = result.exit_code();
   j["stop_reason"] = to_string(result.stop_reason);
-  if (result.stop_reason == StopReason::signaled) j["stop_signal"] = result.stop_signal;
+  j["stop_detail"] = result.stop_detail.empty() ? Json() : Json(result.stop_detail);
+  j["stopped_in"] = result.stop_reason == StopReason::none ? Json() : Json(to_string(result.stopped_in));
+  if (result.stop_reason == StopReason::signaled) {
+    const SignalOrigin& o = result.stop_signal_origin;
+    j["stop_signal"] = result.stop_signal;
+    j["stop_signal_receiver"] = to_string(o.receiver);
+    j["stop_signal_sender_pid"] = o.sender_pid > 0 ? Json(o.sender_pid) : Json();
+    j["stop_signal_sender"] = o.sender_name.empty() ? Json() : Json(o.sender_name);
+  }
   // A rank id, or "scheduler".
   j["first_failure"] = !result.first_failure ? Json()
                        : result.ranks[*result.first_failure].role == ProcessRole::scheduler

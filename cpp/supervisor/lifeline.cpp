@@ -58,29 +58,39 @@ CommandListener::~CommandListener() {
 }
 
 void CommandListener::handle(char c) {
-  if (expect_signal_ != 0) {
-    const char command = expect_signal_;
-    expect_signal_ = 0;
-    if (command == command_forward) {
-      supervisor_.forward_signal(static_cast<unsigned char>(c));
-    } else {
-      supervisor_.request_stop_by_signal(static_cast<unsigned char>(c));
+  partial_ += c;
+  if (partial_.size() < 1 + command_argument_bytes(partial_[0])) return;
+  const std::string command = std::move(partial_);
+  partial_.clear();
+  run_command(command);
+}
+
+void CommandListener::run_command(const std::string& command) {
+  switch (command[0]) {
+    case command_stop: supervisor_.request_stop(); break;
+    case command_kill: supervisor_.request_kill(); break;
+    case command_drop: supervisor_.request_kill_dropped(); break;
+    case command_forward: supervisor_.forward_signal(static_cast<unsigned char>(command[1])); break;
+    case command_stop_by_signal: {
+      std::uint32_t pid = 0;
+      for (std::size_t i = 0; i < 4; ++i) pid |= std::uint32_t{static_cast<unsigned char>(command[2 + i])} << (8 * i);
+      SignalOrigin origin;
+      origin.receiver = SignalReceiver::launcher;
+      origin.sender_pid = static_cast<pid_t>(pid);
+      supervisor_.request_stop_by_signal(static_cast<unsigned char>(command[1]), origin);
+      break;
     }
-  } else if (c == command_stop) {
-    supervisor_.request_stop();
-  } else if (c == command_kill) {
-    supervisor_.request_kill();
-  } else if (c == command_drop) {
-    supervisor_.request_kill_dropped();
-  } else if (c == command_forward || c == command_stop_by_signal) {
-    expect_signal_ = c;
+    default: break;  // both ends are one build: cannot happen
   }
 }
 
 void CommandListener::read_signals() {
   signalfd_siginfo info{};
   while (::read(signals_.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-    supervisor_.request_stop_by_signal(static_cast<int>(info.ssi_signo));  // the supervisor says so
+    SignalOrigin origin;
+    origin.receiver = SignalReceiver::supervisor;
+    origin.sender_pid = static_cast<pid_t>(info.ssi_pid);
+    supervisor_.request_stop_by_signal(static_cast<int>(info.ssi_signo), origin);
   }
 }
 

@@ -58,6 +58,7 @@ class CommandListener {
 
  private:
   void handle(char c);
+  void run_command(const std::string& command);
   void read_signals();
   void run();
 
@@ -65,7 +66,7 @@ class CommandListener {
   Supervisor& supervisor_;
   UniqueFd signals_;
   UniqueFd done_;
-  char expect_signal_ = 0;  // command_forward or command_stop_by_signal, awaiting its signal byte
+  std::string partial_;  // a command whose argument bytes have not all come yet
   std::thread thread_;      // last: starts once the members above exist
 };
 

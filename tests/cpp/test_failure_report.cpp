@@ -63,7 +63,7 @@ TEST_CASE("more than four ranks with one outcome share one line", "[failure_repo
                                                "rank 20 (pid 1020): killed by the launcher (SIGKILL)\n"));
 }
 
-TEST_CASE("a job stopped by a signal to its supervisor says so", "[failure_report]") {
+TEST_CASE("a job stopped by a signal says which process got it, from whom", "[failure_report]") {
   TempDir dir;
   JobResult result = failed_job(dir, 2, 0);
   result.first_failure.reset();
@@ -71,11 +71,30 @@ TEST_CASE("a job stopped by a signal to its supervisor says so", "[failure_repor
   result.ranks[0].terminated_by_launcher = true;
   result.stop_reason = StopReason::signaled;
   result.stop_signal = SIGTERM;
+  result.stop_detail = "its supervisor process got SIGTERM from pid 1 (systemd)";
   CHECK(result.exit_code() == 128 + SIGTERM);
   CHECK(failure_report(result) ==
-        "the job was stopped by signal 15 (SIGTERM) to its supervisor process\n"
+        "the job was stopped because its supervisor process got SIGTERM from pid 1 (systemd)\n"
         "rank 0 (pid 1000): stopped by the launcher (SIGTERM)\n"
         "rank 1 (pid 1001): stopped by the launcher (SIGTERM)\n");
+}
+
+TEST_CASE("a stop that came while this server waited for the others says so", "[failure_report]") {
+  TempDir dir;
+  JobResult result = failed_job(dir, 2, 0);
+  result.first_failure.reset();
+  for (RankResult& r : result.ranks) {
+    r.status = ExitStatus{};
+    r.terminated_by_launcher = false;
+  }
+  result.stop_reason = StopReason::requested;
+  result.stopped_in = JobState::waiting_for_servers;
+  CHECK(result.exit_code() == 130);
+  CHECK(failure_report(result) ==
+        "the job was stopped on request\n"
+        "(it came after this server's ranks had ended, while it waited for the other servers)\n"
+        "rank 0 (pid 1000): exit code 0\n"
+        "rank 1 (pid 1001): exit code 0\n");
 }
 
 TEST_CASE("a job stopped by its timeout says how long it ran", "[failure_report]") {

@@ -37,7 +37,7 @@ class TestAgent {
           stops_.push_back(e);
           changed_.notify_all();
         },
-        [this](const std::string& line) {
+        [this](const std::string& line, bool /*info*/) {
           std::lock_guard<std::mutex> lock(mutex_);
           notices_ += line + "\n";
           changed_.notify_all();
@@ -156,7 +156,8 @@ TEST_CASE("an agent that goes away, or falls silent, is lost, and the others sto
       CHECK(stop->kind == PeerEventKind::lost);
     }
     CHECK(hub.wait_stop()->server_id == "10.0.0.12");
-    CHECK_THAT(hub.wait_stop()->detail, Catch::Contains("closed its connection"));
+    CHECK_THAT(hub.wait_stop()->detail, Catch::StartsWith("was lost ") && Catch::Contains(" after the agents met: ") &&
+                                            Catch::Contains("closed its connection"));
   }
 }
 
@@ -212,8 +213,8 @@ TEST_CASE("another job's agent is refused, and gives up with the reason once its
   TestAgent stranger(stranger_config);
   const auto stop = stranger.wait_stop();
   REQUIRE(stop);
-  CHECK(stop->kind == PeerEventKind::lost);
-  CHECK_THAT(stop->detail, Catch::Contains("could not reach the agent of rank 0's server at 127.0.0.1"));
+  CHECK(stop->kind == PeerEventKind::unreachable);
+  CHECK_THAT(stop->detail, Catch::Contains("could not be reached: its agent at 127.0.0.1"));
   CHECK_THAT(stop->detail, Catch::Contains("authentication failed"));
   CHECK(hub.stop_count() == 0);
 
@@ -239,8 +240,9 @@ TEST_CASE("a member that cannot reach the hub gives up after the connect timeout
   TestAgent member(config);
   const auto stop = member.wait_stop();
   REQUIRE(stop);
-  CHECK(stop->kind == PeerEventKind::lost);
-  CHECK_THAT(stop->detail, Catch::Contains("within 0.5 s: Connection refused"));
+  CHECK(stop->kind == PeerEventKind::unreachable);
+  CHECK_THAT(stop->detail, Catch::Contains("did not answer within 0.5 s (Connection refused)"));
+  CHECK_THAT(member.agent().waiting_for(), Catch::Contains("the agent of rank 0's server at 127.0.0.1:"));
 }
 
 TEST_CASE("on success every agent returns once all servers are done, with no stop", "[peers]") {
@@ -250,7 +252,7 @@ TEST_CASE("on success every agent returns once all servers are done, with no sto
   REQUIRE(hub.wait_notice("are connected"));
   hub.agent().finish(true);
   CHECK_FALSE(hub.wait_returned(300ms));  // waits for server 2
-  CHECK(hub.wait_notice("waiting for the other servers"));
+  CHECK(hub.agent().waiting_for() == "server 10.0.0.12 (running)");
   b.agent().finish(true);
   CHECK(b.wait_returned());
   CHECK(hub.wait_returned());
@@ -325,10 +327,12 @@ TEST_CASE("a hub whose member never connects stops at the connect timeout and do
   config.connect_timeout = 500ms;
   config.peer_timeout = 10'000ms;  // longer than the test may take
   TestAgent hub(config);
+  CHECK(hub.agent().waiting_for() == "server 10.0.0.12 (not joined)");
   const auto stop = hub.wait_stop();
   REQUIRE(stop);
-  CHECK(stop->kind == PeerEventKind::lost);
-  CHECK_THAT(stop->detail, Catch::Contains("the agent of server 10.0.0.12 did not connect within 0.5 s"));
+  CHECK(stop->kind == PeerEventKind::never_joined);
+  CHECK(stop->server_id == "10.0.0.12");
+  CHECK_THAT(stop->detail, Catch::Contains("never joined: its agent did not connect within 0.5 s"));
   hub.agent().finish(false);
   CHECK(hub.wait_returned(1000ms));  // not after the 10 s peer timeout
 }

@@ -134,12 +134,13 @@ TEST_CASE("the peer frame parser refuses a stranger's bytes before reading a pay
   old.feed(std::string("DVRP\x09\x04\x00\x00", 8));
   CHECK_THROWS_WITH(old.next(), Catch::Contains("version 9"));
 
+  const std::string magic_and_version = std::string("DVRP") + static_cast<char>(peer_protocol_version);
   PeerFrameParser huge;
-  huge.feed(std::string("DVRP\x01\x04\xff\xff", 8));
+  huge.feed(magic_and_version + std::string("\x04\xff\xff", 3));
   CHECK_THROWS_WITH(huge.next(), Catch::Contains("too long"));
 
   PeerFrameParser unknown;
-  unknown.feed(std::string("DVRP\x01\x63\x00\x00", 8));
+  unknown.feed(magic_and_version + std::string("\x63\x00\x00", 3));
   CHECK_THROWS_WITH(unknown.next(), Catch::Contains("unknown frame type 99"));
 
   PeerSeal seal("k", 'H');

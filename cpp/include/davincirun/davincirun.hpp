@@ -22,6 +22,7 @@
 #include "davincirun/errors.hpp"
 #include "davincirun/failure_report.hpp"
 #include "davincirun/job.hpp"
+#include "davincirun/lifecycle.hpp"
 #include "davincirun/log_streamer.hpp"
 #include "davincirun/machine_rank_table.hpp"
 #include "davincirun/non_blocking_sink.hpp"

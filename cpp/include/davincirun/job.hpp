@@ -82,11 +82,13 @@ class Job {
   JobResult wait();
   /// Stops the job; see Supervisor::request_stop(). Thread- and signal-safe.
   void request_stop() noexcept;
-  /// Stops the job because this process got `signal` (SIGTERM, SIGHUP...):
-  /// see Supervisor::request_stop_by_signal(), which never escalates, so a
-  /// signal the engine sends to every process of the job is one stop.
-  /// Thread- and signal-safe.
-  void request_stop_by_signal(int signal) noexcept;
+  /// Stops the job because this process got `signal` (SIGTERM, SIGHUP...)
+  /// from process `sender` (0: not known; siginfo's si_pid): see
+  /// Supervisor::request_stop_by_signal(), which never escalates, so a
+  /// signal the engine sends to every process of the job is one stop. The
+  /// result names this process as the one that got it
+  /// (SignalReceiver::launcher). Thread- and signal-safe.
+  void request_stop_by_signal(int signal, pid_t sender = 0) noexcept;
   /// Kills every rank at once; see Supervisor::request_kill(). Same safety.
   void request_kill() noexcept;
   /// The same, saying that the job was dropped before it ended (what the

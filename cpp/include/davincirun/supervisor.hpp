@@ -7,11 +7,14 @@
 // it did not start) or, in a process that owns all its children, through
 // SIGCHLD read from a signalfd (any kernel, 4.19 included).
 //
-// Fail-fast: when a rank exits non-zero or by a signal, every other rank's
-// process group gets SIGTERM at once, and SIGKILL once `grace_period` has
-// passed. Every stop is told on the console: how many ranks get SIGTERM and
-// when SIGKILL follows, then (after 3 s) which ranks still run. Processes a rank leaves behind in its own process group
-// are SIGKILLed when the rank exits.
+// What an event does is decided by the job's life cycle (lifecycle.hpp): the
+// loop looks every event up in the state the job is in, and entering a state
+// does its work. Fail-fast: when a rank exits non-zero or by a signal, every
+// other rank's process group gets SIGTERM at once (entering `stopping`), and
+// SIGKILL once `grace_period` has passed (entering `killing`). Every stop is
+// told on the console: how many ranks get SIGTERM and when SIGKILL follows,
+// then (after 3 s) which ranks still run. Processes a rank leaves behind in
+// its own process group are SIGKILLed when the rank exits.
 #pragma once
 
 #include <sys/types.h>
@@ -20,13 +23,13 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <mutex>
+#include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "davincirun/device_allocation.hpp"
+#include "davincirun/lifecycle.hpp"
 #include "davincirun/log_streamer.hpp"
 #include "davincirun/process.hpp"
 #include "davincirun/unique_fd.hpp"
@@ -88,6 +91,27 @@ struct SupervisorOptions {
   /// this user whose environment holds this entry. Empty (the default): no
   /// such sweep. Not sent over the lifeline: davincirun-supervisor sets it.
   std::string job_tag = {};
+  /// What the process that started the job is called in messages: "the
+  /// signal came to <launcher_name>" ("davincirun" from the CLI). Default
+  /// "the launcher".
+  std::string launcher_name = "the launcher";
+  /// The stall watchdog of a job of one server: stop the job (StopReason::
+  /// stalled) when no rank wrote output for this long; zero (the default):
+  /// none. A job of several servers leaves it to the peer channel, which
+  /// hears every server's silence.
+  std::chrono::milliseconds stall_timeout{0};
+  /// Only messages that matter (stops, failures, warnings) reach the
+  /// console; the rest (an agent joined, waiting for other servers) goes to
+  /// <run>/events.log only. Default false.
+  bool quiet = false;
+  /// For tests: the job stays this long in `hold_state` after entering it
+  /// (the event that would end that state is kept until then), answering
+  /// every other event as that state does; zero (the default): no hold.
+  /// Set from DAVINCIRUN_TEST_HOLD ("draining:2000") by the supervisor
+  /// program. Holds `starting`, `killing`, `draining` and
+  /// `waiting_for_servers`.
+  JobState hold_state = JobState::done;
+  std::chrono::milliseconds hold{0};
 };
 
 /// One rank (or a scheduler: ProcessRole) to start.
@@ -127,19 +151,24 @@ enum class StopReason {
   /// request_stop_orphaned(): whoever started the job is gone (the launcher
   /// exited or was killed; its end of the lifeline closed).
   launcher_gone,
-  /// request_stop_by_peer(): a rank on another server of the job failed, or
-  /// that server's job was stopped (JobResult::peer_stop says which).
+  /// request_stop_by_peer(): a rank on another server of the job failed
+  /// (JobResult::peer_stop says which).
   peer_failed,
+  /// request_stop_by_peer(): the job was stopped on another server (a stop
+  /// request, a signal, its timeout, its launcher gone).
+  peer_stopped,
   /// request_stop_by_peer(): the agent of another server, its host or the
   /// link to it was lost (no heartbeat for the peer timeout, or its
-  /// connection closed before it was done).
+  /// connection closed before it was done), or it never joined (hub), or
+  /// the hub could not be reached (member): PeerStop::detail says which.
   peer_lost,
-  /// request_stop_by_peer(): no rank of the job wrote output for the stall timeout.
+  /// No rank of the job wrote output for the stall timeout (this server's
+  /// watchdog, or the hub's through request_stop_by_peer()).
   stalled,
 };
 
 /// "none", "rank_failed", "requested", "timed_out", "signaled",
-/// "launcher_gone", "peer_failed", "peer_lost" or "stalled".
+/// "launcher_gone", "peer_failed", "peer_stopped", "peer_lost" or "stalled".
 const char* to_string(StopReason reason) noexcept;
 
 /// What stopped a job from another server, as the peer channel told it
@@ -156,9 +185,27 @@ struct PeerStop {
 };
 
 /// One line on what stopped the job from another server: "rank 5 on server
-/// 10.0.0.12 failed with exit code 1", "lost server 10.0.0.12: ...", "the
-/// job stalled: ..." (`reason`: peer_failed, peer_lost or stalled).
+/// 10.0.0.12 failed with exit code 1", "server 10.0.0.12 was stopped (stop
+/// requested)", "server 10.0.0.12 was lost: ...", "the job stalled: ..."
+/// (`reason`: peer_failed, peer_stopped, peer_lost or stalled).
 std::string describe(StopReason reason, const PeerStop& stop);
+
+/// Which process of the job got a stop signal.
+enum class SignalReceiver {
+  none,        ///< no signal stopped the job
+  launcher,    ///< the launcher (the `davincirun` command), which told its supervisor
+  supervisor,  ///< the job's supervisor process itself (an engine or a person signalling it)
+};
+
+/// "none", "launcher" or "supervisor".
+const char* to_string(SignalReceiver receiver) noexcept;
+
+/// Where a stop signal came from, when known.
+struct SignalOrigin {
+  SignalReceiver receiver = SignalReceiver::supervisor;
+  pid_t sender_pid = 0;     ///< 0: not known (the kernel, or not told)
+  std::string sender_name;  ///< the sender's command name (/proc/<pid>/comm) when it could be read
+};
 
 struct JobResult {
   std::vector<RankResult> ranks;             ///< in the order given to the supervisor
@@ -166,6 +213,16 @@ struct JobResult {
   StopReason stop_reason = StopReason::none;
   /// The signal behind StopReason::signaled (e.g. 15), else 0.
   int stop_signal = 0;
+  /// StopReason::signaled: who got it, and from whom.
+  SignalOrigin stop_signal_origin;
+  /// What stopped the job, in the words its stop notice began with ("stop
+  /// requested", "davincirun got SIGTERM from pid 4242 (timeout)", "rank 3
+  /// (pid 77) failed with exit code 1"); empty when nothing stopped it.
+  std::string stop_detail;
+  /// The state the job was in when its stop began (e.g. waiting_for_servers:
+  /// this server's ranks were done and it waited for the others); `done`
+  /// when nothing stopped it.
+  JobState stopped_in = JobState::done;
   /// Processes the ranks left running outside their process groups (e.g. a
   /// double-forked, setsid() daemon) that were SIGKILLed when the job ended;
   /// counted only with SupervisorOptions::owns_all_children.
@@ -182,7 +239,8 @@ struct JobResult {
   /// SupervisorOptions::job_tag could find them. Always true without
   /// owns_all_children, where no sweep happens.
   bool child_subreaper = true;
-  /// StopReason::peer_failed, peer_lost or stalled: what the peer channel said.
+  /// StopReason::peer_failed, peer_stopped, peer_lost or stalled (from the
+  /// hub): what the peer channel said.
   std::optional<PeerStop> peer_stop;
   /// Set by a Job (job.hpp) when <run dir>/summary.json could not be
   /// written, e.g. "No space left on device"; the job's outcome is unaffected.
@@ -195,23 +253,54 @@ struct JobResult {
   /// when signal N stopped it (StopReason::signaled); 124 (as timeout(1)
   /// reports it) when the job timeout stopped it; 129 (128+SIGHUP, as for a
   /// hangup) when the launcher went away (StopReason::launcher_gone); for
-  /// peer_failed the failed rank's code on the other server (1 when no rank
-  /// failed there: it was stopped), for peer_lost 1, for stalled 124.
+  /// peer_failed the failed rank's code on the other server, for
+  /// peer_stopped and peer_lost 1, for stalled 124.
   int exit_code() const noexcept;
+};
+
+namespace detail {
+class RequestInbox;
+struct RankSet;
+}  // namespace detail
+
+/// What a job spanning servers tells its peer channel, and asks of it
+/// (set by the supervisor process; a job of one server needs none).
+struct ServerLink {
+  /// This job begins to stop for a reason of its own (a failed rank:
+  /// `failure` points to it; a stop request, a signal, the job timeout, the
+  /// launcher gone), or stops waiting for the other servers: tell them.
+  /// Called on run()'s thread; must not block (the agent only queues it).
+  std::function<void(StopReason reason, const RankResult* failure, const std::string& why)> local_stop;
+  /// Every process of this server is done (`success`: each exited 0 and
+  /// nothing stopped the job): the job now waits for the other servers
+  /// until servers_done() or a stop. Called on run()'s thread; must not block.
+  std::function<void(bool success)> local_done;
+  /// What the job waits for, in words, for the progress lines of
+  /// `waiting_for_servers`: "the agent of rank 0's server at 10.0.0.1:29731
+  /// (not reached: Connection refused)". Called on run()'s thread.
+  std::function<std::string()> waiting_for;
+  /// This server's stall watchdog (SupervisorOptions::stall_timeout) is
+  /// about to stop the job, `why` says so: the ranks' stacks are worth
+  /// writing down first. Returns a notice for the console (where they
+  /// are). Called on run()'s thread; may block briefly.
+  std::function<std::string(const std::string& why)> before_stall_stop;
 };
 
 class Supervisor {
  public:
-  /// Starts every rank. When one cannot be started, those already started
-  /// are killed and reaped, and SpawnError (or SystemError) is thrown.
+  /// Starts every rank (the job's `starting` state). When one cannot be
+  /// started, those already started are killed and reaped, and SpawnError
+  /// (or SystemError) is thrown.
   Supervisor(std::vector<RankLaunch> ranks, SupervisorOptions options, LineSink& console);
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
   /// Kills (SIGKILL) and reaps whatever is still running.
   ~Supervisor();
 
-  /// Runs the event loop until every rank has exited and its output is
-  /// drained. Call once, from one thread. Throws SystemError if epoll fails.
+  /// Runs the job from `running` to `done`: every rank has exited, its
+  /// output is drained, and a job with a ServerLink has heard from the other
+  /// servers (or stopped waiting). Call once, from one thread. Throws
+  /// SystemError if epoll fails.
   JobResult run();
 
   /// Asks run() to stop the job: SIGTERM now, SIGKILL after the grace period;
@@ -219,47 +308,42 @@ class Supervisor {
   /// person's second Ctrl-C. Safe from any thread and from a signal
   /// handler (it only writes to an eventfd).
   void request_stop() noexcept;
-
   /// request_stop() because whoever started the job is gone (the
   /// launcher's end of the lifeline closed): nobody is left to ask for a
   /// SIGKILL, and the notice says so. Same safety as request_stop().
   void request_stop_orphaned() noexcept;
-
   /// Asks run() to SIGKILL every rank at once. Same safety as request_stop().
   void request_kill() noexcept;
   /// request_kill() because whoever started the job dropped it before it
   /// ended (its handle was destroyed): the notice says so. Same safety.
   void request_kill_dropped() noexcept;
-
-  /// request_stop() because the process running the supervisor got `signal`
-  /// (e.g. SIGTERM from a platform stopping the job): the result says so
-  /// (StopReason::signaled, exit code 128 + `signal`). Same safety. Unlike
-  /// request_stop(), it never escalates to SIGKILL: an engine such as
-  /// Slurm signals every process of a step at once, the launcher and this
-  /// process alike, and that is one stop whose grace period holds.
-  void request_stop_by_signal(int signal) noexcept;
-
-  /// Stops the job because of another server (the peer channel): `reason`
-  /// is peer_failed, peer_lost or stalled, `stop` says where and why. Like
-  /// a signal's stop, never a reason to kill before the grace period is
+  /// request_stop() because a process of the job got `signal` (e.g. SIGTERM
+  /// from a platform stopping the job): the result says so
+  /// (StopReason::signaled, exit code 128 + `signal`, and `origin`). Same
+  /// safety. Unlike request_stop(), it never escalates to SIGKILL: an
+  /// engine such as Slurm signals every process of a step at once, the
+  /// launcher and this process alike, and that is one stop whose grace
+  /// period holds.
+  void request_stop_by_signal(int signal, SignalOrigin origin = {}) noexcept;
+  /// Stops the job because of another server (the peer channel): `event` is
+  /// one of JobEvent::peer_failed, peer_stopped, peer_lost,
+  /// peer_never_joined, hub_unreachable or stall; `stop` says where and why.
+  /// Like a signal's stop, never a reason to kill before the grace period is
   /// over. Safe from any thread; not from a signal handler.
-  void request_stop_by_peer(StopReason reason, PeerStop stop);
+  void request_stop_by_peer(JobEvent event, PeerStop stop);
+  /// The other servers are done (JobEvent::servers_done): a job waiting for
+  /// them is done. Safe from any thread.
+  void servers_done() noexcept;
 
-  /// Called on run()'s thread when this job begins to stop for a reason of
-  /// its own (not request_stop_by_peer()): a failed rank (`failure` points
-  /// to it), a stop request, a signal, the job timeout, the launcher gone.
-  /// Must not block: the peer channel's agent only queues it.
-  using StopListener = std::function<void(StopReason reason, const RankResult* failure, const std::string& why)>;
-  /// Sets the StopListener; call before run().
-  void set_stop_listener(StopListener listener) { stop_listener_ = std::move(listener); }
+  /// Sets the ServerLink; call before run().
+  void set_server_link(ServerLink link);
 
   /// Writes `text` as a notice line from run()'s thread, in order with the
-  /// ranks' lines: for other threads of the process (the peer channel).
-  /// Safe from any thread; not from a signal handler.
-  void post_notice(std::string text);
-  /// Writes the notices post_notice() left after run() returned; call on
-  /// the thread that called run().
-  void flush_posted_notices();
+  /// ranks' lines (and into events.log when there is one): for other
+  /// threads of the process (the peer channel). `info`: a message the
+  /// console may leave out (SupervisorOptions::quiet). Safe from any
+  /// thread; not from a signal handler.
+  void post_notice(std::string text, bool info = false);
 
   /// Milliseconds since a rank (or the scheduler) last wrote output, or
   /// since run() began when none has: the stall watchdog's measure. Safe
@@ -276,74 +360,78 @@ class Supervisor {
   /// The tracking in use (never `automatic`).
   ProcessTracking tracking() const noexcept { return tracking_; }
 
+  /// The state the job is in (lifecycle.hpp). Safe from any thread.
+  JobState state() const noexcept { return state_.load(std::memory_order_relaxed); }
+
+  /// Called on run()'s thread with one line for every state the job enters
+  /// ("running -> stopping on rank_failed"), every event that changed
+  /// nothing ("stop_request in killing: ignored (...)") and every notice,
+  /// quiet ones included: the job's journal (<run>/events.log). Set before run().
+  using Journal = std::function<void(const std::string& line)>;
+  void set_journal(Journal journal) { journal_ = std::move(journal); }
+
  private:
-  struct Rank;
+  struct Event;
+  struct Clocks;
+  // The loop (supervisor.cpp).
   void watch(int fd, std::uint64_t data);
   void unwatch(int fd);
+  void wait_and_dispatch(std::uint64_t& round_bytes);
+  std::uint64_t handle_output(std::size_t index);
   void handle_exit(std::size_t index);
   void reap_children();
-  void sweep_descendants();
-  /// Bytes moved from the rank's pipe.
-  std::uint64_t handle_output(std::size_t index);
-  /// requested, or launcher_gone once request_stop_orphaned() was called.
-  StopReason requested_reason() const noexcept {
-    return orphaned_.load() ? StopReason::launcher_gone : StopReason::requested;
-  }
-  void begin_stop(StopReason reason, std::optional<std::size_t> except, const std::string& why);
-  void stop_ranks(StopReason reason, std::optional<std::size_t> except, const std::string& why);
-  void handle_stop_requests();
-  /// How the first stop request came: the first one names the stop.
-  enum class StopCause : int { none, request, signal, orphaned, peer };
-  void note_cause(StopCause cause) noexcept;
-  void wake_for_stop() noexcept;
-  void report_still_running();
-  void kill_remaining();
   void close_output(std::size_t index);
+  void forward_pending_signals();
+  JobResult result() const;
+  // The life cycle (supervisor_states.cpp).
+  void on(const Event& event);
+  void enter(JobState state, const Event& cause);
+  void begin_stop(const Event& event);
+  std::string describe_event(const Event& event) const;
+  std::string asker() const;
+  void enter_stopping(const Event& cause);
+  void enter_killing(const Event& cause);
+  void enter_draining();
+  void enter_waiting();
+  void enter_done(JobState from, const Event& cause);
+  void take_requests();
+  void check_clocks();
+  void fire_derived_events();
+  bool held() const;
   int next_timeout_ms() const;
-  void check_deadlines();
-  void log_notice(const std::string& text);
+  void report_still_running();
+  void say_waiting();
+  void log_notice(const std::string& text, bool info = false);
+  void flush_posted_notices();
 
   SupervisorOptions options_;
   LineSink* console_;
   UniqueFd epoll_fd_;
-  UniqueFd control_fd_;                                 // epoll of everything but output: the coalescing wait's
-  UniqueFd stop_fd_;                                    // eventfd written by request_stop() and request_kill()
-  UniqueFd signal_fd_;                                  // eventfd written by forward_signal()
-  UniqueFd child_fd_;                                   // signalfd for SIGCHLD (owns_all_children only)
-  std::vector<Rank> ranks_;                             // after the descriptors: destroyed (killed and reaped) first
-  std::unordered_map<pid_t, std::size_t> rank_by_pid_;  // for reaping by SIGCHLD
-  std::size_t live_ranks_ = 0;                          // ranks not yet exited
-  std::size_t open_logs_ = 0;                           // ranks whose output is still read
-  std::size_t draining_ = 0;                            // exited ranks whose output is still read
+  UniqueFd control_fd_;  // epoll of everything but output: the coalescing wait's
+  UniqueFd child_fd_;    // signalfd for SIGCHLD (owns_all_children only)
+  std::unique_ptr<detail::RequestInbox> inbox_;
+  std::unique_ptr<detail::RankSet> ranks_;  // after the descriptors: destroyed (killed and reaped) first
+  std::unique_ptr<Clocks> clocks_;
   ProcessTracking tracking_ = ProcessTracking::pidfd;
   std::optional<std::string> tracking_fallback_;
   bool child_subreaper_ = true;
-  bool swept_ = false;
   std::size_t leftovers_killed_ = 0;
-  std::atomic<std::uint32_t> signals_to_forward_{0};  // bit N: signal N
-  std::atomic<int> stop_signal_{0};                   // set by request_stop_by_signal()
-  std::atomic<bool> dropped_{false};                  // set by request_kill_dropped()
-  std::atomic<bool> orphaned_{false};                 // set by request_stop_orphaned()
-  std::atomic<int> first_cause_{0};                   // StopCause of the first request
-  std::atomic<std::uint64_t> requests_{0};            // request_stop() calls (a person's)
-  std::atomic<bool> kill_requested_{false};
-  std::uint64_t requests_seen_ = 0;
-  std::mutex peer_mutex_;  // guards the two below
-  StopReason peer_reason_ = StopReason::none;
+  ServerLink link_;
+  Journal journal_;
+  std::atomic<JobState> state_{JobState::starting};
+  // What the job's record says of its stop (the first event that named it).
+  StopReason stop_reason_ = StopReason::none;
+  JobState stopped_in_ = JobState::done;
   std::optional<PeerStop> peer_stop_;
-  std::vector<std::string> posted_notices_;  // guarded by peer_mutex_
-  StopListener stop_listener_;
+  std::string stop_why_;  // the stop's notice starts so
+  int stop_signal_ = 0;
+  SignalOrigin signal_origin_;
+  std::optional<std::size_t> first_failure_;
+  bool dropped_ = false;  // a kill because the launcher dropped the job
   std::chrono::steady_clock::time_point run_started_;
   std::atomic<std::int64_t> last_output_ns_{0};  // steady clock, 0: none yet
-  void forward_pending_signals();
   StreamScratch scratch_;
   NullLineSink hidden_;  // the console of ranks not shown live
-  StopReason stop_reason_ = StopReason::none;
-  std::optional<std::size_t> first_failure_;
-  std::optional<std::chrono::steady_clock::time_point> kill_deadline_;
-  std::optional<std::chrono::steady_clock::time_point> report_deadline_;  // to name the ranks outliving SIGTERM
-  std::optional<std::chrono::steady_clock::time_point> job_deadline_;
-  bool killed_all_ = false;
 };
 
 }  // namespace davincirun

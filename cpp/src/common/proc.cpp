@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/text.hpp"
 #include "davincirun/unique_fd.hpp"
 
 namespace davincirun::detail {
@@ -27,6 +29,18 @@ std::optional<ProcStat> read_proc_stat(pid_t pid) {
   const long ppid = std::strtol(close_paren + 4, &end, 10);
   if (end == close_paren + 4) return std::nullopt;
   return ProcStat{static_cast<pid_t>(ppid), close_paren[2]};
+}
+
+std::string command_name(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/comm";
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return {};
+  char buf[64];
+  const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+  if (n <= 0) return {};
+  std::string name(buf, static_cast<std::size_t>(n));
+  while (!name.empty() && name.back() == '\n') name.pop_back();
+  return printable(name);
 }
 
 std::vector<pid_t> list_processes() {

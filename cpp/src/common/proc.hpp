@@ -1,10 +1,12 @@
 // What /proc says of a process: its parent and state, for finding a job's
-// descendants and telling a caller whether a process is its child.
+// descendants and telling a caller whether a process is its child; its
+// command name, for messages.
 #pragma once
 
 #include <sys/types.h>
 
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace davincirun::detail {
@@ -20,6 +22,10 @@ struct ProcStat {
 /// and parentheses, so fields are read after the last ')'). nullopt when the
 /// process does not exist or the file cannot be read or parsed.
 std::optional<ProcStat> read_proc_stat(pid_t pid);
+
+/// The command name of `pid` (/proc/<pid>/comm, control characters made
+/// printable); empty when the process is gone or the file cannot be read.
+std::string command_name(pid_t pid);
 
 /// The pids /proc lists right now (a snapshot).
 std::vector<pid_t> list_processes();

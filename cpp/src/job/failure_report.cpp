@@ -65,8 +65,6 @@ std::string failure_report(const JobResult& result, std::size_t tail_lines) {
       out += fmt::format("root cause, from its log on server {}:\n{}", p.server_id, p.detail);
       if (p.detail.back() != '\n') out += '\n';
     }
-  } else if (result.stop_reason == StopReason::launcher_gone) {
-    out += "the job was stopped because the launcher that started it is gone\n";
   } else if (result.stop_reason == StopReason::requested) {
     out += "the job was stopped on request\n";
   } else if (result.stop_reason == StopReason::timed_out) {
@@ -79,9 +77,15 @@ std::string failure_report(const JobResult& result, std::size_t tail_lines) {
                ? std::string("the job ran past its timeout and was stopped\n")
                : fmt::format("the job ran past its timeout and was stopped; it ran {:.1f} s in all\n",
                              seconds_between(first->started, last->ended));
-  } else if (result.stop_reason == StopReason::signaled) {
-    out += fmt::format("the job was stopped by {} to its supervisor process\n",
-                       ExitStatus{ExitStatus::Kind::signaled, result.stop_signal}.describe());
+  } else if (!result.stop_detail.empty()) {
+    // A signal ("davincirun got SIGTERM from pid 7 (kill)"), the launcher gone, a stall.
+    out += fmt::format("the job was stopped because {}\n", result.stop_detail);
+  }
+  if (!result.first_failure && (result.stopped_in == JobState::draining ||
+                                result.stopped_in == JobState::waiting_for_servers)) {
+    out += result.stopped_in == JobState::waiting_for_servers
+               ? "(it came after this server's ranks had ended, while it waited for the other servers)\n"
+               : "(it came after this server's ranks had ended)\n";
   }
   // The other ranks: one line each, or one line per outcome when more than
   // `group_above` ranks share it (32 stopped ranks need not be 31 lines).

@@ -157,7 +157,7 @@ pid_t Job::supervisor_pid() const noexcept { return connection_ ? connection_->h
 void Job::send_command(const char* bytes, std::size_t size) noexcept {
   const int fd = lifeline_fd_;
   if (fd < 0) return;
-  // One send() of at most two bytes: atomic, async-signal-safe, no SIGPIPE.
+  // One send() of at most six bytes: atomic, async-signal-safe, no SIGPIPE.
   const ssize_t ignored = ::send(fd, bytes, size, MSG_NOSIGNAL | MSG_DONTWAIT);
   (void)ignored;
 }
@@ -165,9 +165,12 @@ void Job::send_command(const char* bytes, std::size_t size) noexcept {
 void Job::request_stop() noexcept { send_command(&detail::command_stop, 1); }
 void Job::request_kill() noexcept { send_command(&detail::command_kill, 1); }
 void Job::request_kill_dropped() noexcept { send_command(&detail::command_drop, 1); }
-void Job::request_stop_by_signal(int signal) noexcept {
+void Job::request_stop_by_signal(int signal, pid_t sender) noexcept {
   if (signal <= 0 || signal >= 32) return;
-  const char bytes[2] = {detail::command_stop_by_signal, static_cast<char>(signal)};
+  const auto pid = static_cast<std::uint32_t>(sender > 0 ? sender : 0);
+  const char bytes[6] = {detail::command_stop_by_signal, static_cast<char>(signal),       static_cast<char>(pid & 0xff),
+                         static_cast<char>((pid >> 8) & 0xff), static_cast<char>((pid >> 16) & 0xff),
+                         static_cast<char>(pid >> 24)};
   send_command(bytes, sizeof bytes);
 }
 void Job::forward_signal(int signal) noexcept {

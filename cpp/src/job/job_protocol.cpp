@@ -58,6 +58,8 @@ std::string encode_spec(const JobSpec& spec) {
   w.millis(spec.supervisor.drain_timeout);
   w.millis(spec.supervisor.job_timeout);
   w.str(spec.supervisor.stop_request_name);
+  w.str(spec.supervisor.launcher_name);
+  w.flag(spec.supervisor.quiet);
   w.i64(static_cast<int>(spec.supervisor.tracking));
   w.i64(static_cast<int>(spec.console));
   w.strs(spec.remove_after_job);
@@ -109,6 +111,8 @@ JobSpec decode_spec(std::string_view data) {
   spec.supervisor.drain_timeout = r.millis();
   spec.supervisor.job_timeout = r.millis();
   spec.supervisor.stop_request_name = r.str();
+  spec.supervisor.launcher_name = r.str();
+  spec.supervisor.quiet = r.flag();
   const int tracking = r.i32();
   r.check(tracking >= 0 && tracking <= 2);
   spec.supervisor.tracking = static_cast<ProcessTracking>(tracking);
@@ -234,6 +238,11 @@ std::string encode_result(const JobResult& result) {
   w.u64(result.first_failure.value_or(0));
   w.i64(static_cast<int>(result.stop_reason));
   w.i64(result.stop_signal);
+  w.i64(static_cast<int>(result.stop_signal_origin.receiver));
+  w.i64(result.stop_signal_origin.sender_pid);
+  w.str(result.stop_signal_origin.sender_name);
+  w.i64(static_cast<int>(result.stopped_in));
+  w.str(result.stop_detail);
   w.u64(result.leftover_processes_killed);
   w.i64(static_cast<int>(result.tracking));
   w.opt_str(result.tracking_fallback);
@@ -278,16 +287,18 @@ JobResult decode_result(std::string_view data) {
     result.first_failure = static_cast<std::size_t>(failure);
   }
   const int reason = r.i32();
-  result.stop_reason = reason == 1   ? StopReason::rank_failed
-                       : reason == 2 ? StopReason::requested
-                       : reason == 3 ? StopReason::timed_out
-                       : reason == 4 ? StopReason::signaled
-                       : reason == 5 ? StopReason::launcher_gone
-                       : reason == 6 ? StopReason::peer_failed
-                       : reason == 7 ? StopReason::peer_lost
-                       : reason == 8 ? StopReason::stalled
-                                     : StopReason::none;
+  r.check(reason >= 0 && reason <= static_cast<int>(StopReason::stalled));
+  result.stop_reason = static_cast<StopReason>(reason);
   result.stop_signal = r.i32();
+  const int receiver = r.i32();
+  r.check(receiver >= 0 && receiver <= static_cast<int>(SignalReceiver::supervisor));
+  result.stop_signal_origin.receiver = static_cast<SignalReceiver>(receiver);
+  result.stop_signal_origin.sender_pid = static_cast<pid_t>(r.i64());
+  result.stop_signal_origin.sender_name = r.str();
+  const int stopped_in = r.i32();
+  r.check(stopped_in >= 0 && static_cast<std::size_t>(stopped_in) < job_state_count);
+  result.stopped_in = static_cast<JobState>(stopped_in);
+  result.stop_detail = r.str();
   result.leftover_processes_killed = r.u64();
   const int tracking = r.i32();
   r.check(tracking >= 0 && tracking <= 2);

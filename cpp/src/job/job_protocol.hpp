@@ -55,13 +55,19 @@ struct JobSpec {
   PeerPlan peers;                             ///< LaunchPlan::peers
 };
 
-/// One-byte commands, launcher → supervisor. `forward` and `stop_by_signal` are followed by the signal number byte.
+/// One-byte commands, launcher → supervisor. `forward` is followed by the
+/// signal number byte; `stop_by_signal` by the signal number byte and the
+/// sender's pid (4 bytes, little-endian; 0: not known).
 inline constexpr char command_stop = 'T';
 inline constexpr char command_kill = 'K';
 inline constexpr char command_drop = 'D';  ///< kill: the launcher dropped the job before it ended
 inline constexpr char command_forward = 'F';
-/// request_stop_by_signal(): followed by the signal number byte.
+/// request_stop_by_signal(): followed by the signal number byte and the sender's pid.
 inline constexpr char command_stop_by_signal = 'S';
+/// The bytes that follow a command byte.
+inline constexpr std::size_t command_argument_bytes(char command) noexcept {
+  return command == command_forward ? 1 : command == command_stop_by_signal ? 5 : 0;
+}
 
 std::string encode_spec(const JobSpec& spec);
 JobSpec decode_spec(std::string_view data);

@@ -39,6 +39,9 @@ constexpr milliseconds handshake_timeout{10'000};
 // Output a peer does not read (it hangs, or its link is gone) is bounded:
 // past this the peer counts as lost.
 constexpr std::size_t max_unsent_bytes = 1 << 20;
+// A member still joining says so: first after this, then every join_line_period.
+constexpr milliseconds first_join_line{5'000};
+constexpr milliseconds join_line_period{30'000};
 
 }  // namespace
 
@@ -49,12 +52,14 @@ PeerAgent::PeerAgent(PeerConfig config, StopHandler on_stop, NoticeHandler on_no
       silence_(std::move(silence)),
       started_(Clock::now()),
       next_heartbeat_(Clock::now()),
-      next_connect_(Clock::now()) {
+      next_connect_(Clock::now()),
+      next_join_line_(Clock::now() + first_join_line) {
   wake_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake_fd_) throw SystemError("eventfd", errno);
   member_done_.assign(config_.server_ids.size(), false);
   member_joined_.assign(config_.server_ids.size(), false);
   if (config_.hub && config_.server_ids.size() > 1) listen_fd_ = listen_on(config_.hub_address, config_.port);
+  update_waiting_for();
 }
 
 PeerAgent::~PeerAgent() = default;
@@ -98,6 +103,11 @@ std::optional<PeerEvent> PeerAgent::stop_event() const {
   return stop_event_;
 }
 
+std::string PeerAgent::waiting_for() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return waiting_for_;
+}
+
 void PeerAgent::take_commands() {
   std::uint64_t count = 0;
   const ssize_t ignored = ::read(wake_fd_.get(), &count, sizeof count);
@@ -133,7 +143,7 @@ void PeerAgent::drop(Connection& c, const std::string& why) {
   if (c.closed) return;
   c.closed = true;
   c.fd.reset();
-  if (!why.empty()) on_notice_(why);
+  if (!why.empty()) on_notice_(why, false);
 }
 
 void PeerAgent::lost(Connection& c, const std::string& why) {
@@ -146,7 +156,8 @@ void PeerAgent::lost(Connection& c, const std::string& why) {
   event.kind = PeerEventKind::lost;
   // The hub names the member; a member names the hub by the address it dialled.
   event.server_id = config_.server_ids.at(config_.hub ? c.server_index : config_.hub_index);
-  event.detail = why;
+  event.detail = fmt::format("was lost {} after the agents met: {}",
+                             seconds_text(std::chrono::duration_cast<milliseconds>(Clock::now() - c.joined_at)), why);
   stop_job(event, false, &c);
 }
 
@@ -201,35 +212,52 @@ void PeerAgent::read_from(Connection& c) {
 
 void PeerAgent::tick() {
   const auto now = Clock::now();
-  const auto since_start = std::chrono::duration_cast<milliseconds>(now - started_);
-  // A member keeps trying to join while it has something to tell: a
-  // failure at start-up must reach the other servers, not wait them out.
-  if (!config_.hub && !joined_ && (!stopping_ || (reported_ && !report_delivered_ && !lingered(now)))) {
-    const bool open = std::any_of(connections_.begin(), connections_.end(), [](const auto& c) { return !c->closed; });
-    if (since_start >= config_.connect_timeout) {
-      PeerEvent event;
-      event.kind = PeerEventKind::lost;
-      event.server_id = config_.server_ids.at(config_.hub_index);
-      event.detail = fmt::format("could not reach the agent of rank 0's server at {}:{} within {}{}",
-                                 config_.hub_address, config_.port, seconds_text(config_.connect_timeout),
-                                 last_connect_error_.empty() ? "" : ": " + last_connect_error_);
-      for (auto& c : connections_) drop(*c, "");
-      if (stopping_) {
-        report_delivered_ = true;  // nobody to tell: give up
-      } else {
-        stop_job(event, false, nullptr);
-      }
-    } else if (!open && now >= next_connect_) {
-      member_connect();
-    }
+  if (!config_.hub) retry_join(now);
+  send_heartbeats(now);
+  check_connections(now);
+  if (config_.hub) {
+    check_never_joined(now);
+    check_stall();
   }
-  if (now >= next_heartbeat_) {
-    next_heartbeat_ = now + config_.heartbeat_interval;
-    const std::string beat = encode_heartbeat({silence_ ? silence_() : 0});
-    for (auto& c : connections_) {
-      if (!c->closed && c->state == Connection::State::joined) send(*c, PeerFrame::heartbeat, beat);
+  if (!config_.hub) say_not_joined(now);
+  connections_.erase(std::remove_if(connections_.begin(), connections_.end(), [](const auto& c) { return c->closed; }),
+                     connections_.end());
+  update_waiting_for();
+}
+
+// A member keeps trying to join while it has something to tell: a failure
+// at start-up must reach the other servers, not wait them out.
+void PeerAgent::retry_join(Clock::time_point now) {
+  if (joined_ || (stopping_ && !(reported_ && !report_delivered_ && !lingered(now)))) return;
+  if (now - started_ >= config_.connect_timeout) {
+    for (auto& c : connections_) drop(*c, "");
+    if (stopping_) {
+      report_delivered_ = true;  // nobody to tell: give up
+      return;
     }
+    PeerEvent event;
+    event.kind = PeerEventKind::unreachable;
+    event.server_id = config_.server_ids.at(config_.hub_index);
+    event.detail = fmt::format("could not be reached: its agent at {}:{} did not answer within {}{}",
+                               config_.hub_address, config_.port, seconds_text(config_.connect_timeout),
+                               last_connect_error_.empty() ? "" : " (" + last_connect_error_ + ")");
+    stop_job(event, false, nullptr);
+    return;
   }
+  const bool open = std::any_of(connections_.begin(), connections_.end(), [](const auto& c) { return !c->closed; });
+  if (!open && now >= next_connect_) member_connect();
+}
+
+void PeerAgent::send_heartbeats(Clock::time_point now) {
+  if (now < next_heartbeat_) return;
+  next_heartbeat_ = now + config_.heartbeat_interval;
+  const std::string beat = encode_heartbeat({silence_ ? silence_() : 0});
+  for (auto& c : connections_) {
+    if (!c->closed && c->state == Connection::State::joined) send(*c, PeerFrame::heartbeat, beat);
+  }
+}
+
+void PeerAgent::check_connections(Clock::time_point now) {
   for (auto& c : connections_) {
     if (c->closed) continue;
     const auto quiet = std::chrono::duration_cast<milliseconds>(now - c->last_heard);
@@ -241,42 +269,78 @@ void PeerAgent::tick() {
       drop(*c, config_.hub ? fmt::format("dropped a connection from {}: it did not say who it is", c->peer) : "");
     }
   }
-  if (config_.hub && !stopping_ && since_start >= config_.connect_timeout) {
-    for (std::uint32_t i = 0; i < member_joined_.size(); ++i) {
-      if (i == config_.server_index || member_joined_[i]) continue;
-      PeerEvent event;
-      event.kind = PeerEventKind::lost;
-      event.server_id = config_.server_ids[i];
-      event.detail = fmt::format("the agent of server {} did not connect within {}", config_.server_ids[i],
-                                 seconds_text(config_.connect_timeout));
-      stop_job(event, false, nullptr);
-      break;
-    }
+}
+
+void PeerAgent::check_never_joined(Clock::time_point now) {
+  if (stopping_ || now - started_ < config_.connect_timeout) return;
+  for (std::uint32_t i = 0; i < member_joined_.size(); ++i) {
+    if (i == config_.server_index || member_joined_[i]) continue;
+    PeerEvent event;
+    event.kind = PeerEventKind::never_joined;
+    event.server_id = config_.server_ids[i];
+    event.detail = fmt::format("never joined: its agent did not connect within {}", seconds_text(config_.connect_timeout));
+    stop_job(event, false, nullptr);
+    return;
   }
-  if (config_.hub && !stopping_ && !local_finished_ && config_.stall_timeout.count() > 0 && silence_) {
-    // The job is silent when every server is: the least silence of them all,
-    // each member's as its last heartbeat said (never extrapolated: output
-    // since then would make that a false alarm).
-    std::uint64_t silent = silence_();
-    bool everyone = true;
-    for (std::uint32_t i = 0; i < member_joined_.size(); ++i) {
-      everyone = everyone && (i == config_.server_index || member_joined_[i]);
-    }
-    for (const auto& c : connections_) {
-      if (c->closed || c->done || c->state != Connection::State::joined) continue;
-      silent = std::min(silent, c->silent_ms == UINT64_MAX ? 0 : c->silent_ms);
-    }
-    if (everyone && silent >= static_cast<std::uint64_t>(config_.stall_timeout.count())) {
-      PeerEvent event;
-      event.kind = PeerEventKind::stalled;
-      event.server_id = config_.server_ids.at(config_.server_index);
-      event.detail = fmt::format("no rank of the job wrote any output for {}",
-                                 seconds_text(milliseconds(static_cast<std::int64_t>(silent))));
-      stop_job(event, false, nullptr);
-    }
+}
+
+// The job is silent when every server is: the least silence of them all,
+// each member's as its last heartbeat said (never extrapolated: output
+// since then would make that a false alarm).
+void PeerAgent::check_stall() {
+  if (stopping_ || local_finished_ || config_.stall_timeout.count() <= 0 || !silence_) return;
+  std::uint64_t silent = silence_();
+  for (std::uint32_t i = 0; i < member_joined_.size(); ++i) {
+    if (i != config_.server_index && !member_joined_[i]) return;  // not everyone is here to say
   }
-  connections_.erase(std::remove_if(connections_.begin(), connections_.end(), [](const auto& c) { return c->closed; }),
-                     connections_.end());
+  for (const auto& c : connections_) {
+    if (c->closed || c->done || c->state != Connection::State::joined) continue;
+    silent = std::min(silent, c->silent_ms == UINT64_MAX ? 0 : c->silent_ms);
+  }
+  if (silent < static_cast<std::uint64_t>(config_.stall_timeout.count())) return;
+  PeerEvent event;
+  event.kind = PeerEventKind::stalled;
+  event.server_id = config_.server_ids.at(config_.server_index);
+  event.detail = fmt::format("no rank of the job wrote any output for {}",
+                             seconds_text(milliseconds(static_cast<std::int64_t>(silent))));
+  stop_job(event, false, nullptr);
+}
+
+// A member that has not joined yet says so while the job runs, so that a
+// wrong MASTER_ADDR or a hub that never came up is seen long before the
+// wait timeout.
+void PeerAgent::say_not_joined(Clock::time_point now) {
+  if (joined_ || stopping_ || local_finished_ || now < next_join_line_) return;
+  next_join_line_ = now + join_line_period;
+  on_notice_(fmt::format("not joined yet: {}; waited {} of {}", waiting_for(),
+                         seconds_text(std::chrono::duration_cast<milliseconds>(now - started_)),
+                         seconds_text(config_.connect_timeout)),
+             true);
+}
+
+void PeerAgent::update_waiting_for() {
+  std::string text;
+  if (!config_.hub) {
+    text = fmt::format("the agent of rank 0's server at {}:{}", config_.hub_address, config_.port);
+    if (!joined_) {
+      text += fmt::format(" (not reached{}; giving up {} after the start)",
+                          last_connect_error_.empty() ? "" : ": " + last_connect_error_,
+                          seconds_text(config_.connect_timeout));
+    }
+  } else {
+    std::vector<std::string> waiting;
+    for (std::uint32_t i = 0; i < member_joined_.size(); ++i) {
+      if (i == config_.server_index || member_done_[i]) continue;
+      waiting.push_back(fmt::format("{} ({})", config_.server_ids[i], member_joined_[i] ? "running" : "not joined"));
+    }
+    constexpr std::size_t shown = 8;
+    text = waiting.size() == 1 ? "server " : "servers ";
+    for (std::size_t i = 0; i < waiting.size() && i < shown; ++i) text += (i > 0 ? ", " : "") + waiting[i];
+    if (waiting.size() > shown) text += fmt::format(" and {} more", waiting.size() - shown);
+    if (waiting.empty()) text = "the other servers";
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  waiting_for_ = std::move(text);
 }
 
 bool PeerAgent::done() const {
@@ -325,60 +389,60 @@ void PeerAgent::flush_before_exit() {
 }
 
 void PeerAgent::run() {
-  bool said_waiting = false;
   while (!done()) {
     take_commands();
     if (done()) break;
-    if (config_.hub && local_finished_ && !stopping_ && !said_waiting) {
-      said_waiting = true;
-      on_notice_("this server's processes are done; waiting for the other servers of the job");
-    }
-    std::vector<pollfd> fds;
-    fds.push_back({wake_fd_.get(), POLLIN, 0});
-    if (listen_fd_) fds.push_back({listen_fd_.get(), POLLIN, 0});
-    const std::size_t first = fds.size();
-    for (const auto& c : connections_) {
-      short events = POLLIN;
-      if (c->state == Connection::State::connecting || !c->unsent.empty()) events |= POLLOUT;
-      fds.push_back({c->closed ? -1 : c->fd.get(), events, 0});
-    }
-    if (::poll(fds.data(), fds.size(), static_cast<int>(tick_period.count())) < 0 && errno != EINTR) {
-      throw SystemError("poll", errno);
-    }
-    if (listen_fd_ && fds[1].revents != 0) hub_accept();
-    for (std::size_t i = 0; i < connections_.size() && first + i < fds.size(); ++i) {
-      Connection& c = *connections_[i];
-      const short revents = fds[first + i].revents;
-      if (c.closed || revents == 0) continue;
-      try {
-        if (c.state == Connection::State::connecting) {
-          std::string error;
-          if (!connect_finished(c.fd.get(), error)) {
-            last_connect_error_ = error;
-            drop(c, "");
-            next_connect_ = Clock::now() + milliseconds(200);
-            continue;
-          }
-          c.state = Connection::State::handshake;
-          c.opened = Clock::now();
-        }
-        if ((revents & POLLOUT) != 0 && !flush_some(c.fd.get(), c.unsent)) {
-          lost(c, fmt::format("the connection to {} broke", c.peer));
-          continue;
-        }
-        if ((revents & (POLLIN | POLLHUP | POLLERR)) != 0) read_from(c);
-      } catch (const PeerProtocolError& e) {
-        if (c.state == Connection::State::joined) {
-          lost(c, fmt::format("the agent at {} sent a bad message: {}", c.peer, e.what()));
-        } else {
-          last_connect_error_ = e.what();
-          drop(c, config_.hub ? fmt::format("refused a connection from {}: {}", c.peer, e.what()) : "");
-        }
-      }
-    }
+    poll_once();
     tick();
   }
+  take_commands();  // a report given just before abort() still goes out
   flush_before_exit();
+}
+
+void PeerAgent::poll_once() {
+  std::vector<pollfd> fds;
+  fds.push_back({wake_fd_.get(), POLLIN, 0});
+  if (listen_fd_) fds.push_back({listen_fd_.get(), POLLIN, 0});
+  const std::size_t first = fds.size();
+  for (const auto& c : connections_) {
+    short events = POLLIN;
+    if (c->state == Connection::State::connecting || !c->unsent.empty()) events |= POLLOUT;
+    fds.push_back({c->closed ? -1 : c->fd.get(), events, 0});
+  }
+  if (::poll(fds.data(), fds.size(), static_cast<int>(tick_period.count())) < 0 && errno != EINTR) {
+    throw SystemError("poll", errno);
+  }
+  if (listen_fd_ && fds[1].revents != 0) hub_accept();
+  for (std::size_t i = 0; i < connections_.size() && first + i < fds.size(); ++i) {
+    Connection& c = *connections_[i];
+    const short revents = fds[first + i].revents;
+    if (c.closed || revents == 0) continue;
+    try {
+      if (c.state == Connection::State::connecting) {
+        std::string error;
+        if (!connect_finished(c.fd.get(), error)) {
+          last_connect_error_ = error;
+          drop(c, "");
+          next_connect_ = Clock::now() + milliseconds(200);
+          continue;
+        }
+        c.state = Connection::State::handshake;
+        c.opened = Clock::now();
+      }
+      if ((revents & POLLOUT) != 0 && !flush_some(c.fd.get(), c.unsent)) {
+        lost(c, fmt::format("the connection to {} broke", c.peer));
+        continue;
+      }
+      if ((revents & (POLLIN | POLLHUP | POLLERR)) != 0) read_from(c);
+    } catch (const PeerProtocolError& e) {
+      if (c.state == Connection::State::joined) {
+        lost(c, fmt::format("the agent at {} sent a bad message: {}", c.peer, e.what()));
+      } else {
+        last_connect_error_ = e.what();
+        drop(c, config_.hub ? fmt::format("refused a connection from {}: {}", c.peer, e.what()) : "");
+      }
+    }
+  }
 }
 
 }  // namespace davincirun::detail

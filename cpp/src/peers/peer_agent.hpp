@@ -14,7 +14,9 @@
 //
 // The agent runs on one thread of its own (run()); the other methods may
 // be called from any thread. It never touches processes: its owner (the
-// job's supervisor process) stops the ranks when on_stop is called.
+// job's supervisor process, whose life cycle is lifecycle.hpp) stops the
+// ranks when on_stop is called, and knows the other servers are done when
+// run() returns.
 #pragma once
 
 #include <atomic>
@@ -55,8 +57,9 @@ class PeerAgent {
   /// Called on the agent's thread when the job must stop because of
   /// another server (or the stall watchdog). At most once.
   using StopHandler = std::function<void(const PeerEvent&)>;
-  /// Called on the agent's thread with a line for the console.
-  using NoticeHandler = std::function<void(const std::string&)>;
+  /// Called on the agent's thread with a line for the console; `info`: one
+  /// a quiet console leaves out (an agent joined, still waiting to join).
+  using NoticeHandler = std::function<void(const std::string& line, bool info)>;
   /// Milliseconds since this server's processes last wrote output
   /// (PeerHeartbeat::silent_ms); called on the agent's thread.
   using SilenceProbe = std::function<std::uint64_t()>;
@@ -69,7 +72,10 @@ class PeerAgent {
   PeerAgent& operator=(const PeerAgent&) = delete;
 
   /// Runs until finish() was called and the agent is done: a member once
-  /// it told the hub; the hub once every member is done or the job stopped.
+  /// it told the hub; the hub once every member is done or the job stopped
+  /// (waiting a while for members that have not joined, so that they learn
+  /// of the stop at once); or until abort(). Then it sends what is queued
+  /// (a report given just before abort() included), for at most a second.
   void run();
 
   /// This server's first failure or stop; the hub sends it to everyone.
@@ -78,8 +84,14 @@ class PeerAgent {
   /// Every process of this server ended (`success`: each exited 0). run()
   /// returns once the other agents know, or the hub once every member is done.
   void finish(bool success);
-  /// Ends run() at once (the owner is going away).
+  /// Ends run() at once (the owner is going away, or stops waiting).
   void abort();
+
+  /// What this agent waits for, in words, for the progress lines of a
+  /// waiting job: "the agent of rank 0's server at 10.0.0.1:29731 (not
+  /// reached: Connection refused; giving up 300.0 s after the start)",
+  /// "servers 10.0.0.2 (running), 10.0.0.3 (not joined)". Thread-safe.
+  std::string waiting_for() const;
 
   /// The event the job stopped for, when it came from another server (or
   /// the stall watchdog); read after run() returned.
@@ -98,6 +110,14 @@ class PeerAgent {
   void drop(Connection& c, const std::string& why);
   void lost(Connection& c, const std::string& why);
   void tick();
+  void retry_join(std::chrono::steady_clock::time_point now);
+  void send_heartbeats(std::chrono::steady_clock::time_point now);
+  void check_connections(std::chrono::steady_clock::time_point now);
+  void check_never_joined(std::chrono::steady_clock::time_point now);
+  void check_stall();
+  void say_not_joined(std::chrono::steady_clock::time_point now);
+  void update_waiting_for();
+  void poll_once();
   void stop_job(const PeerEvent& event, bool local, Connection* origin);
   void member_say_done();
   void flush_before_exit();
@@ -119,7 +139,8 @@ class PeerAgent {
   std::chrono::steady_clock::time_point next_connect_;
   std::string last_connect_error_;
 
-  mutable std::mutex mutex_;  // guards the commands and stop_event_
+  mutable std::mutex mutex_;  // guards the commands, stop_event_ and waiting_for_
+  std::string waiting_for_;
   std::optional<PeerEvent> pending_report_;
   std::optional<bool> finished_;  // finish()'s success
   bool aborted_ = false;
@@ -136,6 +157,7 @@ class PeerAgent {
   bool report_delivered_ = false;           // member: that event was sent to the hub
   std::optional<PeerEvent> first_event_;    // the job's first event, whatever its origin
   std::chrono::steady_clock::time_point stopped_at_;
+  std::chrono::steady_clock::time_point next_join_line_;  // member: "not yet joined" progress lines
   std::vector<bool> member_done_;  // hub: by server index
   std::vector<bool> member_joined_;
 };

@@ -30,6 +30,7 @@ struct PeerAgent::Connection {
   std::string peer;                         // "address:port" for messages
   std::chrono::steady_clock::time_point opened = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point last_heard = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point joined_at = std::chrono::steady_clock::now();
   std::uint64_t silent_ms = UINT64_MAX;  // as its last heartbeat said; none yet: UINT64_MAX
   std::string unsent;
   bool done = false;

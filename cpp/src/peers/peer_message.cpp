@@ -40,7 +40,7 @@ PeerEvent decode_event(std::string_view payload) {
     Reader r(payload);
     PeerEvent e;
     const std::uint64_t kind = r.u64();
-    r.check(kind >= 1 && kind <= static_cast<std::uint64_t>(PeerEventKind::stalled));
+    r.check(kind >= 1 && kind <= static_cast<std::uint64_t>(PeerEventKind::never_joined));
     e.kind = static_cast<PeerEventKind>(kind);
     e.server_id = r.str();
     e.role = r.flag() ? ProcessRole::scheduler : ProcessRole::rank;

@@ -47,11 +47,13 @@ void PeerAgent::hub_frame(Connection& c, const RawPeerFrame& f) {
     c.server_index = i;
     c.state = Connection::State::joined;
     c.last_heard = Clock::now();
+    c.joined_at = c.last_heard;
     send(c, PeerFrame::welcome, {});
     if (std::count(member_joined_.begin(), member_joined_.end(), true) + 1 ==
         static_cast<std::ptrdiff_t>(member_joined_.size())) {
       on_notice_(fmt::format("the agents of all {} servers are connected ({} after start)", member_joined_.size(),
-                             seconds_text(std::chrono::duration_cast<milliseconds>(Clock::now() - started_))));
+                             seconds_text(std::chrono::duration_cast<milliseconds>(Clock::now() - started_))),
+                 true);
     }
     // A member that joins after the job began to stop learns it at once.
     if (stopping_ && first_event_) send(c, PeerFrame::event, encode_event(*first_event_));
@@ -104,10 +106,12 @@ void PeerAgent::member_frame(Connection& c, const RawPeerFrame& f) {
   if (c.state == Connection::State::welcoming) {
     if (f.type != PeerFrame::welcome) throw PeerProtocolError("expected a welcome");
     c.state = Connection::State::joined;
+    c.joined_at = Clock::now();
     joined_ = true;
     next_heartbeat_ = Clock::now();  // the hub hears this server's silence at once
     on_notice_(fmt::format("joined the agents of the job at {}, the server of rank 0 ({} after start)", c.peer,
-                           seconds_text(std::chrono::duration_cast<milliseconds>(Clock::now() - started_))));
+                           seconds_text(std::chrono::duration_cast<milliseconds>(Clock::now() - started_))),
+               true);
     // What happened here before the channel was up goes out now.
     if (unsent_report_) {
       send(c, PeerFrame::event, encode_event(*unsent_report_));

@@ -19,8 +19,18 @@ const char* to_string(StopReason reason) noexcept {
     case StopReason::signaled: return "signaled";
     case StopReason::launcher_gone: return "launcher_gone";
     case StopReason::peer_failed: return "peer_failed";
+    case StopReason::peer_stopped: return "peer_stopped";
     case StopReason::peer_lost: return "peer_lost";
     case StopReason::stalled: return "stalled";
+  }
+  return "none";
+}
+
+const char* to_string(SignalReceiver receiver) noexcept {
+  switch (receiver) {
+    case SignalReceiver::none: return "none";
+    case SignalReceiver::launcher: return "launcher";
+    case SignalReceiver::supervisor: return "supervisor";
   }
   return "none";
 }
@@ -42,7 +52,7 @@ int JobResult::exit_code() const noexcept {
   if (stop_reason == StopReason::peer_failed) {
     return peer_stop && peer_stop->status && !peer_stop->status->success() ? peer_stop->status->shell_code() : 1;
   }
-  if (stop_reason == StopReason::peer_lost) return 1;
+  if (stop_reason == StopReason::peer_stopped || stop_reason == StopReason::peer_lost) return 1;
   if (stop_reason == StopReason::stalled) return 124;
   for (const auto& r : ranks) {
     if (!r.status.success()) return r.status.shell_code();

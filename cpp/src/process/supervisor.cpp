@@ -19,7 +19,10 @@
 #include "davincirun/errors.hpp"
 #include "process/descendants.hpp"
 #include "process/fd_limit.hpp"
+#include "process/rank_set.hpp"
+#include "process/request_inbox.hpp"
 #include "process/stop_notice.hpp"
+#include "process/supervisor_event.hpp"
 #include "process/tracking.hpp"
 
 namespace davincirun {
@@ -29,16 +32,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // epoll user data: the rank index and what became ready.
-enum class Source : std::uint64_t { exit = 0, output = 1, stop = 2, forward = 3, children = 4 };
+enum class Source : std::uint64_t { exit = 0, output = 1, inbox = 2, children = 3 };
 constexpr int source_bits = 3;
 std::uint64_t tag(std::size_t index, Source source) {
   return (static_cast<std::uint64_t>(index) << source_bits) | static_cast<std::uint64_t>(source);
 }
 Source source_of(std::uint64_t data) { return static_cast<Source>(data & ((1U << source_bits) - 1)); }
 std::size_t index_of(std::uint64_t data) { return static_cast<std::size_t>(data >> source_bits); }
-
-// Descendants the ranks left behind are SIGKILLed within this time.
-constexpr std::chrono::milliseconds sweep_budget{5'000};
 
 // Bytes read from one pipe before the loop serves the others: fairness
 // between ranks when one floods its output.
@@ -71,29 +71,12 @@ std::size_t pipe_bytes_for(std::size_t ranks) {
 
 }  // namespace
 
-struct Supervisor::Rank {
-  ChildProcess child;
-  RankLog log;
-  RankResult result;
-  bool exited = false;
-  std::optional<Clock::time_point> drain_deadline;
-};
-
-namespace {
-
-template <typename Ranks>
-std::vector<detail::RunningRank> running_ranks(const Ranks& ranks) {
-  std::vector<detail::RunningRank> running;
-  for (const auto& r : ranks) {
-    if (!r.exited) running.push_back({r.result.role, r.result.rank, r.result.pid});
-  }
-  return running;
-}
-
-}  // namespace
-
 Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions options, LineSink& console)
-    : options_(std::move(options)), console_(&console), scratch_() {
+    : options_(std::move(options)),
+      console_(&console),
+      inbox_(std::make_unique<detail::RequestInbox>()),
+      ranks_(std::make_unique<detail::RankSet>()),
+      clocks_(std::make_unique<Clocks>()) {
   tracking_ = detail::resolve_tracking(options_);
   const bool may_fall_back = detail::may_fall_back_to_sigchld(options_, tracking_);
   if (options_.owns_all_children) {
@@ -107,11 +90,7 @@ Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions optio
   epoll_fd_.reset(::epoll_create1(EPOLL_CLOEXEC));
   control_fd_.reset(::epoll_create1(EPOLL_CLOEXEC));
   if (!epoll_fd_ || !control_fd_) throw SystemError("epoll_create1", errno);
-  stop_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  signal_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!stop_fd_ || !signal_fd_) throw SystemError("eventfd", errno);
-  watch(stop_fd_.get(), tag(0, Source::stop));
-  watch(signal_fd_.get(), tag(0, Source::forward));
+  watch(inbox_->fd(), tag(0, Source::inbox));
   if (options_.owns_all_children) {
     sigset_t chld;
     sigemptyset(&chld);
@@ -124,20 +103,21 @@ Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions optio
   // already started (each ChildProcess does its own group).
   // Before the first rank: a job the limit cannot hold never starts.
   detail::make_room_for_ranks(launches.size());
-  ranks_.reserve(launches.size());
+  auto& ranks = ranks_->ranks;
+  ranks.reserve(launches.size());
   const std::size_t pipe_bytes = pipe_bytes_for(launches.size());
   for (auto& launch : launches) {
     const auto started = std::chrono::system_clock::now();
     launch.process.use_pidfd = tracking_ == ProcessTracking::pidfd;
     // Decided once, by the first rank: when clone() refuses CLONE_PIDFD, no
     // rank runs yet, and every rank is then tracked by SIGCHLD.
-    launch.process.pidfd_optional = may_fall_back && ranks_.empty();
+    launch.process.pidfd_optional = may_fall_back && ranks.empty();
     ChildProcess child = ChildProcess::spawn(launch.process, launch.rank);
     if (child.pidfd_refusal() != 0) {
       tracking_ = ProcessTracking::sigchld;
       tracking_fallback_ = detail::tracking_fallback_reason(child.pidfd_refusal());
     }
-    const std::size_t index = ranks_.size();
+    const std::size_t index = ranks.size();
     RankLog log(index, launch.label, child.release_output_fd(), launch.log_path,
                 launch.show_on_console ? *console_ : hidden_);
     RankResult result;
@@ -146,15 +126,15 @@ Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions optio
     result.pid = child.pid();
     result.log_path = launch.log_path;
     result.started = started;
-    ranks_.push_back(Rank{std::move(child), std::move(log), std::move(result), false, std::nullopt});
-    if (tracking_ == ProcessTracking::pidfd) watch(ranks_[index].child.pidfd(), tag(index, Source::exit));
-    watch(ranks_[index].log.pipe_fd(), tag(index, Source::output));
+    ranks.push_back(detail::RankSet::Rank{std::move(child), std::move(log), std::move(result), false, std::nullopt});
+    detail::RankSet::Rank& r = ranks[index];
+    if (tracking_ == ProcessTracking::pidfd) watch(r.child.pidfd(), tag(index, Source::exit));
+    watch(r.log.pipe_fd(), tag(index, Source::output));
     // Best effort: a refusal (the per-user total is spent) keeps the default.
-    if (pipe_bytes > default_pipe_bytes)
-      ::fcntl(ranks_[index].log.pipe_fd(), F_SETPIPE_SZ, static_cast<int>(pipe_bytes));
-    rank_by_pid_.emplace(ranks_[index].result.pid, index);
-    ++live_ranks_;
-    ++open_logs_;
+    if (pipe_bytes > default_pipe_bytes) ::fcntl(r.log.pipe_fd(), F_SETPIPE_SZ, static_cast<int>(pipe_bytes));
+    ranks_->by_pid.emplace(r.result.pid, index);
+    ++ranks_->live;
+    ++ranks_->open_logs;
   }
 }
 
@@ -175,97 +155,89 @@ void Supervisor::unwatch(int fd) {
   ::epoll_ctl(control_fd_.get(), EPOLL_CTL_DEL, fd, nullptr);  // ENOENT for an output pipe
 }
 
-std::vector<pid_t> Supervisor::pids() const {
-  std::vector<pid_t> out;
-  for (const auto& r : ranks_) out.push_back(r.result.pid);
-  return out;
-}
-
-void Supervisor::forward_signal(int signal) noexcept {
-  if (signal <= 0 || signal >= 32) return;
-  signals_to_forward_.fetch_or(std::uint32_t{1} << signal);
-  const std::uint64_t one = 1;
-  ssize_t ignored = ::write(signal_fd_.get(), &one, sizeof one);
-  (void)ignored;
-}
+std::vector<pid_t> Supervisor::pids() const { return ranks_->pids(); }
 
 void Supervisor::forward_pending_signals() {
-  std::uint64_t count = 0;
-  ssize_t ignored = ::read(signal_fd_.get(), &count, sizeof count);
-  (void)ignored;
-  const std::uint32_t pending = signals_to_forward_.exchange(0);
+  const std::uint32_t pending = inbox_->take_forwards();
   for (int sig = 1; sig < 32; ++sig) {
-    if ((pending & (std::uint32_t{1} << sig)) == 0) continue;
-    for (Rank& r : ranks_) {
-      if (!r.exited) r.child.signal_group(sig);
-    }
+    if ((pending & (std::uint32_t{1} << sig)) != 0) ranks_->signal_running(sig);
   }
 }
 
 JobResult Supervisor::run() {
   run_started_ = Clock::now();
-  if (options_.job_timeout.count() > 0) job_deadline_ = Clock::now() + options_.job_timeout;
-  std::array<epoll_event, 64> events{};
+  enter(JobState::running, Event{JobEvent::ranks_started});
   std::uint64_t round_bytes = 0;
-  while (live_ranks_ > 0 || open_logs_ > 0) {
-    if (round_bytes >= busy_round_bytes && stop_reason_ == StopReason::none) {
-      const int next = next_timeout_ms();
-      const int wait = next < 0 ? coalesce_ms : std::min(coalesce_ms, next);
-      epoll_event control{};
-      if (::epoll_wait(control_fd_.get(), &control, 1, wait) < 0 && errno != EINTR) {
-        throw SystemError("epoll_wait", errno);
-      }
-    }
-    round_bytes = 0;
-    int n = ::epoll_wait(epoll_fd_.get(), events.data(), static_cast<int>(events.size()), next_timeout_ms());
-    if (n < 0) {
-      if (errno == EINTR) continue;
+  while (state() != JobState::done) {
+    wait_and_dispatch(round_bytes);
+    check_clocks();
+    fire_derived_events();
+  }
+  flush_posted_notices();
+  return result();
+}
+
+// One wait of the loop and what woke it: output first, so a rank's last
+// words precede the verdict on it; then exits and requests.
+void Supervisor::wait_and_dispatch(std::uint64_t& round_bytes) {
+  if (round_bytes >= busy_round_bytes && state() == JobState::running) {
+    const int next = next_timeout_ms();
+    const int wait = next < 0 ? coalesce_ms : std::min(coalesce_ms, next);
+    epoll_event control{};
+    if (::epoll_wait(control_fd_.get(), &control, 1, wait) < 0 && errno != EINTR) {
       throw SystemError("epoll_wait", errno);
     }
-    // Output before exits, so a rank's last words precede the verdict on it.
-    for (int i = 0; i < n; ++i) {
-      const std::uint64_t data = events[static_cast<std::size_t>(i)].data.u64;
-      if (source_of(data) == Source::output) round_bytes += handle_output(index_of(data));
-    }
-    for (int i = 0; i < n; ++i) {
-      const std::uint64_t data = events[static_cast<std::size_t>(i)].data.u64;
-      switch (source_of(data)) {
-        case Source::exit:
-          handle_exit(index_of(data));
-          if (child_fd_) reap_children();  // orphans that exited behind this rank
-          break;
-        case Source::children: reap_children(); break;
-        case Source::stop: handle_stop_requests(); break;
-        case Source::forward:
-          forward_pending_signals();
-          flush_posted_notices();
-          break;
-        case Source::output: break;
-      }
-    }
-    check_deadlines();
-    if (options_.owns_all_children && !swept_ && live_ranks_ == 0) sweep_descendants();
   }
+  round_bytes = 0;
+  std::array<epoll_event, 64> events{};
+  const int n = ::epoll_wait(epoll_fd_.get(), events.data(), static_cast<int>(events.size()), next_timeout_ms());
+  if (n < 0) {
+    if (errno == EINTR) return;
+    throw SystemError("epoll_wait", errno);
+  }
+  for (int i = 0; i < n; ++i) {
+    const std::uint64_t data = events[static_cast<std::size_t>(i)].data.u64;
+    if (source_of(data) == Source::output) round_bytes += handle_output(index_of(data));
+  }
+  for (int i = 0; i < n; ++i) {
+    const std::uint64_t data = events[static_cast<std::size_t>(i)].data.u64;
+    switch (source_of(data)) {
+      case Source::exit:
+        handle_exit(index_of(data));
+        if (child_fd_) reap_children();  // orphans that exited behind this rank
+        break;
+      case Source::children: reap_children(); break;
+      case Source::inbox:
+        forward_pending_signals();
+        flush_posted_notices();
+        take_requests();
+        break;
+      case Source::output: break;
+    }
+  }
+}
 
+JobResult Supervisor::result() const {
   JobResult result;
   result.stop_reason = stop_reason_;
-  if (stop_reason_ == StopReason::peer_failed || stop_reason_ == StopReason::peer_lost ||
-      stop_reason_ == StopReason::stalled) {
-    const std::lock_guard<std::mutex> lock(peer_mutex_);
-    result.peer_stop = peer_stop_;
+  result.stopped_in = stopped_in_;
+  result.stop_detail = stop_why_;
+  result.peer_stop = peer_stop_;
+  if (stop_reason_ == StopReason::signaled) {
+    result.stop_signal = stop_signal_;
+    result.stop_signal_origin = signal_origin_;
   }
-  if (stop_reason_ == StopReason::signaled) result.stop_signal = stop_signal_.load();
   result.first_failure = first_failure_;
   result.leftover_processes_killed = leftovers_killed_;
   result.tracking = tracking_;
   result.tracking_fallback = tracking_fallback_;
   result.child_subreaper = child_subreaper_;
-  for (const auto& r : ranks_) result.ranks.push_back(r.result);
+  for (const auto& r : ranks_->ranks) result.ranks.push_back(r.result);
   return result;
 }
 
 std::uint64_t Supervisor::handle_output(std::size_t index) {
-  Rank& r = ranks_[index];
+  detail::RankSet::Rank& r = ranks_->ranks[index];
   if (!r.log.open()) return 0;
   last_output_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(),
                         std::memory_order_relaxed);
@@ -275,12 +247,12 @@ std::uint64_t Supervisor::handle_output(std::size_t index) {
 }
 
 void Supervisor::close_output(std::size_t index) {
-  Rank& r = ranks_[index];
+  detail::RankSet::Rank& r = ranks_->ranks[index];
   if (!r.log.open()) return;
   unwatch(r.log.pipe_fd());
   r.log.finish();
-  --open_logs_;
-  if (r.exited) --draining_;
+  --ranks_->open_logs;
+  if (r.exited) --ranks_->draining;
   r.result.output_bytes = r.log.bytes();
   r.result.log_error = r.log.file_error();
   if (r.result.log_error) {
@@ -290,7 +262,7 @@ void Supervisor::close_output(std::size_t index) {
 }
 
 void Supervisor::handle_exit(std::size_t index) {
-  Rank& r = ranks_[index];
+  detail::RankSet::Rank& r = ranks_->ranks[index];
   if (r.exited) return;
   // Everything the rank wrote before exiting is in the pipe now: take it.
   if (r.log.open() &&
@@ -308,7 +280,7 @@ void Supervisor::handle_exit(std::size_t index) {
     status = ExitStatus{ExitStatus::Kind::unknown, 0};
   }
   r.exited = true;
-  --live_ranks_;
+  --ranks_->live;
   r.result.status = *status;
   // It may have died of the SIGTERM just before the SIGKILL was sent.
   if (r.result.killed_by_launcher && !(status->kind == ExitStatus::Kind::signaled && status->value == SIGKILL)) {
@@ -317,16 +289,16 @@ void Supervisor::handle_exit(std::size_t index) {
   r.result.ended = std::chrono::system_clock::now();
   if (r.log.open()) {
     r.drain_deadline = Clock::now() + options_.drain_timeout;
-    ++draining_;
+    ++ranks_->draining;
   }
   console_->rank_exited(index, *status, r.result.terminated_by_launcher);
-
-  if (!status->success() && !r.result.terminated_by_launcher && stop_reason_ == StopReason::none) {
-    first_failure_ = index;
-    begin_stop(StopReason::rank_failed, index,
-               fmt::format("{} (pid {}) failed with {}", process_name(r.result.role, r.result.rank), r.result.pid,
-                           status->describe()));
+  Event event{status->success() || r.result.terminated_by_launcher ? JobEvent::rank_exited : JobEvent::rank_failed};
+  event.rank = index;
+  if (event.kind == JobEvent::rank_failed) {
+    event.why = fmt::format("{} (pid {}) failed with {}", process_name(r.result.role, r.result.rank), r.result.pid,
+                            status->describe());
   }
+  on(event);
 }
 
 void Supervisor::reap_children() {
@@ -343,8 +315,8 @@ void Supervisor::reap_children() {
     }
     if (peek.si_pid == 0) return;  // none has exited
     std::optional<std::size_t> rank;
-    if (const auto found = rank_by_pid_.find(peek.si_pid); found != rank_by_pid_.end()) {
-      if (!ranks_[found->second].exited) rank = found->second;
+    if (const auto found = ranks_->by_pid.find(peek.si_pid); found != ranks_->by_pid.end()) {
+      if (!ranks_->ranks[found->second].exited) rank = found->second;
     }
     if (rank) {
       // With pidfds a rank's exit comes from its pidfd, in the order the
@@ -359,129 +331,5 @@ void Supervisor::reap_children() {
     }
   }
 }
-
-void Supervisor::sweep_descendants() {
-  swept_ = true;
-  // Members of the ranks' own process groups were SIGKILLed with their
-  // leader and may still be dying; only processes outside them count.
-  std::vector<pid_t> rank_groups;
-  for (const auto& r : ranks_) rank_groups.push_back(r.result.pid);
-  std::size_t killed = detail::kill_all_descendants(sweep_budget, rank_groups);
-  // Not a subreaper: what a rank detached went to init, beyond the walk by
-  // ancestry; the job's tag in its environment still finds it.
-  if (!child_subreaper_ && !options_.job_tag.empty()) {
-    killed += detail::kill_tagged_processes(options_.job_tag, sweep_budget, rank_groups);
-  }
-  leftovers_killed_ = killed;
-  if (killed > 0) {
-    log_notice(fmt::format("killed {} process(es) the ranks left running (outside their process groups)", killed));
-  }
-}
-
-void Supervisor::begin_stop(StopReason reason, std::optional<std::size_t> except, const std::string& why) {
-  stop_ranks(reason, except, why);
-  // Told once this server's SIGTERMs are out: the peer channel then reads
-  // the failed rank's log for its root cause.
-  const bool from_peer =
-      reason == StopReason::peer_failed || reason == StopReason::peer_lost || reason == StopReason::stalled;
-  if (stop_listener_ && !from_peer) stop_listener_(reason, except ? &ranks_[*except].result : nullptr, why);
-}
-
-// One notice: why, how many ranks get SIGTERM, when SIGKILL follows.
-void Supervisor::stop_ranks(StopReason reason, std::optional<std::size_t> except, const std::string& why) {
-  stop_reason_ = reason;
-  std::size_t stopped = 0;
-  bool scheduler = false;  // MindSpore's, counted apart from the ranks
-  for (std::size_t i = 0; i < ranks_.size(); ++i) {
-    Rank& r = ranks_[i];
-    if (r.exited || (except && *except == i)) continue;
-    r.child.signal_group(SIGTERM);
-    r.result.terminated_by_launcher = true;
-    if (r.result.role == ProcessRole::scheduler) {
-      scheduler = true;
-    } else {
-      ++stopped;
-    }
-  }
-  if (stopped == 0 && !scheduler) {
-    log_notice(why + (reason == StopReason::rank_failed ? "; no other rank is running" : ": no rank is running"));
-    return;
-  }
-  kill_deadline_ = Clock::now() + options_.grace_period;
-  if (options_.grace_period > detail::stop_report_delay) report_deadline_ = Clock::now() + detail::stop_report_delay;
-  const std::string request = orphaned_.load() ? std::string() : options_.stop_request_name;
-  const std::string whom = stopped == 0 ? std::string("the scheduler")
-                                        : fmt::format("{} rank(s){}", stopped, scheduler ? " and the scheduler" : "");
-  log_notice(fmt::format("{}{}{} (SIGTERM); {}", why,
-                         reason == StopReason::rank_failed && stopped > 0 ? "; stopping the other " : ": stopping ",
-                         whom, detail::kill_hint(options_.grace_period, request, reason == StopReason::requested)));
-}
-
-// The ranks that outlive SIGTERM, named once.
-void Supervisor::report_still_running() {
-  report_deadline_.reset();
-  if (killed_all_ || !kill_deadline_) return;
-  const std::vector<detail::RunningRank> running = running_ranks(ranks_);
-  if (running.empty()) return;
-  const auto left = std::chrono::ceil<std::chrono::milliseconds>(*kill_deadline_ - Clock::now());
-  const std::string request = orphaned_.load() ? std::string() : options_.stop_request_name;
-  log_notice(fmt::format(
-      "still running {:g} s after SIGTERM: {}; {}", std::chrono::duration<double>(detail::stop_report_delay).count(),
-      detail::describe_running(running), detail::kill_hint(left, request, stop_reason_ == StopReason::requested)));
-}
-
-void Supervisor::kill_remaining() {
-  killed_all_ = true;
-  for (Rank& r : ranks_) {
-    if (r.exited) continue;
-    r.child.signal_group(SIGKILL);
-    r.result.terminated_by_launcher = true;
-    r.result.killed_by_launcher = true;
-  }
-}
-
-int Supervisor::next_timeout_ms() const {
-  std::optional<Clock::time_point> next;
-  if (job_deadline_ && stop_reason_ == StopReason::none) next = job_deadline_;
-  if (kill_deadline_ && !killed_all_ && (!next || *kill_deadline_ < *next)) next = kill_deadline_;
-  if (report_deadline_ && (!next || *report_deadline_ < *next)) next = report_deadline_;
-  for (std::size_t i = 0; draining_ > 0 && i < ranks_.size(); ++i) {
-    const Rank& r = ranks_[i];
-    if (r.drain_deadline && r.log.open() && (!next || *r.drain_deadline < *next)) next = r.drain_deadline;
-  }
-  if (!next) return -1;
-  auto left = std::chrono::ceil<std::chrono::milliseconds>(*next - Clock::now()).count();
-  return left < 0 ? 0 : static_cast<int>(left);
-}
-
-void Supervisor::check_deadlines() {
-  const auto now = Clock::now();
-  if (job_deadline_ && stop_reason_ == StopReason::none && now >= *job_deadline_) {
-    begin_stop(StopReason::timed_out, std::nullopt,
-               fmt::format("the job timeout of {:.1f} s is reached",
-                           std::chrono::duration<double>(options_.job_timeout).count()));
-  }
-  if (report_deadline_ && now >= *report_deadline_) report_still_running();
-  if (kill_deadline_ && !killed_all_ && now >= *kill_deadline_) {
-    if (const auto running = running_ranks(ranks_); !running.empty()) {
-      log_notice(fmt::format("grace period of {:.1f} s is over: killing the ranks still running: {}",
-                             std::chrono::duration<double>(options_.grace_period).count(),
-                             detail::describe_running(running)));
-    }
-    kill_remaining();
-  }
-  for (std::size_t i = 0; draining_ > 0 && i < ranks_.size(); ++i) {
-    Rank& r = ranks_[i];
-    if (r.drain_deadline && r.log.open() && now >= *r.drain_deadline) {
-      log_notice(
-          fmt::format("{}: a process that left its process group still holds its "
-                      "output open; no longer reading it",
-                      process_name(r.result.role, r.result.rank)));
-      close_output(i);
-    }
-  }
-}
-
-void Supervisor::log_notice(const std::string& text) { console_->notice(notice_line(text)); }
 
 }  // namespace davincirun

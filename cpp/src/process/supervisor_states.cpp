@@ -1,0 +1,369 @@
+// The Supervisor's life cycle: every event is looked up in the transition
+// table (lifecycle.hpp) for the state the job is in, and entering a state
+// does that state's work. The loop that finds the events is supervisor.cpp.
+#include <signal.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "common/proc.hpp"
+#include "common/text.hpp"
+#include "davincirun/supervisor.hpp"
+#include "process/descendants.hpp"
+#include "process/rank_set.hpp"
+#include "process/request_inbox.hpp"
+#include "process/stop_notice.hpp"
+#include "process/supervisor_event.hpp"
+
+namespace davincirun {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Descendants the ranks left behind are SIGKILLed within this time.
+constexpr milliseconds sweep_budget{5'000};
+// A state that waits says so: first after this, then every wait_line_period.
+constexpr milliseconds first_wait_line{2'000};
+constexpr milliseconds wait_line_period{30'000};
+
+std::string seconds_text(milliseconds ms) {
+  return fmt::format("{:g} s", std::round(std::chrono::duration<double>(ms).count() * 10) / 10);
+}
+
+StopReason reason_of(JobEvent event) {
+  switch (event) {
+    case JobEvent::rank_failed: return StopReason::rank_failed;
+    case JobEvent::engine_signal: return StopReason::signaled;
+    case JobEvent::launcher_gone: return StopReason::launcher_gone;
+    case JobEvent::job_timeout: return StopReason::timed_out;
+    case JobEvent::stall: return StopReason::stalled;
+    case JobEvent::peer_failed: return StopReason::peer_failed;
+    case JobEvent::peer_stopped: return StopReason::peer_stopped;
+    case JobEvent::peer_lost:
+    case JobEvent::peer_never_joined:
+    case JobEvent::hub_unreachable: return StopReason::peer_lost;
+    default: return StopReason::requested;
+  }
+}
+
+// "SIGTERM", or "signal 40" for one without a name.
+std::string signal_text(int signal) {
+  const char* name = detail::signal_name(signal);
+  return name != nullptr ? fmt::format("SIG{}", name) : fmt::format("signal {}", signal);
+}
+
+}  // namespace
+
+bool Supervisor::held() const { return clocks_->hold_until && Clock::now() < *clocks_->hold_until; }
+
+void Supervisor::on(const Event& event) {
+  const JobState from = state();
+  const JobTransition& cell = job_transition(from, event.kind);
+  switch (cell.answer) {
+    case JobAnswer::note:
+    case JobAnswer::ignored:
+    case JobAnswer::deferred:
+    case JobAnswer::impossible:
+      if (journal_) journal_(fmt::format("{} in {}: {} ({})", to_string(event.kind), to_string(from),
+                                         to_string(cell.answer), cell.why));
+      return;
+    case JobAnswer::proceed:
+      if (cell.next != from) enter(cell.next, event);
+      return;
+    case JobAnswer::stop:
+    case JobAnswer::escalate: break;
+  }
+  const bool names = stop_reason_ == StopReason::none;
+  if (names) begin_stop(event);
+  if (cell.next != from) enter(cell.next, event);
+  // Told once this server's SIGTERMs are out: the peer channel then reads
+  // the failed rank's log for its root cause.
+  if (cell.tells_peers && names && link_.local_stop) {
+    link_.local_stop(stop_reason_, first_failure_ ? &ranks_->ranks[*first_failure_].result : nullptr, stop_why_);
+  }
+}
+
+// The first event of a stop names it, for the record and the notices.
+void Supervisor::begin_stop(const Event& e) {
+  stop_reason_ = reason_of(e.kind);
+  stopped_in_ = state();
+  if (e.kind == JobEvent::rank_failed) first_failure_ = e.rank;
+  if (e.peer) peer_stop_ = e.peer;
+  if (e.kind == JobEvent::engine_signal) {
+    stop_signal_ = e.signal;
+    signal_origin_ = e.origin;
+  }
+  stop_why_ = e.why.empty() ? describe_event(e) : e.why;
+}
+
+std::string Supervisor::describe_event(const Event& e) const {
+  switch (e.kind) {
+    case JobEvent::stop_request: return "stop requested";
+    case JobEvent::repeated_stop_request: return "stop requested again";
+    case JobEvent::kill_request:
+      return e.dropped ? "the job was dropped (its handle destroyed) before it ended" : "kill requested";
+    case JobEvent::engine_signal: {
+      const SignalOrigin& o = e.origin;
+      std::string who = o.receiver == SignalReceiver::launcher ? options_.launcher_name : "its supervisor process";
+      std::string from;
+      if (o.sender_pid > 0) {
+        from = o.sender_name.empty() ? fmt::format(" from pid {}", o.sender_pid)
+                                     : fmt::format(" from pid {} ({})", o.sender_pid, o.sender_name);
+      }
+      return fmt::format("{} got {}{}", who, signal_text(e.signal), from);
+    }
+    case JobEvent::launcher_gone: return fmt::format("{} is gone (it exited or was killed)", options_.launcher_name);
+    case JobEvent::job_timeout: return fmt::format("the job timeout of {} is reached", seconds_text(options_.job_timeout));
+    case JobEvent::stall:
+      if (e.peer) return describe(StopReason::stalled, *e.peer);
+      return fmt::format("the job stalled (no rank of the job wrote any output for {:.1f} s)",
+                         static_cast<double>(silent_ms()) / 1000.0);
+    default:
+      if (e.peer) return describe(reason_of(e.kind), *e.peer);
+      return to_string(e.kind);
+  }
+}
+
+void Supervisor::enter(JobState next, const Event& cause) {
+  const JobState from = state();
+  state_.store(next, std::memory_order_relaxed);
+  const auto now = Clock::now();
+  clocks_->entered = now;
+  clocks_->hold_until.reset();
+  if (next == options_.hold_state && options_.hold.count() > 0) clocks_->hold_until = now + options_.hold;
+  if (journal_) journal_(fmt::format("{} -> {} on {}", to_string(from), to_string(next), to_string(cause.kind)));
+  switch (next) {
+    case JobState::running:
+      if (options_.job_timeout.count() > 0) clocks_->job_deadline = now + options_.job_timeout;
+      break;
+    case JobState::stopping: enter_stopping(cause); break;
+    case JobState::killing: enter_killing(cause); break;
+    case JobState::draining: enter_draining(); break;
+    case JobState::waiting_for_servers: enter_waiting(); break;
+    case JobState::done: enter_done(from, cause); break;
+    default: break;
+  }
+}
+
+// SIGTERM to every rank still running, in one notice: why, how many, when SIGKILL follows.
+void Supervisor::enter_stopping(const Event& cause) {
+  const bool failure = cause.kind == JobEvent::rank_failed;
+  const detail::RankSet::Reached reached = ranks_->terminate_running();
+  if (reached.none()) {
+    log_notice(stop_why_ + (failure ? "; no other rank is running" : ": no rank is running"));
+    return;
+  }
+  clocks_->kill_deadline = Clock::now() + options_.grace_period;
+  if (options_.grace_period > detail::stop_report_delay) {
+    clocks_->report_deadline = Clock::now() + detail::stop_report_delay;
+  }
+  const std::string whom = reached.ranks == 0 ? std::string("the scheduler")
+                                              : fmt::format("{} rank(s){}", reached.ranks,
+                                                            reached.scheduler ? " and the scheduler" : "");
+  log_notice(fmt::format("{}{}{} (SIGTERM); {}", stop_why_,
+                         failure && reached.ranks > 0 ? "; stopping the other " : ": stopping ", whom,
+                         detail::kill_hint(options_.grace_period, asker(), stop_reason_ == StopReason::requested)));
+}
+
+void Supervisor::enter_killing(const Event& cause) {
+  const std::vector<detail::RunningRank> running = ranks_->running();
+  switch (cause.kind) {
+    case JobEvent::grace_over:
+      if (!running.empty()) {
+        log_notice(fmt::format("grace period of {:.1f} s is over: killing the ranks still running: {}",
+                               std::chrono::duration<double>(options_.grace_period).count(),
+                               detail::describe_running(running)));
+      }
+      break;
+    case JobEvent::kill_request:
+      log_notice(cause.dropped ? "the job was dropped (its handle destroyed) before it ended: killing every rank now"
+                               : "kill requested: killing every rank now");
+      break;
+    default: log_notice("stop requested again: killing every rank now"); break;
+  }
+  ranks_->kill_running();
+}
+
+// Every rank has exited: what they left running anywhere below this process
+// is killed (the subreaper's sweep), and their last output is read.
+void Supervisor::enter_draining() {
+  if (!options_.owns_all_children) return;
+  // Members of the ranks' own process groups were SIGKILLed with their
+  // leader and may still be dying; only processes outside them count.
+  const std::vector<pid_t> rank_groups = ranks_->pids();
+  std::size_t killed = detail::kill_all_descendants(sweep_budget, rank_groups);
+  // Not a subreaper: what a rank detached went to init, beyond the walk by
+  // ancestry; the job's tag in its environment still finds it.
+  if (!child_subreaper_ && !options_.job_tag.empty()) {
+    killed += detail::kill_tagged_processes(options_.job_tag, sweep_budget, rank_groups);
+  }
+  leftovers_killed_ = killed;
+  if (killed > 0) {
+    log_notice(fmt::format("killed {} process(es) the ranks left running (outside their process groups)", killed));
+  }
+}
+
+void Supervisor::enter_waiting() {
+  if (!link_.local_done) {
+    clocks_->servers_done = true;  // a job of one server has nobody to wait for
+    return;
+  }
+  bool success = stop_reason_ == StopReason::none;
+  for (const auto& r : ranks_->ranks) success = success && r.result.status.success();
+  link_.local_done(success);
+  clocks_->next_wait_line = Clock::now() + first_wait_line;
+}
+
+void Supervisor::enter_done(JobState from, const Event& cause) {
+  const bool stopped_here =
+      (from == JobState::draining || from == JobState::waiting_for_servers) && cause.kind != JobEvent::servers_done;
+  if (stopped_here) {
+    const std::string why = cause.why.empty() ? describe_event(cause) : cause.why;
+    log_notice(from == JobState::waiting_for_servers && link_.waiting_for
+                   ? fmt::format("{} while this server waited for {}: stopped waiting", why, link_.waiting_for())
+                   : fmt::format("{} after every rank had exited", why));
+  }
+  // Output a leftover still holds is not waited for any longer.
+  for (std::size_t i = 0; i < ranks_->ranks.size(); ++i) close_output(i);
+}
+
+void Supervisor::take_requests() {
+  for (detail::RequestInbox::Request& r : inbox_->take()) {
+    Event e{r.event};
+    e.signal = r.signal;
+    e.origin = std::move(r.origin);
+    // Read while the sender (kill, timeout, scancel) may still be there.
+    if (e.origin.sender_pid > 0 && e.origin.sender_name.empty()) {
+      e.origin.sender_name = detail::command_name(e.origin.sender_pid);
+    }
+    e.peer = std::move(r.peer);
+    e.dropped = r.dropped;
+    if (e.kind == JobEvent::servers_done) {
+      clocks_->servers_done = true;
+      if (state() == JobState::waiting_for_servers) continue;  // taken by fire_derived_events(), after any hold
+    }
+    on(e);
+    if (state() == JobState::done) return;
+  }
+}
+
+void Supervisor::check_clocks() {
+  const auto now = Clock::now();
+  const JobState s = state();
+  if (clocks_->job_deadline && now >= *clocks_->job_deadline &&
+      (s == JobState::running || s == JobState::waiting_for_servers)) {
+    clocks_->job_deadline.reset();
+    on(Event{JobEvent::job_timeout});
+  }
+  if (state() == JobState::stopping && clocks_->report_deadline && now >= *clocks_->report_deadline) {
+    report_still_running();
+  }
+  if (state() == JobState::stopping && clocks_->kill_deadline && now >= *clocks_->kill_deadline) {
+    on(Event{JobEvent::grace_over});
+  }
+  auto& ranks = ranks_->ranks;
+  for (std::size_t i = 0; ranks_->draining > 0 && i < ranks.size(); ++i) {
+    const auto& r = ranks[i];
+    if (r.drain_deadline && r.log.open() && now >= *r.drain_deadline) {
+      log_notice(fmt::format("{}: a process that left its process group still holds its output open; no longer "
+                             "reading it",
+                             process_name(r.result.role, r.result.rank)));
+      close_output(i);
+    }
+  }
+  if (state() == JobState::running && options_.stall_timeout.count() > 0 &&
+      silent_ms() >= static_cast<std::uint64_t>(options_.stall_timeout.count())) {
+    Event stall{JobEvent::stall};
+    stall.why = describe_event(stall);
+    if (link_.before_stall_stop) log_notice(link_.before_stall_stop(stall.why));
+    on(stall);
+  }
+  if (state() == JobState::waiting_for_servers && clocks_->next_wait_line && now >= *clocks_->next_wait_line) {
+    say_waiting();
+    clocks_->next_wait_line = now + wait_line_period;
+  }
+}
+
+// The events that follow from what is known: the last rank gone, the
+// output drained, the other servers done (each kept while a hold lasts).
+void Supervisor::fire_derived_events() {
+  for (;;) {
+    const JobState s = state();
+    if (held()) return;
+    if ((s == JobState::running || s == JobState::stopping || s == JobState::killing) && ranks_->live == 0) {
+      on(Event{JobEvent::ranks_gone});
+    } else if (s == JobState::draining && ranks_->open_logs == 0) {
+      on(Event{JobEvent::output_drained});
+    } else if (s == JobState::waiting_for_servers && clocks_->servers_done) {
+      on(Event{JobEvent::servers_done});
+    } else {
+      return;
+    }
+  }
+}
+
+int Supervisor::next_timeout_ms() const {
+  const JobState s = state();
+  std::optional<Clock::time_point> next;
+  const auto consider = [&](const std::optional<Clock::time_point>& t) {
+    if (t && (!next || *t < *next)) next = t;
+  };
+  if (s == JobState::running || s == JobState::waiting_for_servers) consider(clocks_->job_deadline);
+  if (s == JobState::stopping) {
+    consider(clocks_->kill_deadline);
+    consider(clocks_->report_deadline);
+  }
+  if (s == JobState::waiting_for_servers) consider(clocks_->next_wait_line);
+  consider(clocks_->hold_until);
+  if (s == JobState::running && options_.stall_timeout.count() > 0) {
+    const auto silent = milliseconds(static_cast<std::int64_t>(silent_ms()));
+    consider(Clock::now() + std::max(milliseconds(0), options_.stall_timeout - silent));
+  }
+  for (std::size_t i = 0; ranks_->draining > 0 && i < ranks_->ranks.size(); ++i) {
+    const auto& r = ranks_->ranks[i];
+    if (r.log.open()) consider(r.drain_deadline);
+  }
+  if (!next) return -1;
+  const auto left = std::chrono::ceil<milliseconds>(*next - Clock::now()).count();
+  return left < 0 ? 0 : static_cast<int>(left);
+}
+
+// The ranks that outlive SIGTERM, named once.
+void Supervisor::report_still_running() {
+  clocks_->report_deadline.reset();
+  const std::vector<detail::RunningRank> running = ranks_->running();
+  if (running.empty() || !clocks_->kill_deadline) return;
+  const auto left = std::chrono::ceil<milliseconds>(*clocks_->kill_deadline - Clock::now());
+  log_notice(fmt::format(
+      "still running {:g} s after SIGTERM: {}; {}", std::chrono::duration<double>(detail::stop_report_delay).count(),
+      detail::describe_running(running), detail::kill_hint(left, asker(), stop_reason_ == StopReason::requested)));
+}
+
+void Supervisor::say_waiting() {
+  const auto waited = std::chrono::duration_cast<milliseconds>(Clock::now() - clocks_->entered);
+  const std::string request = asker();
+  log_notice(fmt::format("this server's ranks are done; waiting for {} ({} so far){}",
+                         link_.waiting_for ? link_.waiting_for() : std::string("the other servers"),
+                         seconds_text(waited), request.empty() ? "" : "; " + request + " stops the job"),
+             true);
+}
+
+// Who can still ask for a stop: nobody once the launcher is gone.
+std::string Supervisor::asker() const {
+  return stop_reason_ == StopReason::launcher_gone ? std::string() : options_.stop_request_name;
+}
+
+void Supervisor::log_notice(const std::string& text, bool info) {
+  if (journal_) journal_(text);
+  if (!(info && options_.quiet)) console_->notice(notice_line(text));
+}
+
+void Supervisor::flush_posted_notices() {
+  for (const auto& [text, info] : inbox_->take_notices()) log_notice(text, info);
+}
+
+}  // namespace davincirun
