@@ -13,6 +13,7 @@ void bind_rank_table(pybind11::module_& m);
 void bind_options(pybind11::module_& m);
 void bind_results(pybind11::module_& m);
 void bind_job(pybind11::module_& m);
+void bind_lifecycle(pybind11::module_& m);
 
 /// For waits that run without the GIL (RankTableLoadOptions::progress): takes
 /// the GIL, writes the notice line to sys.stderr, and turns a pending Ctrl-C

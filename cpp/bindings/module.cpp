@@ -28,4 +28,5 @@ PYBIND11_MODULE(_core, m) {
   davincirun::python::bind_options(m);
   davincirun::python::bind_results(m);
   davincirun::python::bind_job(m);
+  davincirun::python::bind_lifecycle(m);
 }

@@ -27,7 +27,7 @@
 #include "job/job_protocol.hpp"
 #include "job_console.hpp"
 #include "job_peers.hpp"
-#include "events_log.hpp"
+#include "job_journal.hpp"
 #include "job_summary.hpp"
 #include "lifeline.hpp"
 #include "platform_dirs.hpp"
@@ -209,7 +209,7 @@ int run_job_host(int lifeline_fd) {
     lifeline.send(Frame::error, encode_error(e));
     return 1;
   };
-  std::optional<EventsLog> events;
+  std::optional<JobJournal> journal;
   try {
     complete_options(spec);
     tag = random_tag();
@@ -232,8 +232,8 @@ int run_job_host(int lifeline_fd) {
       };
       supervisor->set_server_link(std::move(link));
     }
-    events.emplace(run_dir->events_path());
-    supervisor->set_journal([&events](const std::string& line) { events->write(line); });
+    journal.emplace(run_dir->events_path());
+    supervisor->set_journal([&journal](const std::string& line) { journal->write(line); });
     for (const auto& dir : platform->removed_after_job()) spec.remove_after_job.push_back(dir);
   } catch (const std::exception& e) {
     return abandon(e, true);

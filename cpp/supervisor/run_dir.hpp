@@ -29,8 +29,9 @@ class RunDir {
   /// Where rank `rank` logs (rank_log_file_name()); the log is created by its RankLog.
   std::string log_path(const RankAssignment& rank) const;
   std::string summary_path() const { return path_ + "/summary.json"; }
-  /// The job's journal on this server (events_log.hpp).
-  std::string events_path() const { return path_ + "/events.log"; }
+  /// The job's journal on this server (job_journal.hpp); not named *.log,
+  /// which is every rank's log and only theirs.
+  std::string events_path() const { return path_ + "/events.txt"; }
 
   /// Points <log_dir>/latest at this run, for `tail -f log/latest/rank_0...`.
   /// Best effort: replaced atomically, never when `latest` is not a symlink.

@@ -146,7 +146,7 @@ def test_an_agent_killed_on_one_server_stops_the_other_at_once(servers):
     os.kill(supervisor, signal.SIGKILL)
     assert a.wait() == 1
     b.wait()
-    assert "server 127.0.0.2 was lost: its agent at" in a.output, a.output
+    assert "server 127.0.0.2 was lost " in a.output and "after the agents met: its agent at" in a.output, a.output
     assert "closed its connection" in a.output
     summary = a.summary()
     assert summary["stop_reason"] == "peer_lost"
@@ -159,7 +159,8 @@ def test_when_every_server_succeeds_both_end_with_0_and_the_hub_waits(servers):
     assert a.wait() == 0, a.output
     assert b.wait() == 0, b.output
     assert "the agents of all 2 servers are connected" in a.output
-    assert "waiting for the other servers of the job" in a.output  # rank 0 ends 1 s before rank 1
+    # Rank 0 ends 1 s before rank 1: the hub says what it waits for.
+    assert "this server's ranks are done; waiting for server 127.0.0.2 (running)" in a.output, a.output
     assert a.summary()["peer_stop"] is None
     assert a.summary()["success"] is True
 

@@ -111,6 +111,12 @@ def test_cli_rank_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path, ra
     assert_nothing_survives(job_env[MARKER_VARIABLE], also=[r["pid"] for r in summary["ranks"]])
 
 
+def comm():
+    """This process's command name, as the kernel keeps it (/proc/self/comm)."""
+    with open("/proc/self/comm") as f:
+        return f.read().strip()
+
+
 @needs_cli
 def test_cli_sigterm_to_the_supervisor_is_named_and_exits_143(tmp_path, rank_table, job_env, tracking):
     """A platform stopping the job by signalling its supervisor process: every
@@ -119,11 +125,14 @@ def test_cli_sigterm_to_the_supervisor_is_named_and_exits_143(tmp_path, rank_tab
     proc, _, err = signal_the_cli_supervisor(job, rank_table(2), job_env, tmp_path, signal.SIGTERM)
     assert proc.returncode == 128 + signal.SIGTERM, err
     # Ctrl-C at the terminal would now be the first stop request of the user: it kills at once.
-    assert ("the job supervisor got signal 15 (SIGTERM): stopping 2 rank(s) (SIGTERM); SIGKILL in %g s, "
-            "or at once on Ctrl-C" % GRACE) in err
-    assert "the job was stopped by signal 15 (SIGTERM) to its supervisor process" in err
+    # Which process got it, and from whom: this test's own process, by os.kill().
+    me = "its supervisor process got SIGTERM from pid %d" % os.getpid()
+    assert ("%s (%s): stopping 2 rank(s) (SIGTERM); SIGKILL in %g s, or at once on Ctrl-C" % (me, comm(), GRACE)) in err
+    assert "the job was stopped because %s" % me in err
     summary = read_summary(job)
     assert summary["stop_reason"] == "signaled"
+    assert summary["stop_signal_receiver"] == "supervisor"
+    assert summary["stop_signal_sender_pid"] == os.getpid()
     assert all(r["signal"] == signal.SIGTERM and r["terminated_by_launcher"] for r in summary["ranks"])
     assert_nothing_survives(job_env[MARKER_VARIABLE], also=job.grandchild_pids(2))
 

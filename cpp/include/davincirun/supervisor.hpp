@@ -102,7 +102,7 @@ struct SupervisorOptions {
   std::chrono::milliseconds stall_timeout{0};
   /// Only messages that matter (stops, failures, warnings) reach the
   /// console; the rest (an agent joined, waiting for other servers) goes to
-  /// <run>/events.log only. Default false.
+  /// <run>/events.txt only. Default false.
   bool quiet = false;
   /// For tests: the job stays this long in `hold_state` after entering it
   /// (the event that would end that state is kept until then), answering
@@ -339,7 +339,7 @@ class Supervisor {
   void set_server_link(ServerLink link);
 
   /// Writes `text` as a notice line from run()'s thread, in order with the
-  /// ranks' lines (and into events.log when there is one): for other
+  /// ranks' lines (and into events.txt when there is one): for other
   /// threads of the process (the peer channel). `info`: a message the
   /// console may leave out (SupervisorOptions::quiet). Safe from any
   /// thread; not from a signal handler.
@@ -366,7 +366,7 @@ class Supervisor {
   /// Called on run()'s thread with one line for every state the job enters
   /// ("running -> stopping on rank_failed"), every event that changed
   /// nothing ("stop_request in killing: ignored (...)") and every notice,
-  /// quiet ones included: the job's journal (<run>/events.log). Set before run().
+  /// quiet ones included: the job's journal (<run>/events.txt). Set before run().
   using Journal = std::function<void(const std::string& line)>;
   void set_journal(Journal journal) { journal_ = std::move(journal); }
 

@@ -26,8 +26,9 @@ using std::chrono::milliseconds;
 
 // Descendants the ranks left behind are SIGKILLed within this time.
 constexpr milliseconds sweep_budget{5'000};
-// A state that waits says so: first after this, then every wait_line_period.
-constexpr milliseconds first_wait_line{2'000};
+// A state that waits says so: first after this (a member that only tells
+// the hub it is done is through long before), then every wait_line_period.
+constexpr milliseconds first_wait_line{500};
 constexpr milliseconds wait_line_period{30'000};
 
 std::string seconds_text(milliseconds ms) {

@@ -1,4 +1,4 @@
-#include "events_log.hpp"
+#include "job_journal.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -12,10 +12,10 @@
 
 namespace davincirun::detail {
 
-EventsLog::EventsLog(const std::string& path)
+JobJournal::JobJournal(const std::string& path)
     : fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600)) {}
 
-void EventsLog::write(const std::string& line) {
+void JobJournal::write(const std::string& line) {
   if (!fd_) return;
   using namespace std::chrono;
   const auto now = system_clock::now();
