@@ -102,6 +102,7 @@ void stop_if_signalled(davincirun::JobState state) {
 void hold_planning() {
   const auto hold = davincirun::test_hold_from_environment();
   if (!hold || hold->state != davincirun::JobState::planning) return;
+  say(fmt::format("holding the job in planning for {} ms (DAVINCIRUN_TEST_HOLD)", hold->duration.count()));
   const auto deadline = std::chrono::steady_clock::now() + hold->duration;
   while (stop_signal == 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -132,11 +132,13 @@ void write_summary(const JobSpec& spec, const RunDir& run_dir, JobResult& result
   }
 }
 
-// A test's hold of `starting` (SupervisorOptions::hold): the ranks start
-// once it is over, or at once when a command or a stop signal is waiting,
-// which is then taken as soon as they run.
-void hold_while_starting(const SupervisorOptions& options, int lifeline_fd) {
+// A test's hold of `starting` (SupervisorOptions::hold), the ranks started:
+// they run once it is over, or at once when a command or a stop signal is
+// waiting, which is then taken as soon as they run.
+void hold_while_starting(const SupervisorOptions& options, int lifeline_fd, LineSink& console) {
   if (options.hold_state != JobState::starting || options.hold.count() <= 0) return;
+  console.notice(notice_line(fmt::format("holding the job in starting for {} ms (DAVINCIRUN_TEST_HOLD)",
+                                         options.hold.count())));
   const auto deadline = std::chrono::steady_clock::now() + options.hold;
   while (std::chrono::steady_clock::now() < deadline) {
     pollfd p{lifeline_fd, POLLIN, 0};
@@ -220,7 +222,6 @@ int run_job_host(int lifeline_fd) {
     platform.emplace(PlatformPaths{run_dir->path(), spec.cache_dir});
     // The hub's port is bound before any rank starts: taken, the job never runs.
     if (JobPeers::wanted(spec.peers)) peers = std::make_unique<JobPeers>(spec, console.sink());
-    hold_while_starting(spec.supervisor, lifeline_fd);
     supervisor = start_ranks(spec, *run_dir, tag, console.sink(), *platform);
     if (peers) {
       peers->start(*supervisor, run_dir->path(), rank_labels(spec));
@@ -242,6 +243,7 @@ int run_job_host(int lifeline_fd) {
   if (subreaper_refused != 0) console.sink().notice(notice_line(subreaper_notice(subreaper_refused)));
   lifeline.send(Frame::started, encode_started({run_dir->path(), tag, supervisor->pids(), supervisor->tracking()}));
 
+  hold_while_starting(spec.supervisor, lifeline_fd, console.sink());
   JobResult result;
   try {
     const CommandListener listener(lifeline_fd, reader.take_buffered(), *supervisor);

@@ -95,7 +95,12 @@ void JobPeers::start(Supervisor& supervisor, std::string run_dir, std::vector<st
     try {
       agent_->run();
     } catch (const std::exception& e) {
-      on_notice(fmt::format("the peer channel failed: {}", e.what()), false);
+      // Without its channel the job cannot stop together: it stops now.
+      PeerStop stop;
+      stop.server_id = spec_.server_id;
+      stop.detail = fmt::format("lost its peer channel: {}", e.what());
+      supervisor_->request_stop_by_peer(JobEvent::peer_lost, std::move(stop));
+      return;
     }
     supervisor_->servers_done();
   });

@@ -20,7 +20,7 @@ from process_scan import MARKER_VARIABLE, processes_with_marker
 # job can stop, then says "up", then does what its mode says.
 RANKS = r"""
 import os, signal, sys, time
-rank = int(os.environ["RANK_ID"])
+rank = int(os.environ.get("RANK_ID", "-1"))  # -1: MindSpore's scheduler (dynamic-cluster mode)
 mode = sys.argv[1]
 seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
 if os.fork() == 0:
@@ -41,6 +41,9 @@ print("rank %d pid %d up" % (rank, os.getpid()), flush=True)
 if mode == "exit":      # exit 0 after `seconds`
     time.sleep(seconds)
     sys.exit(0)
+if mode == "exit0":     # rank 0 exits 0 after `seconds`, the others 1.5 s later
+    time.sleep(seconds + (0 if rank == 0 else 1.5))
+    sys.exit(0)
 if mode == "fail" or (mode.startswith("fail1") and rank == 1):  # exit 3 after `seconds`
     time.sleep(seconds)
     print("Traceback (most recent call last):\nValueError: rank %d broke on purpose" % rank, flush=True)
@@ -60,15 +63,21 @@ while True:
 """
 
 
-def write_table(path, servers, devices=1):
+def write_table(path, servers, devices=1, subnet=None):
     """A format 1.0 table: `devices` devices on each of `servers` (ids
-    127.0.0.x: every one of them is this machine's loopback)."""
+    127.0.0.x: every one of them is this machine's loopback). The device
+    addresses are in 10.`subnet`.0.0/16 (random when None): tables that
+    differ there make jobs of different ids and ports, which may run side
+    by side."""
+    if subnet is None:
+        subnet = uuid.uuid4().int % 250
     table = {"version": "1.0", "server_count": str(len(servers)), "status": "completed", "server_list": []}
     rank = 0
     for server in servers:
         entries = []
         for d in range(devices):
-            entries.append({"device_id": str(d), "device_ip": "192.168.%d.%d" % (d, rank + 1), "rank_id": str(rank)})
+            entries.append({"device_id": str(d), "device_ip": "10.%d.%d.%d" % (subnet, d, rank + 1),
+                            "rank_id": str(rank)})
             rank += 1
         table["server_list"].append({"server_id": server, "device": entries})
     with open(path, "w") as f:
@@ -76,16 +85,35 @@ def write_table(path, servers, devices=1):
     return str(path)
 
 
-class Launch:
-    """One `davincirun` of a scenario, its output read as it comes."""
+# A launcher through the Python API: it starts the job, prints its run
+# directory, and asks for a kill (request_kill(), as a dropped Job does)
+# once the file argv[1] exists; then it prints the result.
+API_LAUNCHER = r"""
+import json, os, sys, time
+from davincirunsdk import start_distributed_train
+trigger, table, server, log_dir = sys.argv[1:5]
+job = start_distributed_train(sys.argv[5:], rank_table=table, server_id=server, log_dir=log_dir,
+                              output_notebook=False)
+print("logs in " + job.run_dir, flush=True)
+while not os.path.exists(trigger):
+    time.sleep(0.01)
+job._core.request_kill()
+code = job.wait(raise_exception=False)
+print("RESULT %d %s" % (code, job.result.stop_reason), flush=True)
+sys.exit(code)
+"""
 
-    def __init__(self, directory, argv, env, name="job", davincirun="davincirun", preexec_fn=None):
+
+class Launch:
+    """One launcher of a scenario (`davincirun`, or API_LAUNCHER), its output read as it comes."""
+
+    def __init__(self, directory, argv, env, name="job", preexec_fn=None):
         self.directory = directory
         self.name = name
         self.output = ""
         self._lock = threading.Lock()
         self.started = time.monotonic()
-        self.proc = subprocess.Popen([davincirun] + argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, env=env, cwd=str(directory), preexec_fn=preexec_fn)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -120,6 +148,22 @@ class Launch:
                 return line.split("logs in ", 1)[1].strip()
         return None
 
+    def ups(self):
+        """How many ranks said "up", in the console or in their logs."""
+        count = self.text().count(" up\n")
+        run = self.run_dir()
+        if run and os.path.isdir(run):
+            logs = 0
+            for name in os.listdir(run):
+                if name.endswith(".log"):
+                    try:
+                        with open(os.path.join(run, name)) as f:
+                            logs += " up\n" in f.read()
+                    except OSError:
+                        pass
+            count = max(count, logs)
+        return count
+
     def journal(self):
         run = self.run_dir()
         try:
@@ -138,10 +182,14 @@ class Launch:
         except OSError:
             return None
 
-    def supervisor_pid(self):
-        out = subprocess.run(["pgrep", "-P", str(self.proc.pid), "-f", "davincirun-supervisor"],
-                             stdout=subprocess.PIPE).stdout.split()
-        return int(out[0]) if out else None
+    def supervisor_pid(self, timeout=5.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            out = subprocess.run(["pgrep", "-P", str(self.proc.pid), "-f", "davincirun-supervisor"],
+                                 stdout=subprocess.PIPE).stdout.split()
+            if out or time.monotonic() > deadline:
+                return int(out[0]) if out else None
+            time.sleep(0.02)
 
     def signal(self, signo):
         try:
@@ -165,7 +213,7 @@ class Scenario:
     """The processes, devices and files of one scenario: a marker every
     process of its jobs carries, a lock directory of its own, its table."""
 
-    def __init__(self, directory, servers=("127.0.0.1",), devices=1):
+    def __init__(self, directory, servers=("127.0.0.1",), devices=1, subnet=None):
         self.directory = directory
         os.makedirs(str(directory), exist_ok=True)
         self.marker = uuid.uuid4().hex
@@ -173,31 +221,57 @@ class Scenario:
         os.makedirs(self.lock_dir, exist_ok=True)
         self.servers = list(servers)
         self.devices = devices
-        self.table = write_table(os.path.join(str(directory), "table.json"), self.servers, devices)
+        self.table = write_table(os.path.join(str(directory), "table.json"), self.servers, devices, subnet)
         self.script = os.path.join(str(directory), "ranks.py")
         with open(self.script, "w") as f:
             f.write(RANKS)
         self.launches = []
 
-    def env(self, **extra):
+    def env(self, server=0, **extra):
+        """The environment of server `server`'s launcher: each server locks
+        its devices in a directory of its own, as separate machines would."""
         env = dict(os.environ)
-        env.update({MARKER_VARIABLE: self.marker, "DAVINCIRUN_LOCK_DIR": self.lock_dir,
+        lock_dir = os.path.join(self.lock_dir, "server%d" % server)
+        os.makedirs(lock_dir, exist_ok=True)
+        env.update({MARKER_VARIABLE: self.marker, "DAVINCIRUN_LOCK_DIR": lock_dir,
                     "DAVINCIRUN_CACHE_ROOT": "off", "PYTHONUNBUFFERED": "1"})
         env.pop("DAVINCIRUN_TEST_HOLD", None)
         env.update({k: str(v) for k, v in extra.items()})
         return env
+
+    def ranks_argv(self, mode, seconds):
+        return [sys.executable, self.script, mode] + ([str(seconds)] if seconds is not None else [])
+
+    def log_dir(self, server):
+        return os.path.join(str(self.directory), "log%d" % server)
 
     def start(self, mode, *options, server=0, seconds=None, hold=None, env=None, table=None, preexec_fn=None):
         """davincirun on server `server` of the table, running the rank program in `mode`."""
         extra = dict(env or {})
         if hold:
             extra["DAVINCIRUN_TEST_HOLD"] = hold
-        argv = ["-r", table or self.table, "--server-id", self.servers[server],
-                "-l", os.path.join(str(self.directory), "log%d" % server), *options,
-                sys.executable, self.script, mode] + ([str(seconds)] if seconds is not None else [])
-        launch = Launch(self.directory, argv, self.env(**extra), name="server %d" % server, preexec_fn=preexec_fn)
+        argv = ["davincirun", "-r", table or self.table, "--server-id", self.servers[server],
+                "-l", self.log_dir(server), *options] + self.ranks_argv(mode, seconds)
+        launch = Launch(self.directory, argv, self.env(server, **extra), name="server %d" % server,
+                        preexec_fn=preexec_fn)
         self.launches.append(launch)
         return launch
+
+    def start_api(self, mode, seconds=None, hold=None):
+        """The job through the Python API (API_LAUNCHER); kill_request() asks it for a kill."""
+        path = os.path.join(str(self.directory), "api_launcher.py")
+        with open(path, "w") as f:
+            f.write(API_LAUNCHER)
+        self.trigger = os.path.join(str(self.directory), "kill-now")
+        argv = [sys.executable, path, self.trigger, self.table, self.servers[0], self.log_dir(0)]
+        env = self.env(**({"DAVINCIRUN_TEST_HOLD": hold} if hold else {}))
+        launch = Launch(self.directory, argv + self.ranks_argv(mode, seconds), env, name="api")
+        self.launches.append(launch)
+        return launch
+
+    def kill_request(self):
+        with open(self.trigger, "w"):
+            pass
 
     def left(self):
         """Pids of live processes of this scenario's jobs."""
@@ -216,7 +290,7 @@ class Scenario:
         """Whether a new job could take this server's devices now (davincirun
         --dry-run exits 2 when another job holds one)."""
         proc = subprocess.run(["davincirun", "--dry-run", "-r", self.table, "--server-id", self.servers[server],
-                               "--wait-timeout", "0", "true"], env=self.env(), stdout=subprocess.DEVNULL,
+                               "--wait-timeout", "0", "true"], env=self.env(server), stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE)
         return proc.returncode == 0
 

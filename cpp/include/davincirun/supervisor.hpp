@@ -396,6 +396,7 @@ class Supervisor {
   void enter_done(JobState from, const Event& cause);
   void take_requests();
   void check_clocks();
+  bool stall_due() const;
   void fire_derived_events();
   bool held() const;
   int next_timeout_ms() const;
@@ -424,6 +425,7 @@ class Supervisor {
   JobState stopped_in_ = JobState::done;
   std::optional<PeerStop> peer_stop_;
   std::string stop_why_;  // the stop's notice starts so
+  std::vector<Event> deferred_;  // events a short state keeps for the next
   int stop_signal_ = 0;
   SignalOrigin signal_origin_;
   std::optional<std::size_t> first_failure_;

@@ -68,8 +68,8 @@ const std::vector<Rule> rules = {
     {{S::starting}, E::rank_failed, A::deferred, S::done, false, "exits are read once every rank has started"},
     {{S::running}, E::rank_failed, A::stop, S::stopping, true,
      "the first failure is the root cause: SIGTERM to every other rank"},
-    {{S::stopping, S::killing}, E::rank_failed, A::note, S::done, false,
-     "a rank told to stop is a consequence, not a failure"},
+    {{S::stopping, S::killing}, E::rank_failed, A::impossible, S::done, false,
+     "every rank still running was told to stop on entering stopping: how it ends is a consequence (rank_exited)"},
     {{LAUNCHER, AFTER_RANKS}, E::rank_failed, A::impossible, S::done, false, "no rank is running"},
     {{RANKS_RUN}, E::ranks_gone, A::proceed, S::draining, false,
      "kill what the ranks left running, read their last output"},
@@ -80,10 +80,8 @@ const std::vector<Rule> rules = {
     {{LAUNCHER, S::starting, RANKS_RUN, S::waiting_for_servers, S::done}, E::output_drained, A::impossible, S::done,
      false, "output is drained once, after the last rank exited"},
     {{S::waiting_for_servers}, E::servers_done, A::proceed, S::done, false, "deliver the result"},
-    {{RANKS_RUN, S::draining}, E::servers_done, A::note, S::done, false,
-     "the other servers finished first; this server's own ranks decide when it is done"},
-    {{LAUNCHER, S::starting, S::done}, E::servers_done, A::impossible, S::done, false,
-     "the agents talk only while the ranks run and after"},
+    {{LAUNCHER, S::starting, RANKS_RUN, S::draining, S::done}, E::servers_done, A::impossible, S::done, false,
+     "the agent is done only after this server is: it hears so on entering waiting_for_servers"},
 
     // --- A person's stop: Ctrl-C, the notebook's stop button, request_stop().
     {{LAUNCHER}, E::stop_request, A::stop, S::done, false, "nothing was started: stop waiting, raise"},
@@ -148,9 +146,9 @@ const std::vector<Rule> rules = {
     {{S::running}, E::stall, A::stop, S::stopping, true,
      "the ranks' Python stacks are written to <run>/stacks, then SIGTERM to every rank"},
     {{S::stopping, S::killing}, E::stall, A::ignored, S::done, false, "a stop is under way"},
-    {{S::draining}, E::stall, A::deferred, S::done, false, "taken once the output is drained"},
-    {{S::waiting_for_servers}, E::stall, A::stop, S::done, false,
-     "the hub found the whole job silent: stop waiting"},
+    {{S::draining}, E::stall, A::ignored, S::done, false, "the watchdog watches running ranks only"},
+    {{S::waiting_for_servers}, E::stall, A::impossible, S::done, false,
+     "the hub's watchdog counts the servers still running, and stops once its own ranks are done"},
     {{S::done}, E::stall, A::ignored, S::done, false, "the job is over"},
     {{LAUNCHER, S::starting}, E::stall, A::impossible, S::done, false, "the watchdog starts with the ranks"},
 };
@@ -164,11 +162,16 @@ std::vector<Rule> all_rules() {
     out.push_back({{LAUNCHER, S::starting}, e, A::impossible, S::done, false,
                    "the agents talk once the ranks have started"});
     out.push_back({{S::running}, e, A::stop, S::stopping, false, "SIGTERM to every rank (the hub told everyone)"});
-    out.push_back({{S::stopping, S::killing}, e, A::ignored, S::done, false, "the first event names the stop"});
+    out.push_back({{S::stopping, S::killing}, e, A::impossible, S::done, false,
+                   "the hub tells a server one event, the job's first; links lost after it are quiet"});
     out.push_back({{S::draining}, e, A::stop, S::draining, false,
                    "the ranks are gone; their last output is read, then the job is done"});
     out.push_back({{S::waiting_for_servers}, e, A::stop, S::done, false, "stop waiting"});
-    out.push_back({{S::done}, e, A::ignored, S::done, false, "the job is over"});
+    out.push_back(e == E::hub_unreachable
+                      ? Rule{{S::done}, e, A::impossible, S::done, false,
+                             "a member is done only once it reached the hub, or gave up telling it"}
+                      : Rule{{S::done}, e, A::ignored, S::done, false,
+                             "this server's part is over: what happens elsewhere later does not change it"});
   }
   return out;
 }

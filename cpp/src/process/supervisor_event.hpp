@@ -36,6 +36,7 @@ struct Supervisor::Clocks {
   std::optional<Time> next_wait_line;   // waiting_for_servers: the next progress line
   Time entered{};                       // when the current state began
   bool servers_done = false;            // waiting_for_servers may end
+  bool stall_fired = false;             // the stall watchdog fires once
 };
 
 }  // namespace davincirun

@@ -65,9 +65,11 @@ void Supervisor::on(const Event& event) {
   const JobState from = state();
   const JobTransition& cell = job_transition(from, event.kind);
   switch (cell.answer) {
+    case JobAnswer::deferred:
+      deferred_.push_back(event);
+      [[fallthrough]];
     case JobAnswer::note:
     case JobAnswer::ignored:
-    case JobAnswer::deferred:
     case JobAnswer::impossible:
       if (journal_) journal_(fmt::format("{} in {}: {} ({})", to_string(event.kind), to_string(from),
                                          to_string(cell.answer), cell.why));
@@ -80,7 +82,12 @@ void Supervisor::on(const Event& event) {
   }
   const bool names = stop_reason_ == StopReason::none;
   if (names) begin_stop(event);
-  if (cell.next != from) enter(cell.next, event);
+  if (cell.next != from) {
+    enter(cell.next, event);
+  } else if (journal_) {
+    journal_(fmt::format("{} in {}: {} ({})", to_string(event.kind), to_string(from), to_string(cell.answer),
+                         names ? "names the stop" : "the stop is named already"));
+  }
   // Told once this server's SIGTERMs are out: the peer channel then reads
   // the failed rank's log for its root cause.
   if (cell.tells_peers && names && link_.local_stop) {
@@ -252,19 +259,18 @@ void Supervisor::take_requests() {
   }
 }
 
+// The clocks' events, each once, whatever the state: the table says what
+// they do there (a job timeout during a stop is ignored, for one).
 void Supervisor::check_clocks() {
   const auto now = Clock::now();
-  const JobState s = state();
-  if (clocks_->job_deadline && now >= *clocks_->job_deadline &&
-      (s == JobState::running || s == JobState::waiting_for_servers)) {
+  if (clocks_->job_deadline && now >= *clocks_->job_deadline) {
     clocks_->job_deadline.reset();
     on(Event{JobEvent::job_timeout});
   }
-  if (state() == JobState::stopping && clocks_->report_deadline && now >= *clocks_->report_deadline) {
-    report_still_running();
-  }
-  if (state() == JobState::stopping && clocks_->kill_deadline && now >= *clocks_->kill_deadline) {
-    on(Event{JobEvent::grace_over});
+  if (clocks_->report_deadline && now >= *clocks_->report_deadline) report_still_running();
+  if (clocks_->kill_deadline && now >= *clocks_->kill_deadline) {
+    clocks_->kill_deadline.reset();
+    if (state() == JobState::stopping) on(Event{JobEvent::grace_over});
   }
   auto& ranks = ranks_->ranks;
   for (std::size_t i = 0; ranks_->draining > 0 && i < ranks.size(); ++i) {
@@ -276,17 +282,28 @@ void Supervisor::check_clocks() {
       close_output(i);
     }
   }
-  if (state() == JobState::running && options_.stall_timeout.count() > 0 &&
-      silent_ms() >= static_cast<std::uint64_t>(options_.stall_timeout.count())) {
+  if (stall_due()) {
+    clocks_->stall_fired = true;
     Event stall{JobEvent::stall};
     stall.why = describe_event(stall);
-    if (link_.before_stall_stop) log_notice(link_.before_stall_stop(stall.why));
+    if (link_.before_stall_stop && job_transition(state(), JobEvent::stall).answer == JobAnswer::stop) {
+      log_notice(link_.before_stall_stop(stall.why));
+    }
     on(stall);
   }
   if (state() == JobState::waiting_for_servers && clocks_->next_wait_line && now >= *clocks_->next_wait_line) {
     say_waiting();
     clocks_->next_wait_line = now + wait_line_period;
   }
+}
+
+// This server's stall watchdog (one server only): once, while its ranks
+// or their output are still there.
+bool Supervisor::stall_due() const {
+  const JobState s = state();
+  return options_.stall_timeout.count() > 0 && !clocks_->stall_fired &&
+         (s == JobState::running || s == JobState::stopping || s == JobState::killing || s == JobState::draining) &&
+         silent_ms() >= static_cast<std::uint64_t>(options_.stall_timeout.count());
 }
 
 // The events that follow from what is known: the last rank gone, the
@@ -302,7 +319,17 @@ void Supervisor::fire_derived_events() {
     } else if (s == JobState::waiting_for_servers && clocks_->servers_done) {
       on(Event{JobEvent::servers_done});
     } else {
-      return;
+      break;
+    }
+  }
+  // What a short state kept is taken in the state after it.
+  std::vector<Event> kept;
+  kept.swap(deferred_);
+  for (const Event& e : kept) {
+    if (job_transition(state(), e.kind).answer == JobAnswer::deferred) {
+      deferred_.push_back(e);  // still the same short state
+    } else {
+      on(e);
     }
   }
 }
@@ -313,14 +340,12 @@ int Supervisor::next_timeout_ms() const {
   const auto consider = [&](const std::optional<Clock::time_point>& t) {
     if (t && (!next || *t < *next)) next = t;
   };
-  if (s == JobState::running || s == JobState::waiting_for_servers) consider(clocks_->job_deadline);
-  if (s == JobState::stopping) {
-    consider(clocks_->kill_deadline);
-    consider(clocks_->report_deadline);
-  }
+  consider(clocks_->job_deadline);
+  consider(clocks_->kill_deadline);
+  consider(clocks_->report_deadline);
   if (s == JobState::waiting_for_servers) consider(clocks_->next_wait_line);
   consider(clocks_->hold_until);
-  if (s == JobState::running && options_.stall_timeout.count() > 0) {
+  if (options_.stall_timeout.count() > 0 && !clocks_->stall_fired && s != JobState::waiting_for_servers) {
     const auto silent = milliseconds(static_cast<std::int64_t>(silent_ms()));
     consider(Clock::now() + std::max(milliseconds(0), options_.stall_timeout - silent));
   }
@@ -336,6 +361,7 @@ int Supervisor::next_timeout_ms() const {
 // The ranks that outlive SIGTERM, named once.
 void Supervisor::report_still_running() {
   clocks_->report_deadline.reset();
+  if (state() != JobState::stopping) return;
   const std::vector<detail::RunningRank> running = ranks_->running();
   if (running.empty() || !clocks_->kill_deadline) return;
   const auto left = std::chrono::ceil<milliseconds>(*clocks_->kill_deadline - Clock::now());
