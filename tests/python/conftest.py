@@ -1,7 +1,12 @@
 """Shared fixtures: rank tables describing this machine, a guard proving
 that no test leaves a process of its jobs behind, the notebook kernels
 (notebook_support.py), the rank program of the output tests
-(rank_writer.py) and test hosts in network namespaces (netns_support.py)."""
+(rank_writer.py) and test hosts in network namespaces (netns_support.py).
+
+The tests are in one folder per stage of a job (rank_table, plan, process,
+output, job, peers) and per surrounding (engines, frameworks, security,
+install, repository); the modules they share are in support/, which this
+file puts on sys.path for every folder."""
 
 import json
 import os
@@ -12,11 +17,11 @@ import uuid
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fault"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path[:0] = [os.path.join(HERE, "support"), os.path.join(REPO, "tests", "fault")]
 from notebook_support import KERNEL_NAMES, checked_kernel  # noqa: E402
 from process_scan import MARKER_VARIABLE, processes_with_marker  # noqa: E402,F401 (used by the tests)
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def write_rank_table(path, device_ids, server_id="127.0.0.1"):
