@@ -8,6 +8,7 @@ output, job, peers) and per surrounding (engines, frameworks, security,
 install, repository); the modules they share are in support/, which this
 file puts on sys.path for every folder."""
 
+import importlib.util
 import json
 import os
 import signal
@@ -106,6 +107,14 @@ def job_env():
         except ProcessLookupError:
             pass
     assert not left, "processes left behind by the test: %s" % left
+
+
+def needs_modules(*names):
+    """Skips a test whose ranks import `names` where one is not installed.
+    Looked up, not imported: torch alone takes seconds to import, which
+    every collection of the suite would pay, deselected or not."""
+    missing = [name for name in names if importlib.util.find_spec(name) is None]
+    return pytest.mark.skipif(bool(missing), reason="not installed: %s" % ", ".join(missing))
 
 
 def assert_gone(pids):
