@@ -6,7 +6,8 @@ that no test leaves a process of its jobs behind, the notebook kernels
 The tests are in one folder per stage of a job (rank_table, plan, process,
 output, job, peers) and per surrounding (engines, frameworks, security,
 install, repository); the modules they share are in support/, which this
-file puts on sys.path for every folder."""
+file puts on sys.path for every folder. It also puts back the stop signals
+a test run may have been started ignoring."""
 
 import importlib.util
 import json
@@ -21,8 +22,21 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [os.path.join(HERE, "support"), os.path.join(REPO, "tests", "fault")]
+from caller_signals import STOP_SIGNALS, restore_defaults  # noqa: E402
 from notebook_support import KERNEL_NAMES, checked_kernel  # noqa: E402
 from process_scan import MARKER_VARIABLE, processes_with_marker  # noqa: E402,F401 (used by the tests)
+
+
+def pytest_sessionstart(session):
+    """The stop signals back at their defaults where this run was started
+    ignoring them: by `nohup` (SIGHUP) or as a background job of a script
+    (SIGINT, SIGQUIT). An ignored disposition survives fork() and exec(),
+    so every davincirun, caller and rank the tests start would inherit it,
+    and davincirun rightly keeps a signal ignored at its start: a test
+    stopping a job with that signal would see it run on. A test that wants
+    a signal ignored in a child ignores it there (preexec_fn), as a user
+    does with nohup."""
+    restore_defaults(STOP_SIGNALS)
 
 
 def write_rank_table(path, device_ids, server_id="127.0.0.1"):
