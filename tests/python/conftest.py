@@ -7,7 +7,7 @@ The tests are in one folder per stage of a job (rank_table, plan, process,
 output, job, peers) and per surrounding (engines, frameworks, security,
 install, repository); the modules they share are in support/, which this
 file puts on sys.path for every folder. It also puts back the stop signals
-a test run may have been started ignoring."""
+a test run may have been started ignoring, and marks the quick tests."""
 
 import importlib.util
 import json
@@ -37,6 +37,19 @@ def pytest_sessionstart(session):
     a signal ignored in a child ignores it there (preexec_fn), as a user
     does with nohup."""
     restore_defaults(STOP_SIGNALS)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config, items):
+    """Marks `quick` every test that has none of the project's other markers
+    (pyproject.toml: slow, notebook, fault, mindspore, multihost, each of
+    them something more than this machine and a few seconds), so that
+    `pytest -m quick` runs those alone and a new marker leaves them too."""
+    others = [line.split(":")[0].strip() for line in config.getini("markers")]
+    others.remove("quick")
+    for item in items:
+        if not any(item.get_closest_marker(name) for name in others):
+            item.add_marker(pytest.mark.quick)
 
 
 def write_rank_table(path, device_ids, server_id="127.0.0.1"):
