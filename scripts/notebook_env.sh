@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up what tests/python/job/test_notebook.py and test_example_notebook.py need
+# Sets up what tests/python/job/test_notebook.py and frameworks/test_example_notebook.py need
 # to run real notebooks in real Jupyter kernels, against ipykernel 6 and
 # ipykernel 7 (their rules for output printed from background threads differ):
 #
