@@ -2,7 +2,7 @@
 on every host is gone, with davincirun's peer channel and without it
 (--no-peers: each host learns only through the framework, here gloo).
 
-Three hosts in network namespaces (tests/python/netns_support.py; needs
+Three hosts in network namespaces (tests/python/support/netns_support.py; needs
 root), one davincirun each, one rank per host all-reducing every 50 ms.
 Events: a rank SIGKILLed on h2; h2's link cut (`ip link set down`).
 
@@ -21,7 +21,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
+TESTS = os.path.join(os.path.dirname(HERE), "tests", "python")
+# The test helpers: support/, peers/ (test_multi_host_peers) and conftest.py.
+sys.path[:0] = [os.path.join(TESTS, "support"), os.path.join(TESTS, "peers"), TESTS]
 
 from netns_support import Network  # noqa: E402
 from test_multi_host_peers import STEADY, rank_pids, wait_joined  # noqa: E402

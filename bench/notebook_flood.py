@@ -21,7 +21,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "python", "support"))
 from _common import write_table  # noqa: E402
 from notebook_support import cell_text, execute_notebook, kernel_problem  # noqa: E402
 

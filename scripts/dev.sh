@@ -5,7 +5,7 @@
 # the tests given against it, with no wheel to build or install. A C++ change
 # rebuilds only what depends on it; a Python change needs no build at all.
 #
-#   bash scripts/dev.sh tests/python/test_launch.py -k fails   # pytest, on this build
+#   bash scripts/dev.sh tests/python/job/test_launch.py -k fails   # pytest, on this build
 #   bash scripts/dev.sh --ctest -R "oldest whole lines"        # C++ cases by name (ctest; none matching fails)
 #   bash scripts/dev.sh --shell                                # a shell with this build first
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A virtual environment with MindSpore's CPU wheel, for the tests that train
-# with MindSpore for real (tests/python/test_mindspore*.py):
+# with MindSpore for real (pytest -m mindspore; tests/python/frameworks/test_mindspore.py):
 #
 #   build/mindspore-env/   venv: mindspore==2.10.0, numpy<2, scikit-learn
 #

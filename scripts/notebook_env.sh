@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up what tests/python/test_notebook.py and test_example_notebook.py need
+# Sets up what tests/python/job/test_notebook.py and frameworks/test_example_notebook.py need
 # to run real notebooks in real Jupyter kernels, against ipykernel 6 and
 # ipykernel 7 (their rules for output printed from background threads differ):
 #
@@ -193,7 +193,7 @@ for major in 6 7; do
     # requirements the venv's copies do not meet (e.g. an upper bound on
     # python-dateutil), though the venv's own set is resolved as a whole;
     # torch and scikit-learn, imported from $PYTHON, are exercised by
-    # tests/python/test_example_notebook.py.
+    # tests/python/frameworks/test_example_notebook.py.
     quiet "$vpy" -m pip install -q --ignore-installed --no-warn-conflicts "$requirement"
     echo "$requirement" >"$venv/.ipykernel-requirement"
     did+=("ipykernel installed")

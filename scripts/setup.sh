@@ -17,10 +17,10 @@ export PIP_ROOT_USER_ACTION=ignore
 # clang and libclang-rt-14-dev build the fuzzer (scripts/fuzz.sh): libFuzzer's
 # runtime is in libclang-rt-<major>-dev, and 14 is the major of Debian 12's
 # default clang (our CI machine); another release needs its own major here.
-# tmux is the terminal the status-line test draws on (tests/python/test_terminal_width.py).
+# tmux is the terminal the status-line test draws on (tests/python/output/test_terminal_width.py).
 apt_packages=(g++ nlohmann-json3-dev libfmt-dev catch2 clang libclang-rt-14-dev tmux)
 # The job engines the multi-host tests run davincirun under, for real, across
-# test hosts in network namespaces (tests/python/test_multi_host_engines.py):
+# test hosts in network namespaces (tests/python/engines/test_multi_host_engines.py):
 # Slurm (slurmctld, slurmd, srun) with munge for its authentication, and
 # Open MPI's mpirun (their packaged services are not used: the tests start
 # their own daemons from a temporary configuration). iproute2 and util-linux

@@ -8,7 +8,7 @@
 # release pip picks for that version (PyPI). Tests needing what such a venv
 # lacks (torch, the notebook kernels) are left out or skip themselves.
 #
-#   bash scripts/test_pythons.sh [pytest args]   (default: -m "not slow and not notebook and not fault" tests/python)
+#   bash scripts/test_pythons.sh [pytest args]   (default: -m quick tests/python, the quick tests)
 #   TEST_PYTHONS="3.8 3.12" bash scripts/test_pythons.sh    other versions (PYENV_ROOT, default ~/.pyenv)
 #   DAVINCIRUN_PREBUILT_CORE=build/dev bash scripts/test_pythons.sh
 set -euo pipefail
@@ -18,7 +18,7 @@ core=$(cd "${DAVINCIRUN_PREBUILT_CORE:-build/tests}" && pwd)
 versions=${TEST_PYTHONS-3.7 3.13}
 PYENV_ROOT=${PYENV_ROOT:-$HOME/.pyenv}
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
-(($#)) || set -- -m "not slow and not notebook and not fault" tests/python
+(($#)) || set -- -m quick tests/python
 # The same compiler and build type as the core (cmake/prebuilt_core.cmake checks).
 compiler=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$core/CMakeCache.txt")
 build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$core/CMakeCache.txt")

@@ -1,6 +1,8 @@
 """How fault_driver.py starts a caller: with the signals the driver sends it
 to end a job (SIGINT, SIGTERM) at their default disposition, as a program a
-person starts from a terminal has them.
+person starts from a terminal has them. The pytest suite puts every stop
+signal back at its default in its own process (restore_defaults, from
+tests/python/conftest.py) for the same reason.
 
 A signal ignored when a process starts stays ignored across exec(), and both
 callers honour that on purpose: Python installs no KeyboardInterrupt handler
@@ -18,6 +20,9 @@ import sys
 # The signals fault_driver.py sends a caller to end its job (SIGKILL cannot be ignored).
 SENT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
+# The signals that stop a davincirun job from a terminal, a session or an engine.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
 # Run as `python -c RESET ARGV...`: puts the signals back to their default
 # and becomes ARGV (same pid, so the driver signals the caller itself).
 _RESET = (
@@ -31,6 +36,16 @@ _RESET = (
 def ignored_signals():
     """The signals of SENT_SIGNALS this process ignores, hence its children too."""
     return [int(s) for s in SENT_SIGNALS if signal.getsignal(s) == signal.SIG_IGN]
+
+
+def restore_defaults(signals):
+    """Those of `signals` this process ignores back at their default (SIGINT:
+    Python's KeyboardInterrupt, as Python sets it when SIGINT is not ignored
+    at start-up), so that the processes it starts get them at their default
+    too."""
+    for number in signals:
+        if signal.getsignal(number) == signal.SIG_IGN:
+            signal.signal(number, signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL)
 
 
 def caller_argv(argv):

@@ -18,7 +18,7 @@ Afterwards:
   lists every other rank; each rank's status is one its behaviour allows;
 - the caller never crashed.
 
-Used by bench/fault_run.py (the full run) and tests/python/test_fault_run.py
+Used by bench/fault_run.py (the full run) and tests/python/process/test_fault_run.py
 (a bounded run in the suite).
 """
 

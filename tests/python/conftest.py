@@ -1,8 +1,15 @@
 """Shared fixtures: rank tables describing this machine, a guard proving
 that no test leaves a process of its jobs behind, the notebook kernels
 (notebook_support.py), the rank program of the output tests
-(rank_writer.py) and test hosts in network namespaces (netns_support.py)."""
+(rank_writer.py) and test hosts in network namespaces (netns_support.py).
 
+The tests are in one folder per stage of a job (rank_table, plan, process,
+output, job, peers) and per surrounding (engines, frameworks, security,
+install, repository); the modules they share are in support/, which this
+file puts on sys.path for every folder. It also puts back the stop signals
+a test run may have been started ignoring, and marks the quick tests."""
+
+import importlib.util
 import json
 import os
 import signal
@@ -12,11 +19,37 @@ import uuid
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fault"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path[:0] = [os.path.join(HERE, "support"), os.path.join(REPO, "tests", "fault")]
+from caller_signals import STOP_SIGNALS, restore_defaults  # noqa: E402
 from notebook_support import KERNEL_NAMES, checked_kernel  # noqa: E402
 from process_scan import MARKER_VARIABLE, processes_with_marker  # noqa: E402,F401 (used by the tests)
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+def pytest_sessionstart(session):
+    """The stop signals back at their defaults where this run was started
+    ignoring them: by `nohup` (SIGHUP) or as a background job of a script
+    (SIGINT, SIGQUIT). An ignored disposition survives fork() and exec(),
+    so every davincirun, caller and rank the tests start would inherit it,
+    and davincirun rightly keeps a signal ignored at its start: a test
+    stopping a job with that signal would see it run on. A test that wants
+    a signal ignored in a child ignores it there (preexec_fn), as a user
+    does with nohup."""
+    restore_defaults(STOP_SIGNALS)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config, items):
+    """Marks `quick` every test that has none of the project's other markers
+    (pyproject.toml: slow, notebook, fault, mindspore, multihost, each of
+    them something more than this machine and a few seconds), so that
+    `pytest -m quick` runs those alone and a new marker leaves them too."""
+    others = [line.split(":")[0].strip() for line in config.getini("markers")]
+    others.remove("quick")
+    for item in items:
+        if not any(item.get_closest_marker(name) for name in others):
+            item.add_marker(pytest.mark.quick)
 
 
 def write_rank_table(path, device_ids, server_id="127.0.0.1"):
@@ -101,6 +134,14 @@ def job_env():
         except ProcessLookupError:
             pass
     assert not left, "processes left behind by the test: %s" % left
+
+
+def needs_modules(*names):
+    """Skips a test whose ranks import `names` where one is not installed.
+    Looked up, not imported: torch alone takes seconds to import, which
+    every collection of the suite would pay, deselected or not."""
+    missing = [name for name in names if importlib.util.find_spec(name) is None]
+    return pytest.mark.skipif(bool(missing), reason="not installed: %s" % ", ".join(missing))
 
 
 def assert_gone(pids):

@@ -7,15 +7,12 @@ import re
 import sys
 
 import pytest
-from conftest import REPO
+from conftest import REPO, needs_modules
 
 from davincirunsdk import start_and_wait_distributed_train
 
 # A real training run: -m "not slow" leaves it out.
-pytestmark = pytest.mark.slow
-
-pytest.importorskip("torch")
-pytest.importorskip("sklearn")
+pytestmark = [pytest.mark.slow, needs_modules("torch", "sklearn")]
 
 EXAMPLES = os.path.join(REPO, "examples")
 

@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SETUP_SCRIPT = "scripts/notebook_env.sh"
 ENV_DIR = os.environ.get("DAVINCIRUN_NOTEBOOK_ENV") or os.path.join(REPO, "build", "notebook-env")
 # What JUPYTER_PATH would name; the kernels are looked up only here (never
@@ -40,6 +40,9 @@ ENV_DIR = os.environ.get("DAVINCIRUN_NOTEBOOK_ENV") or os.path.join(REPO, "build
 JUPYTER_DATA_DIR = os.path.join(ENV_DIR, "kernels", "share", "jupyter")
 KERNELS_DIR = os.path.join(JUPYTER_DATA_DIR, "kernels")
 KERNEL_NAMES = ("davincirun-ipykernel6", "davincirun-ipykernel7")
+
+# The first cell of the tests' notebooks.
+IMPORTS = "import os, sys, time\nfrom davincirunsdk import start_and_wait_distributed_train, start_distributed_train"
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -135,6 +138,14 @@ def checked_kernel(name):
 
 
 # ---------------------------------------------------------------- notebooks
+
+
+def launch_call(function, code, table, log_dir, env, **kwargs):
+    """Source of a call `function([sys.executable, '-c', code], ...)` for a
+    cell; every value goes in through repr()."""
+    extra = "".join(", %s=%r" % item for item in sorted(kwargs.items()))
+    return "%s([sys.executable, '-c', %r], rank_table=%r, log_dir=%r, env=%r%s)" % (
+        function, code, table, log_dir, env, extra)
 
 
 def new_notebook(sources, kernel_name=None):

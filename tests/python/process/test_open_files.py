@@ -6,12 +6,13 @@ saying how many ranks fit."""
 
 import os
 import resource
+import shutil
 import subprocess
 
 import pytest
 from conftest import MARKER_VARIABLE
-from test_cli import DAVINCIRUN
 
+DAVINCIRUN = shutil.which("davincirun")
 pytestmark = pytest.mark.skipif(DAVINCIRUN is None, reason="davincirun is not on PATH (pip install . first)")
 
 SOFT, HARD = resource.getrlimit(resource.RLIMIT_NOFILE)

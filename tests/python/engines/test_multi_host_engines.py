@@ -11,12 +11,9 @@ import sys
 import time
 
 import pytest
-from conftest import REPO
+from conftest import REPO, needs_modules
 
-pytestmark = pytest.mark.multihost
-
-pytest.importorskip("torch")
-pytest.importorskip("sklearn")
+pytestmark = [pytest.mark.multihost, needs_modules("torch", "sklearn")]
 
 TRAIN = os.path.join(REPO, "examples", "train_digits.py")
 EPOCHS = 3

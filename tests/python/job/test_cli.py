@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import MARKER_VARIABLE
+from conftest import MARKER_VARIABLE, REPO
 
 DAVINCIRUN = shutil.which("davincirun")
 pytestmark = pytest.mark.skipif(DAVINCIRUN is None, reason="davincirun is not on PATH (pip install . first)")
@@ -245,7 +245,7 @@ def test_quiet_prints_only_problems(tmp_path, rank_table, job_env):
 
 def test_this_machine_is_found_in_a_multi_server_table(tmp_path, job_env):
     """Only a dry run: the corpus' addresses are made up and never contacted."""
-    table = os.path.join(os.path.dirname(__file__), "..", "data", "rank_tables", "valid", "v1_two_servers_16p.json")
+    table = os.path.join(REPO, "tests", "data", "rank_tables", "valid", "v1_two_servers_16p.json")
     env = dict(os.environ, MA_CURRENT_HOST_IP="10.0.0.12")
     proc = subprocess.run([DAVINCIRUN, "--dry-run", "-r", table, "true"], cwd=str(tmp_path), env=env,
                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -16,8 +16,8 @@ import sys
 import unicodedata
 
 import pytest
+from conftest import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SKIPPED_DIRS = {"build", "dist", "node_modules"}  # build/ holds virtual environments full of other Markdown
 
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([\w+-]*)")

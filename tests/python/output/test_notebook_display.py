@@ -8,13 +8,14 @@ import re
 import pytest
 from conftest import MARKER_VARIABLE, processes_with_marker
 from notebook_support import (
+    IMPORTS,
     cell_displays,
     cell_errors,
     cell_text,
     execute_notebook,
+    launch_call,
     strip_ansi,
 )
-from test_notebook import IMPORTS, launch_call
 
 # Real Jupyter kernels (scripts/notebook_env.sh): run with -m notebook, leave out with -m "not notebook".
 pytestmark = pytest.mark.notebook

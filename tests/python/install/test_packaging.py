@@ -14,11 +14,11 @@ import sys
 import zipfile
 
 import pytest
+from conftest import REPO
 from notebook_support import built_wheel
 
 import davincirunsdk
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NEWEST_SHIPPED = (3, 13)  # scripts/build_wheels.sh builds wheels up to this version
 ELF = b"\x7fELF"
 

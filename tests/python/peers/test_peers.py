@@ -4,7 +4,7 @@
 --server-id. A failure, a stop or a lost agent on one server stops the other
 at once and both name it; success ends both; --no-peers keeps them apart;
 an engine's many SIGTERMs are one stop; the stall watchdog dumps stacks.
-Across real hosts (network namespaces): tests/python/test_multi_host.py."""
+Across real hosts (network namespaces): tests/python/engines/test_multi_host.py."""
 
 import json
 import os

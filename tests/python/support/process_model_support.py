@@ -94,9 +94,7 @@ time.sleep(600)
 # A Python caller that is itself signalled or killed. argv[1]: JSON with the
 # keyword arguments of start_and_wait_distributed_train. Prints one JSON line.
 CALLER_SCRIPT = r'''
-import json, signal, sys, time
-
-signal.signal(signal.SIGINT, signal.default_int_handler)  # even if SIGINT was ignored by our parent
+import json, sys, time
 from davincirunsdk import start_and_wait_distributed_train
 
 kwargs = json.loads(sys.argv[1])
@@ -220,10 +218,6 @@ def run_cli(job, table, job_env, timeout=60):
     finally:
         stop(proc)
     return proc.returncode, out, err
-
-
-def restore_sigint():
-    signal.signal(signal.SIGINT, signal.SIG_DFL)  # davincirun keeps a SIGINT ignored at its start
 
 
 def read_summary(job):

@@ -9,8 +9,7 @@ import subprocess
 import sys
 
 import pytest
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from conftest import REPO
 
 
 @pytest.mark.skipif(shutil.which("davincirun") is None, reason="davincirun is not on PATH (pip install . first)")

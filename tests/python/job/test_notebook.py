@@ -9,18 +9,18 @@ import time
 import pytest
 from conftest import MARKER_VARIABLE, processes_with_marker
 from notebook_support import (
+    IMPORTS,
     cell_displays,
     cell_errors,
     cell_text,
     execute_notebook,
     iopub_stats,
     kernel_python,
+    launch_call,
 )
 
 # Real Jupyter kernels (scripts/notebook_env.sh): run with -m notebook, leave out with -m "not notebook".
 pytestmark = pytest.mark.notebook
-
-IMPORTS = "import os, sys, time\nfrom davincirunsdk import start_and_wait_distributed_train, start_distributed_train"
 
 # Each rank prints three lines and the interpreter it runs.
 THREE_LINES = (
@@ -41,14 +41,6 @@ RANK1_FAILS = (
     "    sys.exit(3)\n"
     "time.sleep(120)\n"
 )
-
-
-def launch_call(function, code, table, log_dir, env, **kwargs):
-    """Source of a call `function([sys.executable, '-c', code], ...)` for a
-    cell; every value goes in through repr()."""
-    extra = "".join(", %s=%r" % item for item in sorted(kwargs.items()))
-    return "%s([sys.executable, '-c', %r], rank_table=%r, log_dir=%r, env=%r%s)" % (
-        function, code, table, log_dir, env, extra)
 
 
 def library_frames(traceback):

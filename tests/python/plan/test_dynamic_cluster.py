@@ -1,5 +1,5 @@
 """MindSpore's dynamic-cluster launch mode on real processes, with small
-scripts in the roles MindSpore gives them (tests/python/test_mindspore.py
+scripts in the roles MindSpore gives them (tests/python/frameworks/test_mindspore.py
 trains with MindSpore itself): the scheduler is a member of the job, the
 variables each role gets, ports, and the plans made without a rank table."""
 

@@ -18,7 +18,6 @@ from process_model_support import (
     cli_argv,
     needs_cli,
     read_summary,
-    restore_sigint,
     run_cli,
     signal_the_cli_supervisor,
     stop,
@@ -50,7 +49,7 @@ def test_cli_rank_failure_leaves_no_descendant(tmp_path, rank_table, job_env, tr
 def test_cli_sigint_leaves_no_descendant(tmp_path, rank_table, job_env, tracking):
     job = Job(tmp_path, "sleep", "devnull")
     proc = subprocess.Popen(cli_argv(job, rank_table(2), job_env), cwd=str(tmp_path), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=restore_sigint)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         job.wait_ready(2, proc)
         proc.send_signal(signal.SIGINT)

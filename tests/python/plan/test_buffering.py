@@ -5,13 +5,14 @@ costs a flood of print() far less; a value the user sets always wins."""
 
 import os
 import pty
+import shutil
 import subprocess
 import sys
 
 import pytest
 from conftest import MARKER_VARIABLE
-from test_cli import DAVINCIRUN
 
+DAVINCIRUN = shutil.which("davincirun")
 pytestmark = pytest.mark.skipif(DAVINCIRUN is None, reason="davincirun is not on PATH (pip install . first)")
 
 SHOW = "import os; print('PYTHONUNBUFFERED=%r' % os.environ.get('PYTHONUNBUFFERED'))"

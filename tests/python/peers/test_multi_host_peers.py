@@ -12,10 +12,9 @@ import sys
 import time
 
 import pytest
+from conftest import needs_modules
 
-pytestmark = pytest.mark.multihost
-
-pytest.importorskip("torch")
+pytestmark = [pytest.mark.multihost, needs_modules("torch")]
 
 # Joins the job's gloo group, then all-reduces every 50 ms: a job that runs
 # until something stops it, as a training loop does.

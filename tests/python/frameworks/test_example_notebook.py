@@ -17,7 +17,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import MARKER_VARIABLE, REPO, processes_with_marker
+from conftest import MARKER_VARIABLE, REPO, needs_modules, processes_with_marker
 from notebook_support import (
     SETUP_SCRIPT,
     cell_errors,
@@ -28,10 +28,7 @@ from notebook_support import (
 )
 
 # Real Jupyter kernels (scripts/notebook_env.sh): run with -m notebook, leave out with -m "not notebook".
-pytestmark = pytest.mark.notebook
-
-pytest.importorskip("torch")
-pytest.importorskip("sklearn")
+pytestmark = [pytest.mark.notebook, needs_modules("torch", "sklearn")]
 
 EXAMPLES = os.path.join(REPO, "examples")
 NOTEBOOK = "notebook.ipynb"

@@ -9,11 +9,11 @@ import shutil
 import subprocess
 import sys
 
+import fault_driver  # tests/fault, which conftest puts on sys.path
 import pytest
+from conftest import REPO
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fault"))
-
-import fault_driver  # noqa: E402
+FAULT = os.path.join(REPO, "tests", "fault")
 
 # Random fault-injection jobs (tests/fault): -m fault, or -m "not fault".
 pytestmark = [
@@ -116,7 +116,6 @@ def test_driver_ignoring_stop_signals():
     # signals it sends at their defaults, or every rep ending in SIGINT or
     # SIGTERM hangs though the caller works (caller_signals.py).
     seeds = [_first_seed("interrupt", "python"), _first_seed("interrupt", "cli"), _first_seed("terminate", "cli")]
-    fault = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fault")
-    run = subprocess.run([sys.executable, "-c", _IGNORING_DRIVER % {"fault": fault, "seeds": seeds}],
+    run = subprocess.run([sys.executable, "-c", _IGNORING_DRIVER % {"fault": FAULT, "seeds": seeds}],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=180)
     assert run.returncode == 0, "seeds %s:\n%s" % (seeds, run.stdout.decode(errors="replace"))

@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(REPO)
 COPY = REPO_ROOT / "tests" / "data" / "rank_tables"
 SHARED = REPO_ROOT.parent / "shared" / "corpus" / "rank_tables"
 
