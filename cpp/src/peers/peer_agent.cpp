@@ -149,7 +149,9 @@ void PeerAgent::drop(Connection& c, const std::string& why) {
 void PeerAgent::lost(Connection& c, const std::string& why) {
   if (c.closed) return;
   const bool joined = c.state == Connection::State::joined;
-  const bool quiet = c.done || stopping_ || local_finished_ || !joined;
+  // A server waiting for the others (local_finished_) still counts them: a
+  // member lost then would otherwise be waited for until the end of time.
+  const bool quiet = c.done || stopping_ || !joined;
   drop(c, "");
   if (quiet) return;
   PeerEvent event;

@@ -7,11 +7,15 @@ A cell the table gains without a case fails here, as does a case for a
 cell the table says cannot happen. The cases run three at a time."""
 
 import concurrent.futures
+import os
+import subprocess
+import sys
 import traceback
 
 import lifecycle_cases_ranks  # noqa: F401 (registers its cases)
 import lifecycle_cases_servers  # noqa: F401 (registers its cases)
 import pytest
+from conftest import REPO
 from lifecycle_cases import CASES
 from lifecycle_support import Scenario
 
@@ -41,13 +45,8 @@ def test_every_cell_has_one_answer_and_a_reason():
 
 
 def test_the_architecture_document_is_the_table():
-    import subprocess
-    import sys
-    import os
-
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    check = subprocess.run([sys.executable, os.path.join(repo, "scripts", "lifecycle_table.py"), "--check",
-                            os.path.join(repo, "docs", "architecture.md")], stderr=subprocess.PIPE, text=True)
+    check = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "lifecycle_table.py"), "--check",
+                            os.path.join(REPO, "docs", "architecture.md")], stderr=subprocess.PIPE, text=True)
     assert check.returncode == 0, check.stderr
 
 
@@ -78,6 +77,7 @@ def outcomes(request, tmp_path_factory):
         return {key: future.result() for key, future in futures.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", sorted(CASES), ids=key_id)
 def test_cell(key, outcomes):
     failure = outcomes[key]
