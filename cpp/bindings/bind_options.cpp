@@ -98,7 +98,12 @@ Rule violations raise LaunchConfigError naming the option.)");
       .def_property(
           "stop_request_name", [](const LaunchOptions& o) { return o.supervisor.stop_request_name; },
           [](LaunchOptions& o, std::string v) { o.supervisor.stop_request_name = std::move(v); },
-          "How the user asks for a stop, as the notice of a stop names it (\"Ctrl-C\"). Default \"stop request\".");
+          "How the user asks for a stop, as the notice of a stop names it (\"Ctrl-C\"). Default \"stop request\".")
+      .def_property(
+          "launcher_name", [](const LaunchOptions& o) { return o.supervisor.launcher_name; },
+          [](LaunchOptions& o, std::string v) { o.supervisor.launcher_name = std::move(v); },
+          "What the process that started the job is called in messages (\"the notebook kernel is gone\"). "
+          "Default \"the launcher\".");
   def_seconds(options, "wait_timeout",
               "Seconds to wait for a rank table still being written; 0: no waiting. Default 300.");
   def_seconds(options, "grace_period", "Seconds between SIGTERM and SIGKILL when ranks are stopped. Default 10.");

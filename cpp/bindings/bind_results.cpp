@@ -84,8 +84,7 @@ void bind_results(py::module_& m) {
                     "Processes the ranks left running outside their process groups, killed at the end.")
       .def_readonly("stop_signal", &JobResult::stop_signal, "The signal behind stop_reason 'signaled', else 0.")
       .def_property_readonly(
-          "stop_signal_receiver",
-          [](const JobResult& r) { return to_string(r.stop_signal_origin.receiver); },
+          "stop_signal_receiver", [](const JobResult& r) { return to_string(r.stop_signal_origin.receiver); },
           "With stop_reason \"signaled\": \"launcher\" (the davincirun command got it) or \"supervisor\" (the "
           "job's supervisor process got it).")
       .def_property_readonly(
@@ -98,8 +97,9 @@ void bind_results(py::module_& m) {
       .def_property_readonly(
           "stop_signal_sender",
           [](const JobResult& r) {
-            return r.stop_signal_origin.sender_name.empty() ? std::nullopt
-                                                            : std::optional<std::string>(r.stop_signal_origin.sender_name);
+            return r.stop_signal_origin.sender_name.empty()
+                       ? std::nullopt
+                       : std::optional<std::string>(r.stop_signal_origin.sender_name);
           },
           "With stop_reason \"signaled\": the sender's command name (/proc/<pid>/comm), when known; else None.")
       .def_property_readonly(

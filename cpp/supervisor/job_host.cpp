@@ -26,8 +26,8 @@
 #include "davincirun/unique_fd.hpp"
 #include "job/job_protocol.hpp"
 #include "job_console.hpp"
-#include "job_peers.hpp"
 #include "job_journal.hpp"
+#include "job_peers.hpp"
 #include "job_summary.hpp"
 #include "lifeline.hpp"
 #include "platform_dirs.hpp"
@@ -137,8 +137,8 @@ void write_summary(const JobSpec& spec, const RunDir& run_dir, JobResult& result
 // waiting, which is then taken as soon as they run.
 void hold_while_starting(const SupervisorOptions& options, int lifeline_fd, LineSink& console) {
   if (options.hold_state != JobState::starting || options.hold.count() <= 0) return;
-  console.notice(notice_line(fmt::format("holding the job in starting for {} ms (DAVINCIRUN_TEST_HOLD)",
-                                         options.hold.count())));
+  console.notice(
+      notice_line(fmt::format("holding the job in starting for {} ms (DAVINCIRUN_TEST_HOLD)", options.hold.count())));
   const auto deadline = std::chrono::steady_clock::now() + options.hold;
   while (std::chrono::steady_clock::now() < deadline) {
     pollfd p{lifeline_fd, POLLIN, 0};

@@ -20,8 +20,8 @@ void JobJournal::write(const std::string& line) {
   using namespace std::chrono;
   const auto now = system_clock::now();
   const auto ms = duration_cast<milliseconds>(now.time_since_epoch()).count() % 1000;
-  const std::string text = fmt::format("{}.{:03}Z {}\n", utc_time(system_clock::to_time_t(now), "%Y-%m-%dT%H:%M:%S"),
-                                       ms, line);
+  const std::string text =
+      fmt::format("{}.{:03}Z {}\n", utc_time(system_clock::to_time_t(now), "%Y-%m-%dT%H:%M:%S"), ms, line);
   // One write(2) of a whole line: O_APPEND keeps lines whole.
   if (::write(fd_.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) fd_.reset();
 }

@@ -64,7 +64,8 @@ PeerStop stop_of(const PeerEvent& e) {
 
 void dump_stacks_before_stall(Supervisor& supervisor, const std::vector<std::string>& labels,
                               const std::string& run_dir, const std::string& why) {
-  supervisor.post_notice(fmt::format("{}: {}", why, dump_python_stacks(supervisor.pids(), labels, run_dir + "/stacks")));
+  supervisor.post_notice(
+      fmt::format("{}: {}", why, dump_python_stacks(supervisor.pids(), labels, run_dir + "/stacks")));
 }
 
 JobPeers::JobPeers(const JobSpec& spec, LineSink& console) : spec_(spec), console_(console) {

@@ -67,7 +67,7 @@ class CommandListener {
   UniqueFd signals_;
   UniqueFd done_;
   std::string partial_;  // a command whose argument bytes have not all come yet
-  std::thread thread_;      // last: starts once the members above exist
+  std::thread thread_;   // last: starts once the members above exist
 };
 
 }  // namespace davincirun::detail

@@ -5,7 +5,7 @@ Private C++ core of davincirunsdk; use the davincirunsdk package instead.
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['Job', 'JobResult', 'LaunchOptions', 'LaunchPlan', 'LocalServer', 'MachineRankTable', 'NOTICE_PREFIX', 'PeerStop', 'RankAssignment', 'RankResult', 'RankTable', 'RankTableDevice', 'RankTableServer', 'RootCause', 'colourize_prefixes', 'display_width', 'find_local_server', 'find_root_cause', 'fit_width', 'load_rank_table', 'machine_rank_table', 'merge_rank_tables', 'parent_pid', 'parse_rank_table', 'plan_launch', 'read_log_tail', 'root_cause', 'wait_for_rank_table', 'write_normalized_rank_table', 'write_rank_table_file']
+__all__: list[str] = ['Job', 'JobResult', 'LaunchOptions', 'LaunchPlan', 'LocalServer', 'MachineRankTable', 'NOTICE_PREFIX', 'PeerStop', 'RankAssignment', 'RankResult', 'RankTable', 'RankTableDevice', 'RankTableServer', 'RootCause', 'colourize_prefixes', 'display_width', 'find_local_server', 'find_root_cause', 'fit_width', 'job_transitions', 'load_rank_table', 'machine_rank_table', 'merge_rank_tables', 'parent_pid', 'parse_rank_table', 'plan_launch', 'read_log_tail', 'root_cause', 'wait_for_rank_table', 'write_normalized_rank_table', 'write_rank_table_file']
 class RankTableDevice:
     @property
     def device_id(self) -> int:
@@ -179,6 +179,14 @@ class LaunchOptions:
         """
     @launch_mode.setter
     def launch_mode(self, arg1: str) -> None:
+        ...
+    @property
+    def launcher_name(self) -> str:
+        """
+        What the process that started the job is called in messages ("the notebook kernel is gone"). Default "the launcher".
+        """
+    @launcher_name.setter
+    def launcher_name(self, arg1: str) -> None:
         ...
     @property
     def log_dir(self) -> str:
@@ -511,7 +519,7 @@ class JobResult:
     @property
     def peer_stop(self) -> PeerStop | None:
         """
-        With stop_reason "peer_failed", "peer_lost" or "stalled": what the other server said (PeerStop), else None.
+        With stop_reason "peer_failed", "peer_stopped", "peer_lost" or "stalled": what the other server said (PeerStop), else None.
         """
     @property
     def ranks(self) -> list[RankResult]:
@@ -519,14 +527,39 @@ class JobResult:
         Every rank of this machine, in the plan's order.
         """
     @property
+    def stop_detail(self) -> str:
+        """
+        What stopped the job, in the words its stop notice began with ("stop requested", "rank 3 (pid 77) failed with exit code 1"); "" when nothing stopped it.
+        """
+    @property
     def stop_reason(self) -> str:
         """
-        "none", "rank_failed", "requested", "timed_out", "signaled", "launcher_gone", "peer_failed" (another server failed or was stopped), "peer_lost" (another server's agent, host or link lost) or "stalled" (the stall watchdog).
+        "none", "rank_failed", "requested", "timed_out", "signaled", "launcher_gone", "peer_failed" (a rank on another server failed), "peer_stopped" (the job was stopped on another server), "peer_lost" (another server's agent, host or link lost, or never there) or "stalled" (the stall watchdog).
         """
     @property
     def stop_signal(self) -> int:
         """
         The signal behind stop_reason 'signaled', else 0.
+        """
+    @property
+    def stop_signal_receiver(self) -> str:
+        """
+        With stop_reason "signaled": "launcher" (the davincirun command got it) or "supervisor" (the job's supervisor process got it).
+        """
+    @property
+    def stop_signal_sender(self) -> str | None:
+        """
+        With stop_reason "signaled": the sender's command name (/proc/<pid>/comm), when known; else None.
+        """
+    @property
+    def stop_signal_sender_pid(self) -> int | None:
+        """
+        With stop_reason "signaled": the pid of the process that sent the signal, when known; else None.
+        """
+    @property
+    def stopped_in(self) -> str:
+        """
+        The state of the job's life cycle its stop came in ("running", "waiting_for_servers"...; docs/architecture.md); "done" when nothing stopped it.
         """
     @property
     def success(self) -> bool:
@@ -621,6 +654,10 @@ def find_root_cause(text: str, tail_lines: typing.SupportsInt | typing.SupportsI
 def fit_width(text: str, columns: typing.SupportsInt | typing.SupportsIndex) -> str:
     """
     The longest start of `text` that takes at most `columns` columns.
+    """
+def job_transitions() -> list:
+    """
+    Every cell of the job's life-cycle table (docs/architecture.md): a dict with "state", "event", "answer", "next", "tells_peers" and "why", states and events in their declared order.
     """
 def load_rank_table(path: str) -> RankTable:
     ...

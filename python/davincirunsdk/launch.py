@@ -200,6 +200,7 @@ def _start(
         options.supervisor_program = _supervisor_program()
         options.output_watched = output_watched(output_notebook)
         options.stop_request_name = stop_request_name(in_ipython_kernel())
+        options.launcher_name = "the notebook kernel" if in_ipython_kernel() else "the Python process that started it"
         if cache_dir:
             options.remove_after_job = [cache_dir]  # by the supervisor process, even if this process dies
         if in_ipython_kernel():

@@ -49,17 +49,17 @@ enum class JobEvent : std::uint8_t {
   stop_request,           ///< a person: Ctrl-C, the notebook's stop button, request_stop()
   repeated_stop_request,  ///< a person asking again
   kill_request,           ///< request_kill(): kill at once (a Job dropped while it runs)
-  engine_signal,  ///< SIGTERM, SIGHUP or SIGQUIT to the launcher or its supervisor (a platform, an engine)
-  launcher_gone,  ///< the launcher exited or was killed (its end of the lifeline closed)
-  supervisor_gone,    ///< the supervisor process died before its result (SIGKILL, the OOM killer)
-  job_timeout,        ///< LaunchOptions::timeout is reached
-  grace_over,         ///< the grace period after SIGTERM is over
-  stall,              ///< no rank of the job wrote output for the stall timeout
-  peer_failed,        ///< a rank on another server failed
-  peer_stopped,       ///< the job was stopped on another server (a request, a signal, its timeout)
-  peer_lost,          ///< a server that had joined went silent or closed its connection
-  peer_never_joined,  ///< hub: a server's agent did not join within the wait timeout
-  hub_unreachable,    ///< member: the agent of rank 0's server could not be reached within the wait timeout
+  engine_signal,          ///< SIGTERM, SIGHUP or SIGQUIT to the launcher or its supervisor (a platform, an engine)
+  launcher_gone,          ///< the launcher exited or was killed (its end of the lifeline closed)
+  supervisor_gone,        ///< the supervisor process died before its result (SIGKILL, the OOM killer)
+  job_timeout,            ///< LaunchOptions::timeout is reached
+  grace_over,             ///< the grace period after SIGTERM is over
+  stall,                  ///< no rank of the job wrote output for the stall timeout
+  peer_failed,            ///< a rank on another server failed
+  peer_stopped,           ///< the job was stopped on another server (a request, a signal, its timeout)
+  peer_lost,              ///< a server that had joined went silent or closed its connection
+  peer_never_joined,      ///< hub: a server's agent did not join within the wait timeout
+  hub_unreachable,        ///< member: the agent of rank 0's server could not be reached within the wait timeout
 };
 
 inline constexpr std::size_t job_state_count = 9;
@@ -72,12 +72,12 @@ const char* to_string(JobEvent event) noexcept;
 
 /// What an event does in a state.
 enum class JobAnswer : std::uint8_t {
-  proceed,   ///< the state's own next step: move to `next`
-  stop,      ///< this event names the stop (unless one is named already); move to `next`
-  escalate,  ///< a person asked again: SIGKILL now (`next` is killing)
-  note,      ///< nothing changes; the event is recorded where it matters (a rank's exit)
-  deferred,  ///< kept, and taken as soon as this short state ends (it never waits)
-  ignored,   ///< no effect, for the reason given
+  proceed,     ///< the state's own next step: move to `next`
+  stop,        ///< this event names the stop (unless one is named already); move to `next`
+  escalate,    ///< a person asked again: SIGKILL now (`next` is killing)
+  note,        ///< nothing changes; the event is recorded where it matters (a rank's exit)
+  deferred,    ///< kept, and taken as soon as this short state ends (it never waits)
+  ignored,     ///< no effect, for the reason given
   impossible,  ///< the event cannot reach this state, for the reason given
 };
 

@@ -324,7 +324,7 @@ class Supervisor {
   /// engine such as Slurm signals every process of a step at once, the
   /// launcher and this process alike, and that is one stop whose grace
   /// period holds.
-  void request_stop_by_signal(int signal, SignalOrigin origin = {}) noexcept;
+  void request_stop_by_signal(int signal, const SignalOrigin& origin = {}) noexcept;
   /// Stops the job because of another server (the peer channel): `event` is
   /// one of JobEvent::peer_failed, peer_stopped, peer_lost,
   /// peer_never_joined, hub_unreachable or stall; `stop` says where and why.
@@ -424,7 +424,7 @@ class Supervisor {
   StopReason stop_reason_ = StopReason::none;
   JobState stopped_in_ = JobState::done;
   std::optional<PeerStop> peer_stop_;
-  std::string stop_why_;  // the stop's notice starts so
+  std::string stop_why_;         // the stop's notice starts so
   std::vector<Event> deferred_;  // events a short state keeps for the next
   int stop_signal_ = 0;
   SignalOrigin signal_origin_;

@@ -81,8 +81,8 @@ std::string failure_report(const JobResult& result, std::size_t tail_lines) {
     // A signal ("davincirun got SIGTERM from pid 7 (kill)"), the launcher gone, a stall.
     out += fmt::format("the job was stopped because {}\n", result.stop_detail);
   }
-  if (!result.first_failure && (result.stopped_in == JobState::draining ||
-                                result.stopped_in == JobState::waiting_for_servers)) {
+  if (!result.first_failure &&
+      (result.stopped_in == JobState::draining || result.stopped_in == JobState::waiting_for_servers)) {
     out += result.stopped_in == JobState::waiting_for_servers
                ? "(it came after this server's ranks had ended, while it waited for the other servers)\n"
                : "(it came after this server's ranks had ended)\n";

@@ -168,9 +168,9 @@ void Job::request_kill_dropped() noexcept { send_command(&detail::command_drop, 
 void Job::request_stop_by_signal(int signal, pid_t sender) noexcept {
   if (signal <= 0 || signal >= 32) return;
   const auto pid = static_cast<std::uint32_t>(sender > 0 ? sender : 0);
-  const char bytes[6] = {detail::command_stop_by_signal, static_cast<char>(signal),       static_cast<char>(pid & 0xff),
-                         static_cast<char>((pid >> 8) & 0xff), static_cast<char>((pid >> 16) & 0xff),
-                         static_cast<char>(pid >> 24)};
+  const char bytes[6] = {detail::command_stop_by_signal,        static_cast<char>(signal),
+                         static_cast<char>(pid & 0xff),         static_cast<char>((pid >> 8) & 0xff),
+                         static_cast<char>((pid >> 16) & 0xff), static_cast<char>(pid >> 24)};
   send_command(bytes, sizeof bytes);
 }
 void Job::forward_signal(int signal) noexcept {

@@ -158,7 +158,7 @@ class PeerAgent {
   std::optional<PeerEvent> first_event_;    // the job's first event, whatever its origin
   std::chrono::steady_clock::time_point stopped_at_;
   std::chrono::steady_clock::time_point next_join_line_;  // member: "not yet joined" progress lines
-  std::vector<bool> member_done_;  // hub: by server index
+  std::vector<bool> member_done_;                         // hub: by server index
   std::vector<bool> member_joined_;
 };
 

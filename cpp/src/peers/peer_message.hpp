@@ -48,12 +48,12 @@ enum class PeerFrame : std::uint8_t {
 
 /// What happened, in a PeerEvent.
 enum class PeerEventKind : std::uint8_t {
-  rank_failed = 1,  ///< a rank (or the scheduler) failed: role, rank, status
-  stopped = 2,      ///< the job was stopped there for another reason (Ctrl-C, a signal, its timeout)
-  lost = 3,         ///< an agent, host or link was lost after it joined (hub → members only)
-  stalled = 4,      ///< no output from any rank for the stall timeout (hub → members only)
-  never_joined = 5, ///< a server's agent did not join within the wait timeout (hub → members only)
-  unreachable = 6,  ///< a member could not reach the hub within the wait timeout (never sent)
+  rank_failed = 1,   ///< a rank (or the scheduler) failed: role, rank, status
+  stopped = 2,       ///< the job was stopped there for another reason (Ctrl-C, a signal, its timeout)
+  lost = 3,          ///< an agent, host or link was lost after it joined (hub → members only)
+  stalled = 4,       ///< no output from any rank for the stall timeout (hub → members only)
+  never_joined = 5,  ///< a server's agent did not join within the wait timeout (hub → members only)
+  unreachable = 6,   ///< a member could not reach the hub within the wait timeout (never sent)
 };
 
 /// One event, as a member reports it or the hub orders every server to stop for it.

@@ -46,10 +46,10 @@ class RequestInbox {
   struct Request {
     explicit Request(JobEvent e) : event(e) {}
     JobEvent event;
-    int signal = 0;                 ///< engine_signal
-    SignalOrigin origin;            ///< engine_signal
-    std::optional<PeerStop> peer;   ///< the peer channel's events
-    bool dropped = false;           ///< kill_request: the launcher dropped the job
+    int signal = 0;                ///< engine_signal
+    SignalOrigin origin;           ///< engine_signal
+    std::optional<PeerStop> peer;  ///< the peer channel's events
+    bool dropped = false;          ///< kill_request: the launcher dropped the job
   };
   /// On the loop's thread: everything that arrived since the last call,
   /// the request that came first (of all time) first; a person's requests

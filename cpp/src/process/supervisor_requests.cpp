@@ -17,7 +17,7 @@ void Supervisor::request_stop() noexcept { inbox_->stop(); }
 void Supervisor::request_stop_orphaned() noexcept { inbox_->stop_orphaned(); }
 void Supervisor::request_kill() noexcept { inbox_->kill(false); }
 void Supervisor::request_kill_dropped() noexcept { inbox_->kill(true); }
-void Supervisor::request_stop_by_signal(int signal, SignalOrigin origin) noexcept {
+void Supervisor::request_stop_by_signal(int signal, const SignalOrigin& origin) noexcept {
   inbox_->stop_by_signal(signal, origin);
 }
 void Supervisor::request_stop_by_peer(JobEvent event, PeerStop stop) { inbox_->peer(event, std::move(stop)); }

@@ -65,14 +65,13 @@ void Supervisor::on(const Event& event) {
   const JobState from = state();
   const JobTransition& cell = job_transition(from, event.kind);
   switch (cell.answer) {
-    case JobAnswer::deferred:
-      deferred_.push_back(event);
-      [[fallthrough]];
+    case JobAnswer::deferred: deferred_.push_back(event); [[fallthrough]];
     case JobAnswer::note:
     case JobAnswer::ignored:
     case JobAnswer::impossible:
-      if (journal_) journal_(fmt::format("{} in {}: {} ({})", to_string(event.kind), to_string(from),
-                                         to_string(cell.answer), cell.why));
+      if (journal_)
+        journal_(
+            fmt::format("{} in {}: {} ({})", to_string(event.kind), to_string(from), to_string(cell.answer), cell.why));
       return;
     case JobAnswer::proceed:
       if (cell.next != from) enter(cell.next, event);
@@ -125,7 +124,8 @@ std::string Supervisor::describe_event(const Event& e) const {
       return fmt::format("{} got {}{}", who, signal_text(e.signal), from);
     }
     case JobEvent::launcher_gone: return fmt::format("{} is gone (it exited or was killed)", options_.launcher_name);
-    case JobEvent::job_timeout: return fmt::format("the job timeout of {} is reached", seconds_text(options_.job_timeout));
+    case JobEvent::job_timeout:
+      return fmt::format("the job timeout of {} is reached", seconds_text(options_.job_timeout));
     case JobEvent::stall:
       if (e.peer) return describe(StopReason::stalled, *e.peer);
       return fmt::format("the job stalled (no rank of the job wrote any output for {:.1f} s)",
@@ -169,9 +169,9 @@ void Supervisor::enter_stopping(const Event& cause) {
   if (options_.grace_period > detail::stop_report_delay) {
     clocks_->report_deadline = Clock::now() + detail::stop_report_delay;
   }
-  const std::string whom = reached.ranks == 0 ? std::string("the scheduler")
-                                              : fmt::format("{} rank(s){}", reached.ranks,
-                                                            reached.scheduler ? " and the scheduler" : "");
+  const std::string whom =
+      reached.ranks == 0 ? std::string("the scheduler")
+                         : fmt::format("{} rank(s){}", reached.ranks, reached.scheduler ? " and the scheduler" : "");
   log_notice(fmt::format("{}{}{} (SIGTERM); {}", stop_why_,
                          failure && reached.ranks > 0 ? "; stopping the other " : ": stopping ", whom,
                          detail::kill_hint(options_.grace_period, asker(), stop_reason_ == StopReason::requested)));
@@ -276,9 +276,10 @@ void Supervisor::check_clocks() {
   for (std::size_t i = 0; ranks_->draining > 0 && i < ranks.size(); ++i) {
     const auto& r = ranks[i];
     if (r.drain_deadline && r.log.open() && now >= *r.drain_deadline) {
-      log_notice(fmt::format("{}: a process that left its process group still holds its output open; no longer "
-                             "reading it",
-                             process_name(r.result.role, r.result.rank)));
+      log_notice(
+          fmt::format("{}: a process that left its process group still holds its output open; no longer "
+                      "reading it",
+                      process_name(r.result.role, r.result.rank)));
       close_output(i);
     }
   }

@@ -174,7 +174,8 @@ def scheduler(summary):
 @case("running", "rank_failed", "dynamic cluster")
 def _(s):
     launch = s.start("fail1", *DYNAMIC, seconds=0.5)
-    summary = ended(s, launch, 3, "rank_failed", words=["rank 1 (pid", "stopping the other 1 rank(s) and the scheduler"])
+    summary = ended(s, launch, 3, "rank_failed",
+                    words=["rank 1 (pid", "stopping the other 1 rank(s) and the scheduler"])
     assert scheduler(summary)["terminated_by_launcher"]
 
 
