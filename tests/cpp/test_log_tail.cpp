@@ -16,7 +16,7 @@ using namespace davincirun::detail;
 using namespace davincirun_test;
 using Catch::Matchers::Contains;
 
-TEST_CASE("shown_line keeps what a terminal shows: the text after the last '\\r'", "[log_tail]") {
+TEST_CASE("shown_line keeps what a terminal shows: the text after the last carriage return", "[log_tail]") {
   CHECK(shown_line("plain") == "plain");
   CHECK(shown_line("") == "");
   CHECK(shown_line("10%\r20%\r30%") == "30%");
@@ -28,7 +28,7 @@ TEST_CASE("shown_line keeps what a terminal shows: the text after the last '\\r'
   CHECK(shown_line(line).data() == line.data() + 2);  // a view into the line
 }
 
-TEST_CASE("shown_lines splits at '\\n', each line as shown", "[log_tail]") {
+TEST_CASE("shown_lines splits the lines, each as shown", "[log_tail]") {
   using Lines = std::vector<std::string_view>;
   CHECK(shown_lines("") == Lines{});
   CHECK(shown_lines("a\nb") == Lines{"a", "b"});
