@@ -164,6 +164,18 @@ void bind_job(py::module_& m) {
   m.def(
       "parent_pid", [](pid_t pid) { return parent_pid(pid); }, py::arg("pid"),
       "The parent of process `pid`, from /proc; None when it does not exist.");
+  m.def(
+      "find_executable",
+      [](const py::bytes& name, const py::bytes& path_list) -> std::optional<py::str> {
+        int error = 0;
+        const std::optional<std::string> found = find_executable(name, path_list, error);
+        if (!found) return std::nullopt;
+        return fs_text(*found);
+      },
+      py::arg("name"), py::arg("path_list"),
+      "What a rank's command `name` runs when its PATH is `path_list` (both as os.fsencode() gives them), as the "
+      "launch looks it up; None when not found or not executable.");
+  m.attr("DEFAULT_SEARCH_PATH") = std::string(default_search_path);
 
   m.def(
       "colourize_prefixes", [](std::string_view lines) { return colourize_prefixes(lines); }, py::arg("lines"),

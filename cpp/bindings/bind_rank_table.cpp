@@ -105,6 +105,10 @@ void bind_rank_table(py::module_& m) {
       },
       py::arg("table"), py::arg("server_id") = std::nullopt,
       "This machine's server (and pod) in `table`, from this process's environment and addresses.");
+  m.def(
+      "rank_table_named_by_environment", [] { return fs_text(rank_table_named_by(Environment::current())); },
+      "The rank table this process's environment names: $RANK_TABLE_FILE_V_1_0, else $RANK_TABLE_FILE; \"\" for "
+      "neither.");
 }
 
 }  // namespace davincirun::python

@@ -12,6 +12,16 @@ namespace py = pybind11;
 namespace davincirun::python {
 
 void bind_results(py::module_& m) {
+  m.def(
+      "describe_exit",
+      [](std::optional<int> exit_code, std::optional<int> signal) {
+        if (exit_code) return ExitStatus{ExitStatus::Kind::exited, *exit_code}.describe();
+        if (signal) return ExitStatus{ExitStatus::Kind::signaled, *signal}.describe();
+        return ExitStatus{ExitStatus::Kind::unknown, 0}.describe();
+      },
+      py::arg("exit_code"), py::arg("signal"),
+      "How a process ended, in the words of RankResult.status: \"exit code 3\" for an exit code, else "
+      "\"signal 9 (SIGKILL)\" for a signal, else an unknown exit status.");
   py::class_<RankResult>(m, "RankResult", "How one rank (or MindSpore's scheduler) ended.")
       .def_property_readonly(
           "role", [](const RankResult& r) { return to_string(r.role); },

@@ -8,15 +8,11 @@
 #include <vector>
 
 #include "davincirun/process.hpp"
+#include "process/command_lookup.hpp"
 
 namespace davincirun::cli {
 
 namespace {
-
-bool is_executable_file(const std::string& path) {
-  struct stat st{};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
-}
 
 bool ends_with(std::string_view text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
@@ -34,11 +30,11 @@ std::optional<std::string> python_interpreter(const Environment& env, const std:
     const std::string dir = self_exe.substr(0, slash);
     for (const std::string& name : names) {
       std::string candidate = dir + "/" + name;
-      if (is_executable_file(candidate)) return candidate;
+      if (detail::is_executable_file(candidate)) return candidate;
     }
   }
   names.emplace_back("python");  // last, and only in PATH: an old system's `python` may be Python 2
-  const std::string path_list = env.get("PATH").value_or("/usr/local/bin:/usr/bin:/bin");
+  const std::string path_list = env.get("PATH").value_or(default_search_path);
   for (const std::string& name : names) {
     int error = 0;
     if (auto found = find_executable(name, path_list, error)) return found;

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include "plan/job_engines.hpp"
+
 namespace davincirun::detail {
 
 JobConsole::StdoutKind JobConsole::classify_stdout() {
@@ -26,14 +28,10 @@ bool set(const char* name) {
   return value != nullptr && *value != '\0';
 }
 
-// A task of an engine that starts one per node: Open MPI's mpirun
-// (OMPI_COMM_WORLD_SIZE; PMIX_RANK under PRRTE, Open MPI 5), an MPICH-style
-// PMI launcher (PMI_RANK) or a Slurm step (SLURM_STEP_ID, srun). Its
+// A task of an engine that starts one per node (plan/job_engines.hpp). Its
 // pseudo-terminal is the engine's, which merges every task's output into
 // its own: escape sequences and a redrawn status line would only garble it.
-bool engine_task() {
-  return set("OMPI_COMM_WORLD_SIZE") || set("PMIX_RANK") || set("PMI_RANK") || set("SLURM_STEP_ID");
-}
+bool engine_task() { return engine_of_task(Environment::current()) != nullptr; }
 
 // Prefixes in colour on a person's terminal, unless NO_COLOR is set
 // (https://no-color.org); such a terminal also gets the ranks' progress

@@ -15,6 +15,8 @@
 
 #include <fmt/format.h>
 
+#include "davincirun/process.hpp"
+
 extern char** environ;
 
 namespace davincirun::detail {
@@ -22,19 +24,6 @@ namespace davincirun::detail {
 namespace {
 
 constexpr std::chrono::seconds dump_budget{10};
-
-// The first executable `name` in the directories of `path_list`.
-std::optional<std::string> find_in_path(const std::string& name, const std::string& path_list) {
-  std::size_t start = 0;
-  while (start <= path_list.size()) {
-    const std::size_t end = std::min(path_list.find(':', start), path_list.size());
-    const std::string dir = end > start ? path_list.substr(start, end - start) : ".";
-    std::string candidate = dir + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    start = end + 1;
-  }
-  return std::nullopt;
-}
 
 std::string file_label(const std::string& label) {
   std::string out = label;
@@ -47,7 +36,8 @@ std::string file_label(const std::string& label) {
 std::string dump_python_stacks(const std::vector<pid_t>& pids, const std::vector<std::string>& labels,
                                const std::string& dir) {
   const char* path = ::getenv("PATH");
-  const std::optional<std::string> py_spy = find_in_path("py-spy", path ? path : "");
+  int lookup_error = 0;
+  const std::optional<std::string> py_spy = find_executable("py-spy", path ? path : "", lookup_error);
   if (!py_spy) return "no Python stacks: py-spy is not on PATH (pip install py-spy)";
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return fmt::format("no Python stacks: cannot create {}", dir);
   std::vector<pid_t> dumpers;

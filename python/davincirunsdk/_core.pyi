@@ -5,7 +5,7 @@ Private C++ core of davincirunsdk; use the davincirunsdk package instead.
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['Job', 'JobResult', 'LaunchOptions', 'LaunchPlan', 'LocalServer', 'MachineRankTable', 'NOTICE_PREFIX', 'PeerStop', 'RankAssignment', 'RankResult', 'RankTable', 'RankTableDevice', 'RankTableServer', 'RootCause', 'colourize_prefixes', 'display_width', 'find_local_server', 'find_root_cause', 'fit_width', 'job_transitions', 'load_rank_table', 'machine_rank_table', 'merge_rank_tables', 'parent_pid', 'parse_rank_table', 'plan_launch', 'read_log_tail', 'root_cause', 'wait_for_rank_table', 'write_normalized_rank_table', 'write_rank_table_file']
+__all__: list[str] = ['DEFAULT_SEARCH_PATH', 'Job', 'JobResult', 'LaunchOptions', 'LaunchPlan', 'LocalServer', 'MachineRankTable', 'NOTICE_PREFIX', 'PeerStop', 'RankAssignment', 'RankResult', 'RankTable', 'RankTableDevice', 'RankTableServer', 'RootCause', 'colourize_prefixes', 'describe_exit', 'display_width', 'find_executable', 'find_local_server', 'find_root_cause', 'fit_width', 'job_transitions', 'load_rank_table', 'machine_rank_table', 'merge_rank_tables', 'parent_pid', 'parse_rank_table', 'plan_launch', 'rank_table_named_by_environment', 'read_log_tail', 'root_cause', 'wait_for_rank_table', 'write_normalized_rank_table', 'write_rank_table_file']
 class RankTableDevice:
     @property
     def device_id(self) -> int:
@@ -639,9 +639,17 @@ def colourize_prefixes(lines: str) -> str:
     """
     `lines` with each rank prefix in its rank's colour and each [davincirun] prefix in bold (ANSI).
     """
+def describe_exit(exit_code: typing.SupportsInt | typing.SupportsIndex | None, signal: typing.SupportsInt | typing.SupportsIndex | None) -> str:
+    """
+    How a process ended, in the words of RankResult.status: "exit code 3" for an exit code, else "signal 9 (SIGKILL)" for a signal, else an unknown exit status.
+    """
 def display_width(text: str) -> int:
     """
     Columns `text` takes on a terminal: two per East Asian Wide character (CJK), none per combining mark.
+    """
+def find_executable(name: bytes, path_list: bytes) -> str | None:
+    """
+    What a rank's command `name` runs when its PATH is `path_list` (both as os.fsencode() gives them), as the launch looks it up; None when not found or not executable.
     """
 def find_local_server(table: RankTable, server_id: str | None = None) -> LocalServer:
     """
@@ -679,6 +687,10 @@ def plan_launch(options: LaunchOptions) -> LaunchPlan:
     """
     Validates `options`, waits for and reads the rank table, and plans the launch (C++ plan_launch).
     """
+def rank_table_named_by_environment() -> str:
+    """
+    The rank table this process's environment names: $RANK_TABLE_FILE_V_1_0, else $RANK_TABLE_FILE; "" for neither.
+    """
 def read_log_tail(path: str, max_lines: typing.SupportsInt | typing.SupportsIndex = 20, max_bytes: typing.SupportsInt | typing.SupportsIndex = 16384) -> str:
     """
     The last lines of a log file, as text (empty if unreadable).
@@ -699,5 +711,6 @@ def write_rank_table_file(table: RankTable, path: str) -> None:
     """
     Writes a table for people and other machines (mode 0644, atomically, replacing `path`).
     """
+DEFAULT_SEARCH_PATH: str = '/usr/local/bin:/usr/bin:/bin'
 NOTICE_PREFIX: str = '[davincirun] '
 __version__: str = '0.2.0'

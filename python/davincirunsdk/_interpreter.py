@@ -4,10 +4,11 @@ version, with other packages), a frequent surprise."""
 
 import os
 import re
-import shutil
 import sys
 import warnings
 from typing import Any, List, Mapping, Optional
+
+from . import _core
 
 # A command word that names a Python interpreter: python, python3, python3.11.
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?$")
@@ -29,7 +30,9 @@ def foreign_interpreter(program: str, path_list: Optional[str], work_dir: str, e
 
     Args:
         program: the command's first word.
-        path_list: the PATH the ranks get (None: ``os.defpath``).
+        path_list: the PATH the ranks get (None or empty: the core's
+            default, ``_core.DEFAULT_SEARCH_PATH``), searched as the launch
+            searches it (``_core.find_executable``).
         work_dir: where a relative `program` with a slash resolves.
         executable: the caller's interpreter; empty: nothing to compare, None.
     """
@@ -40,7 +43,7 @@ def foreign_interpreter(program: str, path_list: Optional[str], work_dir: str, e
         path = os.path.join(work_dir, program)  # an absolute program stays itself
         found = path if os.path.isfile(path) else None
     else:
-        found = shutil.which(program, path=path_list if path_list is not None else os.defpath)
+        found = _core.find_executable(os.fsencode(program), os.fsencode(path_list or _core.DEFAULT_SEARCH_PATH))
     if found is None or _same_interpreter(found, executable):
         return None
     return os.path.abspath(found)

@@ -8,7 +8,6 @@ finished from the JobResult; it never reads a process or a file itself.
 
 import html
 import re
-import signal as signals
 import time
 
 from . import _core
@@ -58,24 +57,14 @@ def _duration(seconds):
     return "%d:%02d:%02d" % (hours, minutes, secs)
 
 
-def _signal_name(number):
-    try:
-        return signals.Signals(number).name
-    except ValueError:
-        return None
-
-
 def describe_exit(exit_code, signal, stopped_by_launcher):
-    """("done" | "failed" | "stopped", text): how a rank ended, in words."""
+    """("done" | "failed" | "stopped", text): how a rank ended, in words: the
+    core's for an exit code or a signal (as in RankResult.status)."""
     if exit_code == 0:
         return "done", "exited 0"
-    if exit_code is not None:
-        text = "exit code %d" % exit_code
-    elif signal is not None:
-        name = _signal_name(signal)
-        text = "signal %d (%s)" % (signal, name) if name else "signal %d" % signal
-    else:
-        return "failed", "unknown exit status"
+    if exit_code is None and signal is None:
+        return "failed", "unknown exit status"  # short for a table cell; the core's words add why
+    text = _core.describe_exit(exit_code, signal)
     if stopped_by_launcher:
         return "stopped", "stopped: " + text
     return "failed", text

@@ -17,11 +17,6 @@ from . import _core
 from .errors import SURFACED, NoRankTableError, OptionTypeError, surfaced
 from .launch import PathLike, _device_list, _option_error
 
-# Where 0.1.x looked, in this order: a 1.0 table a platform names in
-# RANK_TABLE_FILE_V_1_0, then RANK_TABLE_FILE (a file, or ModelArts'
-# /user/config directory holding a 0.1 jobstart_hccl.json).
-SOURCE_VARIABLES = ("RANK_TABLE_FILE_V_1_0", "RANK_TABLE_FILE")
-
 
 def generate_rank_table(wait_timeout: float = 300) -> Optional[_core.RankTable]:
     """Reads the platform's rank table, as in davincirunsdk 0.1.x.
@@ -41,12 +36,12 @@ def generate_rank_table(wait_timeout: float = 300) -> Optional[_core.RankTable]:
         RankTableError: the table is invalid, or did not become ready in time.
         LaunchConfigError: ``wait_timeout`` out of range.
     """
-    for name in SOURCE_VARIABLES:
-        source = os.environ.get(name)
-        if source:
-            table, _resolved = _core.wait_for_rank_table(source, wait_timeout)
-            return table
-    return None
+    # Where 0.1.x looked, in its order (the core's, as for a launch).
+    source = _core.rank_table_named_by_environment()
+    if not source:
+        return None
+    table, _resolved = _core.wait_for_rank_table(source, wait_timeout)
+    return table
 
 
 def set_rank_env(rank_table: _core.RankTable) -> Dict[str, str]:

@@ -1,16 +1,20 @@
-// A command not found in PATH: the message names the first directories
-// searched and the commands of a similar name found there.
+// A command in PATH: where find_executable() finds it, and, when it is not
+// there, the message naming the first directories searched and the
+// commands of a similar name found there.
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "davincirun/process.hpp"
 #include "process/command_lookup.hpp"
 #include "test_support.hpp"
 
+using namespace davincirun;
 using namespace davincirun::detail;
 using namespace davincirun_test;
 using Catch::Matchers::Contains;
@@ -24,6 +28,31 @@ void program(const std::string& path, mode_t mode = 0755) {
 }
 
 }  // namespace
+
+TEST_CASE("find_executable takes the first executable regular file in PATH, like execvp", "[command_lookup]") {
+  TempDir first, second;
+  ::mkdir((first / "tool").c_str(), 0755);  // a directory: skipped
+  program(first / "script", 0644);          // not executable: skipped, but remembered
+  program(second / "tool");
+  program(second / "script");
+  const std::string path = "/nonexistent-dir:" + first.path() + ":" + second.path();
+  int error = -1;
+  CHECK(find_executable("tool", path, error) == second / "tool");
+  CHECK(error == 0);
+  CHECK(find_executable("script", path, error) == second / "script");
+  CHECK(find_executable("script", first.path(), error) == std::nullopt);
+  CHECK(error == EACCES);
+  CHECK(find_executable("no-such-tool", path, error) == std::nullopt);
+  CHECK(error == ENOENT);
+  CHECK(find_executable("", path, error) == std::nullopt);
+  CHECK(error == ENOENT);
+  CHECK(find_executable("sub/tool", path, error) == "sub/tool");  // with a '/': as it is
+  CHECK(is_executable_file(second / "tool"));
+  CHECK_FALSE(is_executable_file(first / "script"));
+  CHECK_FALSE(is_executable_file(first / "tool"));
+  CHECK_FALSE(is_executable_file(first / "missing"));
+  CHECK(path_directories("/a::/b:") == std::vector<std::string>{"/a", ".", "/b", "."});
+}
 
 TEST_CASE("edit_distance counts a swap of neighbours as one edit, and stops past the limit", "[command_lookup]") {
   CHECK(edit_distance("python", "python", 2) == 0);

@@ -1,6 +1,7 @@
 // Server identity from the job engine: Slurm's node name and node id, Open
 // MPI's rank, Volcano's task index (rules 5 and 6 of server_identity.hpp),
-// each variable's checks, and their place among the address rules.
+// each variable's checks, and their place among the address rules; the
+// engines' task variables, which tell a task of an engine.
 #include <catch2/catch.hpp>
 
 #include <optional>
@@ -11,6 +12,7 @@
 #include "davincirun/errors.hpp"
 #include "davincirun/rank_table.hpp"
 #include "davincirun/server_identity.hpp"
+#include "plan/job_engines.hpp"
 
 using namespace davincirun;
 using Catch::Matchers::Contains;
@@ -148,4 +150,22 @@ TEST_CASE("the engine's index picks among servers that share an address", "[serv
       match(same, {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2"}, at({"10.0.0.1", "fe80::1"}, "vm"));
   CHECK(both.index == 1);
   CHECK(both.local_address == "fe80::1");
+}
+
+TEST_CASE("a task of an engine is known by the engine's task variables", "[engine_identity]") {
+  using davincirun::detail::engine_of_task;
+  CHECK(engine_of_task(Environment()) == nullptr);
+  CHECK(engine_of_task(Environment({"OMPI_COMM_WORLD_SIZE="})) == nullptr);  // empty: unset
+  for (const char* entry : {"OMPI_COMM_WORLD_SIZE=2", "PMIX_RANK=0"}) {
+    const auto* engine = engine_of_task(Environment({entry}));
+    REQUIRE(engine != nullptr);
+    CHECK(engine->name == "Open MPI");
+  }
+  REQUIRE(engine_of_task(Environment({"PMI_RANK=1"})) != nullptr);
+  CHECK(engine_of_task(Environment({"PMI_RANK=1"}))->name == "PMI");
+  REQUIRE(engine_of_task(Environment({"SLURM_STEP_ID=0"})) != nullptr);
+  CHECK(engine_of_task(Environment({"SLURM_STEP_ID=0"}))->name == "Slurm");
+  // An index alone is no task: a Slurm batch script's agent (SLURM_NODEID,
+  // no step) and a Volcano pod have terminals of their own.
+  CHECK(engine_of_task(Environment({"SLURM_NODEID=1", "OMPI_COMM_WORLD_RANK=1", "VC_TASK_INDEX=1"})) == nullptr);
 }

@@ -1,6 +1,6 @@
 // The small shared helpers every stage uses: how commands, signals, times,
-// enums, console prefixes and log file names are written, and what /proc
-// says of a process.
+// enums, console prefixes and log file names are written, where text may be
+// cut, and what /proc says of a process.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -42,6 +42,21 @@ TEST_CASE("utc_time formats in UTC, printable hides control characters", "[helpe
   CHECK(utc_time(0, "%Y%m%d-%H%M%S") == "19700101-000000");
   CHECK(utc_time(1'700'000'000, "%Y-%m-%dT%H:%M:%SZ") == "2023-11-14T22:13:20Z");
   CHECK(printable("a\x1b[31mb\nc\x7f\xc3\xa9") == "a?[31mb?c?\xc3\xa9");
+}
+
+TEST_CASE("utf8_prefix_length cuts at a byte bound, never inside a UTF-8 sequence", "[helpers]") {
+  const std::string text = "ab\xC3\xA9\xE4\xB8\xAD!";  // "ab", U+00E9 (2 bytes), U+4E2D (3 bytes), "!"
+  CHECK(utf8_prefix_length(text, 100) == text.size());
+  CHECK(utf8_prefix_length(text, text.size()) == text.size());
+  CHECK(utf8_prefix_length(text, 2) == 2);
+  CHECK(utf8_prefix_length(text, 3) == 2);  // inside U+00E9
+  CHECK(utf8_prefix_length(text, 4) == 4);
+  CHECK(utf8_prefix_length(text, 5) == 4);  // inside U+4E2D
+  CHECK(utf8_prefix_length(text, 6) == 4);
+  CHECK(utf8_prefix_length(text, 7) == 7);
+  CHECK(utf8_prefix_length(text, 0) == 0);
+  CHECK(utf8_prefix_length("\x80\x80\x80", 2) == 0);  // continuation bytes only
+  CHECK(utf8_prefix_length("", 0) == 0);
 }
 
 TEST_CASE("read_proc_stat and parent_pid read /proc, also for a name with spaces and parentheses", "[helpers]") {

@@ -174,3 +174,12 @@ TEST_CASE("the rank table is the option's, else RANK_TABLE_FILE_V_1_0, else RANK
     CHECK_THAT(e.what(), Contains("no rank table"));
   }
 }
+
+TEST_CASE("rank_table_named_by reads RANK_TABLE_FILE_V_1_0, else RANK_TABLE_FILE", "[launch_options]") {
+  CHECK(rank_table_named_by(Environment({"RANK_TABLE_FILE=/t/env.json", "RANK_TABLE_FILE_V_1_0=/t/v1.json"})) ==
+        "/t/v1.json");
+  CHECK(rank_table_named_by(Environment({"RANK_TABLE_FILE=/t/env.json"})) == "/t/env.json");
+  CHECK(rank_table_named_by(Environment({"RANK_TABLE_FILE_V_1_0=", "RANK_TABLE_FILE=/t/env.json"})) == "/t/env.json");
+  CHECK(rank_table_named_by(Environment({"RANK_TABLE_FILE="})).empty());
+  CHECK(rank_table_named_by(Environment()).empty());
+}

@@ -217,57 +217,6 @@ TEST_CASE("the log file is created private and never over an existing path or sy
   }
 }
 
-TEST_CASE("read_log_tail returns the last lines of a log", "[log_streamer]") {
-  TempDir dir;
-  std::string numbers;
-  for (int i = 1; i <= 30; ++i) numbers += std::to_string(i) + "\n";
-  write_file(dir / "numbers.log", numbers);
-  write_file(dir / "unterminated.log", "a\nb\nc");
-  write_file(dir / "empty.log", "");
-  // Whether the tail keeps the file's final '\n' is not part of the contract.
-  auto tail = [](const std::string& path, std::size_t lines, std::size_t max_bytes = 16 * 1024) {
-    std::string t = read_log_tail(path, lines, max_bytes);
-    if (!t.empty() && t.back() == '\n') t.pop_back();
-    return t;
-  };
-
-  std::string last20;
-  for (int i = 11; i <= 30; ++i) last20 += std::to_string(i) + (i < 30 ? "\n" : "");
-  CHECK(tail(dir / "numbers.log", 20) == last20);
-  std::string by_default = read_log_tail(dir / "numbers.log");
-  if (!by_default.empty() && by_default.back() == '\n') by_default.pop_back();
-  CHECK(by_default == last20);
-  CHECK(tail(dir / "numbers.log", 3) == "28\n29\n30");
-  CHECK(tail(dir / "numbers.log", 1) == "30");
-  CHECK(tail(dir / "numbers.log", 100) == numbers.substr(0, numbers.size() - 1));
-  CHECK(tail(dir / "unterminated.log", 2) == "b\nc");
-  // At most max_bytes are read from the end.
-  const std::string limited = read_log_tail(dir / "numbers.log", 100, 9);
-  CHECK(limited.size() <= 9);
-  CHECK_THAT(numbers, Contains(limited));
-  CHECK(tail(dir / "empty.log", 5) == "");
-  CHECK(read_log_tail(dir / "missing.log") == "");
-  CHECK(read_log_tail(dir.path()) == "");  // a directory
-}
-
-TEST_CASE("read_log_tail shows redrawn lines in their last state", "[log_streamer]") {
-  TempDir dir;
-  std::string bar;
-  for (int i = 1; i <= 5000; ++i) bar += "\rstep " + std::to_string(i) + "/5000";
-  write_file(dir / "bar.log", "start\r\n" + bar + "\nTraceback: boom\r\nold\rnew");
-  CHECK(read_log_tail(dir / "bar.log", 3, 1 << 20) == "step 5000/5000\nTraceback: boom\nnew");
-  // Cut by max_bytes in the middle of the redraws: still only the last state.
-  CHECK(read_log_tail(dir / "bar.log", 20, 4096) == "step 5000/5000\nTraceback: boom\nnew");
-}
-
-TEST_CASE("read_log_tail with max_lines 0 returns nothing", "[log_streamer]") {
-  TempDir dir;
-  write_file(dir / "a.log", "one\ntwo\n");
-  std::string tail;
-  CHECK_NOTHROW(tail = read_log_tail(dir / "a.log", 0));
-  CHECK(tail == "");
-}
-
 TEST_CASE("FdLineSink writes lines to its descriptor", "[log_streamer]") {
   Pipe pipe;
   FdLineSink sink(pipe.write_fd);

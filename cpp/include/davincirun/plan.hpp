@@ -253,4 +253,9 @@ struct LaunchPlan {
 /// Throws OptionError, ConfigError, RankTableError or SystemError.
 LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environment);
 
+/// The rank table `environment` names: RANK_TABLE_FILE_V_1_0 (a 1.0 table
+/// a platform names), else RANK_TABLE_FILE, davincirunsdk 0.1.x's order; an
+/// empty variable counts as unset. Empty when neither is set.
+std::string rank_table_named_by(const Environment& environment);
+
 }  // namespace davincirun

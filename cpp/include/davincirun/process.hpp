@@ -138,8 +138,14 @@ std::optional<pid_t> parent_pid(pid_t pid);
 
 /// Finds the executable for `argv0` like execvp: names containing '/' are used
 /// as they are (relative to the child's work_dir); others are searched in
-/// `path_list` (a PATH value). Returns nullopt and sets `error` to the errno
-/// to report (ENOENT when not found, EACCES when found but not executable).
+/// `path_list` (a PATH value; an empty entry is the current directory) for
+/// a regular file this process may execute. Returns nullopt and sets `error`
+/// to the errno to report (ENOENT when not found, EACCES when found but not
+/// executable).
 std::optional<std::string> find_executable(const std::string& argv0, const std::string& path_list, int& error);
+
+/// The PATH a rank's command is looked up in when its environment has none
+/// or an empty one.
+inline constexpr const char* default_search_path = "/usr/local/bin:/usr/bin:/bin";
 
 }  // namespace davincirun

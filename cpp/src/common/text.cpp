@@ -86,6 +86,13 @@ std::string utc_time(std::time_t when, const char* format) {
   return std::string(text, n);
 }
 
+std::size_t utf8_prefix_length(std::string_view text, std::size_t max_bytes) noexcept {
+  if (text.size() <= max_bytes) return text.size();
+  std::size_t cut = max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // 10xxxxxx
+  return cut;
+}
+
 std::string printable(std::string_view text) {
   std::string out(text);
   for (char& c : out) {

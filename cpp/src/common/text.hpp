@@ -1,7 +1,9 @@
 // Small text helpers shared by every stage: how a command, a signal and a
-// moment in time are written in messages, file names and logs.
+// moment in time are written in messages, file names and logs, and where
+// text may be cut.
 #pragma once
 
+#include <cstddef>
 #include <ctime>
 #include <string>
 #include <string_view>
@@ -25,6 +27,11 @@ std::string errno_text(int error);
 
 /// `when` in UTC, formatted by strftime(3) with `format` (e.g. "%Y%m%d-%H%M%S").
 std::string utc_time(std::time_t when, const char* format);
+
+/// The length of the longest start of `text` that is at most `max_bytes`
+/// long and does not end inside a UTF-8 sequence: `text.size()` when it
+/// fits, else `max_bytes` moved back over continuation bytes.
+std::size_t utf8_prefix_length(std::string_view text, std::size_t max_bytes) noexcept;
 
 /// `text` with every control character (below 0x20, and 0x7f) replaced by
 /// '?': for values read from files or /proc that a message quotes.

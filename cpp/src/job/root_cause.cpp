@@ -2,16 +2,12 @@
 // why it failed (the layouts are in root_cause.hpp).
 #include "davincirun/root_cause.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <vector>
 
+#include "common/text.hpp"
 #include "davincirun/display_width.hpp"
-#include "davincirun/unique_fd.hpp"
+#include "output/log_tail.hpp"
 
 namespace davincirun {
 
@@ -50,27 +46,16 @@ std::string clean_line(std::string_view raw) {
   std::replace(spaced.begin(), spaced.end(), '\t', ' ');
   std::string text = drawable_text(spaced);
   if (text.size() > Limits::line_bytes || cut_raw) {
-    std::size_t cut = std::min(text.size(), Limits::line_bytes);
-    while (cut > 0 && cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-    text.resize(cut);
+    text.resize(detail::utf8_prefix_length(text, Limits::line_bytes));
     text += "\xE2\x80\xA6";  // U+2026
   }
   return text;
 }
 
-// The log's lines, each redrawn line ('\r') in its last state.
-Lines shown_lines(std::string_view log) {
+// The log's lines as shown (each redrawn line in its last state), cleaned.
+Lines clean_lines(std::string_view log) {
   Lines lines;
-  while (!log.empty()) {
-    const std::size_t nl = log.find('\n');
-    std::string_view line = log.substr(0, nl);
-    while (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    const std::size_t cr = line.rfind('\r');
-    if (cr != npos) line.remove_prefix(cr + 1);
-    lines.push_back(clean_line(line));
-    if (nl == npos) break;
-    log.remove_prefix(nl + 1);
-  }
+  for (const std::string_view line : detail::shown_lines(log)) lines.push_back(clean_line(line));
   return lines;
 }
 
@@ -309,7 +294,7 @@ bool add_sections(const Lines& lines, Picker& pick) {
 
 RootCause find_root_cause(std::string_view log, std::size_t tail_lines) {
   RootCause out;
-  const Lines lines = shown_lines(log);
+  const Lines lines = clean_lines(log);
   Picker pick(lines.size());
 
   const std::size_t head = last_traceback_before(lines, lines.size());
@@ -347,23 +332,10 @@ RootCause find_root_cause(std::string_view log, std::size_t tail_lines) {
 }
 
 RootCause read_root_cause(const std::string& path, std::size_t tail_lines) {
-  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return {};
-  struct stat st{};
-  if (::fstat(fd.get(), &st) != 0 || st.st_size <= 0) return {};
-  const auto size = static_cast<std::size_t>(st.st_size);
-  const std::size_t want = std::min(size, Limits::read_bytes);
-  std::string data(want, '\0');
-  std::size_t got = 0;
-  while (got < want) {
-    const ssize_t n = ::pread(fd.get(), data.data() + got, want - got, static_cast<off_t>(size - want + got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<std::size_t>(n);
-  }
-  data.resize(got);
-  std::string_view text(data);
-  if (want < size) {  // the first line read is partial: drop it, when it is not all there is
+  const detail::LogEnd end = detail::read_log_end(path, Limits::read_bytes);
+  if (end.text.empty()) return {};
+  std::string_view text(end.text);
+  if (end.cut) {  // the first line read is partial: drop it, when it is not all there is
     const std::size_t nl = text.find('\n');
     if (nl != npos) text.remove_prefix(nl + 1);
   }

@@ -2,7 +2,6 @@
 
 #include <limits.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,17 +11,9 @@
 #include <fmt/ranges.h>
 
 #include "davincirun/errors.hpp"
+#include "process/command_lookup.hpp"
 
 namespace davincirun::detail {
-
-namespace {
-
-bool is_executable_file(const std::string& path) {
-  struct stat st{};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
-}
-
-}  // namespace
 
 std::string find_supervisor_program(const std::string& configured) {
   if (!configured.empty()) {

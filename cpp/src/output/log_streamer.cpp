@@ -1,7 +1,6 @@
 #include "davincirun/log_streamer.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,7 +10,9 @@
 
 #include <fmt/format.h>
 
+#include "common/text.hpp"
 #include "davincirun/errors.hpp"
+#include "output/log_tail.hpp"
 
 namespace davincirun {
 
@@ -164,17 +165,16 @@ bool RankLog::moves_cursor_up(std::string_view line) {
 }
 
 void RankLog::collapse_redrawn() {
-  // Keep what a terminal shows of the line: the text after its last '\r'.
-  // Trailing '\r's are kept as one: it may be the first half of "\r\n", or
-  // the end of a redraw (`print(x, end="\r")`) whose text stays current.
-  std::size_t trailing = 0;
-  while (trailing < partial_.size() && partial_[partial_.size() - 1 - trailing] == '\r') ++trailing;
-  const std::size_t text_end = partial_.size() - trailing;
-  const std::size_t last_cr = text_end == 0 ? std::string::npos : partial_.rfind('\r', text_end - 1);
-  if (last_cr == std::string::npos && trailing == 0) return;  // an ordinary partial line
+  // Keep what a terminal shows of the line. Trailing '\r's are kept as one:
+  // it may be the first half of "\r\n", or the end of a redraw
+  // (`print(x, end="\r")`) whose text stays current.
+  const std::string_view shown = detail::shown_line(partial_);
+  const auto begin = static_cast<std::size_t>(shown.data() - partial_.data());
+  const std::size_t end = begin + shown.size();
+  if (begin == 0 && end == partial_.size()) return;  // an ordinary partial line
   redrawing_ = true;
-  partial_.resize(text_end + (trailing > 0 ? 1 : 0));
-  if (last_cr != std::string::npos) partial_.erase(0, last_cr + 1);
+  partial_.resize(end < partial_.size() ? end + 1 : end);
+  partial_.erase(0, begin);
 }
 
 void RankLog::report_progress() {
@@ -187,11 +187,7 @@ void RankLog::report_progress() {
     if (redrawing_ && !partial_.empty()) return;  // a bare '\r' erases nothing: the last state stays
     text = positioned_progress_;
   }
-  if (text.size() > max_progress_bytes) {
-    std::size_t cut = max_progress_bytes;
-    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-    text = text.substr(0, cut);
-  }
+  text = text.substr(0, detail::utf8_prefix_length(text, max_progress_bytes));
   if (text == progress_shown_) return;
   progress_shown_.assign(text);
   console_->progress(index_, progress_shown_);
@@ -224,55 +220,6 @@ void RankLog::finish() {
   if (console_->wants_progress()) report_progress();
   pipe_.reset();
   file_.reset();
-}
-
-namespace {
-
-// Lines as a terminal shows them: each redrawn line ('\r') in its last state.
-std::string as_shown(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  while (!text.empty()) {
-    const std::size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    while (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    const std::size_t cr = line.rfind('\r');
-    if (cr != std::string_view::npos) line.remove_prefix(cr + 1);
-    out.append(line);
-    if (nl == std::string_view::npos) break;
-    out += '\n';
-    text.remove_prefix(nl + 1);
-  }
-  return out;
-}
-
-}  // namespace
-
-std::string read_log_tail(const std::string& path, std::size_t max_lines, std::size_t max_bytes) {
-  if (max_lines == 0 || max_bytes == 0) return {};
-  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return {};
-  struct stat st{};
-  std::string data;
-  if (::fstat(fd.get(), &st) == 0 && st.st_size > 0) {
-    const auto size = static_cast<std::size_t>(st.st_size);
-    const std::size_t want = std::min(size, max_bytes);
-    data.resize(want);
-    const ssize_t n = ::pread(fd.get(), data.data(), want, static_cast<off_t>(size - want));
-    data.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
-  }
-  // Drop a trailing newline, then keep what follows the max_lines-th newline from the end.
-  if (!data.empty() && data.back() == '\n') data.pop_back();
-  std::size_t pos = data.size();
-  for (std::size_t lines = 0; lines < max_lines; ++lines) {
-    std::size_t nl = pos == 0 ? std::string::npos : data.rfind('\n', pos - 1);
-    if (nl == std::string::npos) {
-      pos = std::string::npos;
-      break;
-    }
-    pos = nl;
-  }
-  return as_shown(pos == std::string::npos ? std::string_view(data) : std::string_view(data).substr(pos + 1));
 }
 
 }  // namespace davincirun

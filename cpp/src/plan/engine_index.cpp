@@ -1,17 +1,20 @@
 // The engine's index of this agent (rules: engine_index.hpp).
 #include "plan/engine_index.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string_view>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "plan/job_engines.hpp"
+
 namespace davincirun::detail {
 
 namespace {
 
-std::optional<std::string> value_of(const Environment& env, const char* name) {
+std::optional<std::string> value_of(const Environment& env, std::string_view name) {
   auto v = env.get(name);
   if (!v || v->empty()) return std::nullopt;
   return v;
@@ -30,7 +33,7 @@ class Reading {
   Reading(const Environment& env, std::size_t servers, EngineIndex& out) : env_(env), servers_(servers), out_(out) {}
 
   // The index variable; false when unset (the next engine is read).
-  bool index(const char* name) {
+  bool index(std::string_view name) {
     const auto v = value_of(env_, name);
     out_.looked_at.push_back(v ? fmt::format("{} '{}'", name, *v) : fmt::format("{} not set", name));
     if (!v) return false;
@@ -40,8 +43,16 @@ class Reading {
     return true;
   }
 
+  // The first of `names` that is set, as index(); false when none is.
+  bool first_index(const std::vector<std::string_view>& names) {
+    for (const std::string_view name : names) {
+      if (index(name)) return true;
+    }
+    return false;
+  }
+
   // A count that, when set, must be the number of servers.
-  void count(const char* name) {
+  void count(std::string_view name) {
     const auto v = value_of(env_, name);
     if (!v) return;
     out_.reason += fmt::format(", {} {}", name, *v);
@@ -51,7 +62,7 @@ class Reading {
   }
 
   // This agent's position among the agents of its node, which must be 0.
-  void only_agent(const char* name, std::size_t expected, const char* advice) {
+  void only_agent(std::string_view name, std::size_t expected, std::string_view advice) {
     const auto v = value_of(env_, name);
     if (!v) return;
     if (decimal(*v) != expected) {
@@ -100,32 +111,29 @@ std::vector<std::string> volcano_task_counts(const Environment& env) {
 EngineIndex engine_index(const Environment& env, std::size_t server_count) {
   EngineIndex out;
   Reading r(env, server_count, out);
-  if (r.index("OMPI_COMM_WORLD_RANK")) {
-    r.count("OMPI_COMM_WORLD_SIZE");
-    r.only_agent("OMPI_COMM_WORLD_LOCAL_SIZE", 1, "mpirun --map-by ppr:1:node");
-  } else if (r.index("SLURM_NODEID")) {
-    if (value_of(env, "SLURM_STEP_NUM_NODES")) {
-      r.count("SLURM_STEP_NUM_NODES");
-    } else if (value_of(env, "SLURM_JOB_NUM_NODES")) {
-      r.count("SLURM_JOB_NUM_NODES");
-    } else {
-      r.count("SLURM_NNODES");
+  for (const JobEngine& engine : job_engines()) {
+    if (!r.first_index(engine.index_variables)) continue;
+    const auto& counts = engine.count_variables;
+    const auto count = std::find_if(counts.begin(), counts.end(),
+                                    [&](std::string_view name) { return value_of(env, name).has_value(); });
+    if (count != counts.end()) r.count(*count);
+    if (!engine.one_agent_variable.empty()) {
+      r.only_agent(engine.one_agent_variable, engine.one_agent_value, engine.one_agent_advice);
     }
-    r.only_agent("SLURM_LOCALID", 0, "srun --ntasks-per-node=1");
-  } else if (r.index("VC_TASK_INDEX") || r.index("VK_TASK_INDEX")) {
-    const auto tasks = volcano_task_counts(env);
-    if (tasks.size() > 1) {
-      r.fail(
-          fmt::format("the Volcano job has {} tasks ({}), each numbering its pods from 0: the task index is no "
-                      "server index",
-                      tasks.size(), fmt::join(tasks, ", ")));
-    } else if (tasks.size() == 1) {
-      r.count(tasks.front().c_str());
+    if (engine.counts_per_task) {
+      const auto tasks = volcano_task_counts(env);
+      if (tasks.size() > 1) {
+        r.fail(
+            fmt::format("the Volcano job has {} tasks ({}), each numbering its pods from 0: the task index is no "
+                        "server index",
+                        tasks.size(), fmt::join(tasks, ", ")));
+      } else if (tasks.size() == 1) {
+        r.count(tasks.front());
+      }
     }
-  } else {
+    r.finish();
     return out;
   }
-  r.finish();
   return out;
 }
 

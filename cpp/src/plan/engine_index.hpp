@@ -29,7 +29,8 @@ struct EngineIndex {
   std::vector<std::string> looked_at;
 };
 
-/// Reads, in this order, the first engine whose index variable is set:
+/// Reads, in the order of job_engines() (which names the variables), the
+/// first engine whose index variable is set:
 ///  - Open MPI: OMPI_COMM_WORLD_RANK; OMPI_COMM_WORLD_SIZE must equal
 ///    `server_count` and OMPI_COMM_WORLD_LOCAL_SIZE, when set, be 1;
 ///  - Slurm: SLURM_NODEID; SLURM_STEP_NUM_NODES, else SLURM_JOB_NUM_NODES,

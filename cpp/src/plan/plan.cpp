@@ -150,8 +150,7 @@ std::vector<std::string> option_warnings(const LaunchOptions& options) {
 bool plans_without_table(const LaunchOptions& options, const Environment& environment) {
   if (options.nproc) return true;
   if (!options.devices || !options.rank_table.empty()) return false;
-  return environment.get("RANK_TABLE_FILE_V_1_0").value_or("").empty() &&
-         environment.get("RANK_TABLE_FILE").value_or("").empty();
+  return rank_table_named_by(environment).empty();
 }
 
 // The one-server table of a plan without a table (LaunchOptions::nproc).
@@ -175,11 +174,7 @@ LoadedRankTable machine_table(const LaunchOptions& options) {
 }
 
 LoadedRankTable load_completed_table(const LaunchOptions& options, const Environment& environment) {
-  std::string path = options.rank_table;
-  // A 1.0 table a platform names in RANK_TABLE_FILE_V_1_0 wins over
-  // RANK_TABLE_FILE, as in davincirunsdk 0.1.x's davincirun and init_rank_table.
-  if (path.empty()) path = environment.get("RANK_TABLE_FILE_V_1_0").value_or("");
-  if (path.empty()) path = environment.get("RANK_TABLE_FILE").value_or("");
+  const std::string path = options.rank_table.empty() ? rank_table_named_by(environment) : options.rank_table;
   if (path.empty()) {
     throw NoRankTableError("no rank table: set RANK_TABLE_FILE or give ",
                            " (the rank table file, or the directory holding it); on a machine without one, "
@@ -285,6 +280,13 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   plan.device_lock_dir = device_lock_dir_from(environment, options.device_lock_dir);
   plan.peers = detail::plan_peers(options, plan.table, plan.server_index, job, environment, digest);
   return plan;
+}
+
+std::string rank_table_named_by(const Environment& environment) {
+  for (const char* name : {"RANK_TABLE_FILE_V_1_0", "RANK_TABLE_FILE"}) {
+    if (std::string path = environment.get(name).value_or(""); !path.empty()) return path;
+  }
+  return {};
 }
 
 }  // namespace davincirun

@@ -14,12 +14,33 @@
 #include <fmt/ranges.h>
 
 #include "davincirun/device_allocation.hpp"
+#include "davincirun/process.hpp"
 
-namespace davincirun::detail {
+namespace davincirun {
 
-namespace {
+std::optional<std::string> find_executable(const std::string& argv0, const std::string& path_list, int& error) {
+  error = 0;
+  if (argv0.empty()) {
+    error = ENOENT;
+    return std::nullopt;
+  }
+  if (argv0.find('/') != std::string::npos) return argv0;
+  bool found_not_executable = false;
+  for (const std::string& dir : detail::path_directories(path_list)) {
+    std::string candidate = dir + "/" + argv0;
+    struct stat st{};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+      found_not_executable = true;
+    }
+  }
+  error = found_not_executable ? EACCES : ENOENT;
+  return std::nullopt;
+}
 
-std::vector<std::string> path_entries(const std::string& path_list) {
+namespace detail {
+
+std::vector<std::string> path_directories(const std::string& path_list) {
   std::vector<std::string> dirs;
   std::size_t start = 0;
   while (start <= path_list.size()) {
@@ -36,6 +57,8 @@ bool is_executable_file(const std::string& path) {
   struct stat st{};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
 }
+
+namespace {
 
 // Names longer than this are never compared (no command is that long, and
 // the distance table stays small).
@@ -77,7 +100,7 @@ std::vector<std::string> similar_commands(const std::string& name, const std::st
   std::vector<Candidate> found;
   std::set<std::string> seen;
   if (name.empty() || name.size() > longest_name || name.find('/') != std::string::npos) return {};
-  const std::vector<std::string> dirs = path_entries(path_list);
+  const std::vector<std::string> dirs = path_directories(path_list);
   for (std::size_t d = 0; d < dirs.size(); ++d) {
     const std::string& dir = dirs[d];
     std::unique_ptr<DIR, int (*)(DIR*)> listing(::opendir(dir.c_str()), ::closedir);
@@ -101,11 +124,11 @@ std::vector<std::string> similar_commands(const std::string& name, const std::st
   return names;
 }
 
-std::size_t path_directory_count(const std::string& path_list) { return path_entries(path_list).size(); }
+std::size_t path_directory_count(const std::string& path_list) { return path_directories(path_list).size(); }
 
 std::string abbreviated_path(const std::string& path_list) {
   constexpr std::size_t shown = path_directories_shown;
-  const std::vector<std::string> dirs = path_entries(path_list);
+  const std::vector<std::string> dirs = path_directories(path_list);
   if (dirs.size() <= shown + 1) return fmt::format("{}", fmt::join(dirs, ", "));
   return fmt::format("{} and {} more directories",
                      fmt::join(dirs.begin(), dirs.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
@@ -128,4 +151,6 @@ std::string command_lookup_message(int rank, const std::string& name, const std:
   return message;
 }
 
-}  // namespace davincirun::detail
+}  // namespace detail
+
+}  // namespace davincirun

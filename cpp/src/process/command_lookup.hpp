@@ -1,6 +1,7 @@
-// What a rank's start-up says when its command is not found in PATH: the
-// directories searched, shortened, and the commands of a similar name that
-// are there ("did you mean 'python3'?").
+// A command in PATH: where find_executable() (process.hpp) finds it, and
+// what a rank's start-up says when it is not there: the directories
+// searched, shortened, and the commands of a similar name that are there
+// ("did you mean 'python3'?").
 #pragma once
 
 #include <cstddef>
@@ -9,6 +10,13 @@
 #include <vector>
 
 namespace davincirun::detail {
+
+/// The directories of `path_list` (a PATH value) in order, an empty entry
+/// as ".": the current directory, as execvp reads it.
+std::vector<std::string> path_directories(const std::string& path_list);
+
+/// `path` is a regular file (after symlinks) this process may execute.
+bool is_executable_file(const std::string& path);
 
 /// The edit distance between `a` and `b` (insertions, deletions,
 /// substitutions and swaps of two neighbouring characters, each 1: the

@@ -51,32 +51,6 @@ std::optional<pid_t> parent_pid(pid_t pid) {
   return std::nullopt;
 }
 
-std::optional<std::string> find_executable(const std::string& argv0, const std::string& path_list, int& error) {
-  error = 0;
-  if (argv0.empty()) {
-    error = ENOENT;
-    return std::nullopt;
-  }
-  if (argv0.find('/') != std::string::npos) return argv0;
-  bool found_not_executable = false;
-  std::size_t start = 0;
-  while (start <= path_list.size()) {
-    std::size_t end = path_list.find(':', start);
-    if (end == std::string::npos) end = path_list.size();
-    // An empty PATH entry means the current directory, as in execvp.
-    std::string dir = path_list.substr(start, end - start);
-    std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + argv0;
-    struct stat st{};
-    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-      found_not_executable = true;
-    }
-    start = end + 1;
-  }
-  error = found_not_executable ? EACCES : ENOENT;
-  return std::nullopt;
-}
-
 namespace {
 
 // What the child reports through the close-on-exec pipe when a step fails.
@@ -228,7 +202,7 @@ ChildProcess ChildProcess::spawn(const ProcessSpec& spec, int rank) {
     throw SpawnError(rank, command, EINVAL, fmt::format("{}: empty command", process_name(ProcessRole::rank, rank)));
 
   std::string path_list = env_value(spec.env, "PATH");
-  if (path_list.empty()) path_list = "/usr/local/bin:/usr/bin:/bin";
+  if (path_list.empty()) path_list = default_search_path;
   int lookup_error = 0;
   auto executable = find_executable(spec.argv[0], path_list, lookup_error);
   if (!executable) {

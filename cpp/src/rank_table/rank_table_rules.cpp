@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/ip_address.hpp"
+#include "common/text.hpp"
 #include "rank_table/rank_table_checker.hpp"
 
 namespace davincirun::detail {
@@ -60,9 +61,7 @@ std::optional<std::pair<std::size_t, std::size_t>> first_repeat(const std::vecto
 
 std::string shorten(std::string_view text) {
   if (text.size() <= max_shown_bytes) return std::string(text);
-  std::size_t cut = max_shown_bytes;
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-  return std::string(text.substr(0, cut)) + "...";
+  return std::string(text.substr(0, utf8_prefix_length(text, max_shown_bytes))) + "...";
 }
 
 // Containers are named by kind only: dumping them would flood the message, and
