@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "common/text.hpp"
 #include "davincirun/root_cause.hpp"
 #include "stack_dump.hpp"
 
@@ -150,7 +151,7 @@ void JobPeers::on_local_stop(StopReason reason, const RankResult* failure, const
     event.status = failure->status;
     const RootCause cause = read_root_cause(failure->log_path);
     event.detail = cause.found ? cause.text : std::string();
-    if (event.detail.size() > max_detail_bytes) event.detail.erase(max_detail_bytes);
+    event.detail.resize(utf8_prefix_length(event.detail, max_detail_bytes));  // whole characters only
   } else {
     event.kind = PeerEventKind::stopped;
     event.detail = why;
