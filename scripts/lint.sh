@@ -8,8 +8,10 @@
 #
 # Checks: clang-format (C++ layout), ruff (Python lint), mypy (the package's
 # types, with its generated stub), clang-tidy (.clang-tidy, over the C++ of
-# cpp/), at most 500 lines per source file, and _core.pyi against the module
-# of this tree (scripts/stubs.sh --check). Files not yet added to git count.
+# cpp/), at most 500 lines per source file, the core's layering (a stage of
+# cpp/src includes only the stages before it: scripts/check_includes.py) and
+# _core.pyi against the module of this tree (scripts/stubs.sh --check). Files
+# not yet added to git count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -35,6 +37,7 @@ check "ruff" ruff check --quiet .
 check "mypy" "$PYTHON" -m mypy --no-error-summary
 
 check "500 lines" bash scripts/check_lines.sh
+check "includes" "$PYTHON" scripts/check_includes.py
 
 check "_core.pyi" bash scripts/stubs.sh --check
 

@@ -1,5 +1,11 @@
 #include "job_summary.hpp"
 
+#include <chrono>
+#include <optional>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "common/private_file.hpp"
@@ -11,44 +17,72 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+template <typename T>
+struct IsOptional : std::false_type {};
+template <typename T>
+struct IsOptional<std::optional<T>> : std::true_type {};
+
+// A plain value: enums by name, times in seconds since the epoch, nothing as null.
+template <typename T>
+Json value_of(const T& value) {
+  if constexpr (std::is_enum_v<T>) {
+    return to_string(value);
+  } else if constexpr (std::is_same_v<T, std::chrono::system_clock::time_point>) {
+    return seconds_since_epoch(value);
+  } else if constexpr (IsOptional<T>::value) {
+    return value ? value_of(*value) : Json();
+  } else {
+    return value;
+  }
+}
+
+// `value`'s summary fields into `j` in list order; after each, `then(key)`
+// adds what summary.json shows of other fields at that place.
+template <typename T, typename Then>
+void put_fields(Json& j, const T& value, Then&& then) {
+  for_each_field_in<T, in_summary>([&](const auto& f) {
+    if constexpr (std::is_same_v<typename std::decay_t<decltype(f)>::Member, ExitStatus>) {
+      const ExitStatus& s = f.of(value);  // in numbers and words
+      j["exit_code"] = s.kind == ExitStatus::Kind::exited ? Json(s.value) : Json();
+      j["signal"] = s.kind == ExitStatus::Kind::signaled ? Json(s.value) : Json();
+      j["status"] = s.describe();
+    } else {
+      j[f.key()] = value_of(f.of(value));
+    }
+    then(std::string_view(f.key()));
+  });
+}
+
+template <typename T>
+void put_fields(Json& j, const T& value) {
+  put_fields(j, value, [](std::string_view) {});
+}
+
+// A rank: how it ended, with its devices after its rank.
 Json rank_entry(const RankAssignment& a, const RankResult& r) {
   Json j;
-  j["role"] = to_string(r.role);
-  j["rank"] = r.rank;
-  j["local_rank"] = a.local_rank;
-  j["physical_device_id"] = a.physical_device_id;
-  j["logical_device_id"] = a.logical_device_id;
-  j["pid"] = r.pid;
-  j["log"] = r.log_path;
-  j["exit_code"] = r.status.kind == ExitStatus::Kind::exited ? Json(r.status.value) : Json();
-  j["signal"] = r.status.kind == ExitStatus::Kind::signaled ? Json(r.status.value) : Json();
-  j["status"] = r.status.describe();
-  j["terminated_by_launcher"] = r.terminated_by_launcher;
-  j["killed_by_launcher"] = r.killed_by_launcher;
-  j["started"] = seconds_since_epoch(r.started);
-  j["ended"] = seconds_since_epoch(r.ended);
-  j["output_bytes"] = r.output_bytes;
-  j["log_error"] = r.log_error ? Json(*r.log_error) : Json();
+  put_fields(j, r, [&](std::string_view key) {
+    if (key == "rank") put_fields(j, a);
+  });
   return j;
 }
 
-}  // namespace
+// What stopped the job from another server (the peer channel); the failed
+// rank's role, rank and status only when one failed there.
+Json peer_entry(const PeerStop& p) {
+  Json peer;
+  put_fields(peer, p, [&](std::string_view key) {
+    if (key != "server_id") return;
+    peer["role"] = p.status ? Json(to_string(p.role)) : Json();
+    peer["rank"] = p.status && p.role == ProcessRole::rank ? Json(p.rank) : Json();
+    peer["status"] = p.status ? Json(p.status->describe()) : Json();
+  });
+  return peer;
+}
 
-void write_job_summary(const std::string& path, const JobSpec& plan, const std::string& table_copy,
-                       const JobResult& result) {
-  Json j;
-  j["job_id"] = plan.job_id;
-  j["server_id"] = plan.server_id;
-  j["rank_table_source"] = plan.rank_table_source;
-  j["rank_table"] = table_copy;
-  j["world_size"] = plan.world_size;
-  j["command"] = plan.command;
-  j["process_tracking"] = to_string(result.tracking);
-  j["process_tracking_fallback"] = result.tracking_fallback ? Json(*result.tracking_fallback) : Json();
-  j["child_subreaper"] = result.child_subreaper;
-  j["success"] = result.success();
-  j["exit_code"] = result.exit_code();
-  j["stop_reason"] = to_string(result.stop_reason);
+// How the job's stop reads: its words, the state it came in, the signal's
+// origin, the first failure (a rank id, or "scheduler") and another server's say.
+void put_stop(Json& j, const JobResult& result) {
   j["stop_detail"] = result.stop_detail.empty() ? Json() : Json(result.stop_detail);
   j["stopped_in"] = result.stop_reason == StopReason::none ? Json() : Json(to_string(result.stopped_in));
   if (result.stop_reason == StopReason::signaled) {
@@ -58,25 +92,29 @@ void write_job_summary(const std::string& path, const JobSpec& plan, const std::
     j["stop_signal_sender_pid"] = o.sender_pid > 0 ? Json(o.sender_pid) : Json();
     j["stop_signal_sender"] = o.sender_name.empty() ? Json() : Json(o.sender_name);
   }
-  // A rank id, or "scheduler".
   j["first_failure"] = !result.first_failure ? Json()
                        : result.ranks[*result.first_failure].role == ProcessRole::scheduler
                            ? Json("scheduler")
                            : Json(result.ranks[*result.first_failure].rank);
-  // What stopped the job from another server (the peer channel).
-  if (result.peer_stop) {
-    const PeerStop& p = *result.peer_stop;
-    Json peer;
-    peer["server_id"] = p.server_id;
-    peer["role"] = p.status ? Json(to_string(p.role)) : Json();
-    peer["rank"] = p.status && p.role == ProcessRole::rank ? Json(p.rank) : Json();
-    peer["status"] = p.status ? Json(p.status->describe()) : Json();
-    peer["detail"] = p.detail;
-    j["peer_stop"] = peer;
-  } else {
-    j["peer_stop"] = Json();
-  }
-  j["leftover_processes_killed"] = result.leftover_processes_killed;
+  j["peer_stop"] = result.peer_stop ? peer_entry(*result.peer_stop) : Json();
+}
+
+}  // namespace
+
+void write_job_summary(const std::string& path, const JobSpec& plan, const std::string& table_copy,
+                       const JobResult& result) {
+  Json j;
+  put_fields(j, plan, [&](std::string_view key) {
+    if (key == "rank_table_source") j["rank_table"] = table_copy;
+  });
+  put_fields(j, result, [&](std::string_view key) {
+    if (key == "child_subreaper") {
+      j["success"] = result.success();
+      j["exit_code"] = result.exit_code();
+    } else if (key == "stop_reason") {
+      put_stop(j, result);
+    }
+  });
   j["ranks"] = Json::array();
   for (std::size_t i = 0; i < result.ranks.size() && i < plan.ranks.size(); ++i) {
     j["ranks"].push_back(rank_entry(plan.ranks[i], result.ranks[i]));

@@ -10,7 +10,7 @@
 #include "davincirun/console_sink.hpp"
 #include "davincirun/supervisor.hpp"
 #include "davincirun/unique_fd.hpp"
-#include "job/wire.hpp"
+#include "job/lifeline_frames.hpp"
 
 namespace davincirun::detail {
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <typeinfo>
 
+#include "common/wire.hpp"
 #include "davincirun/errors.hpp"
 #include "helpers/awkward_bytes.hpp"
 #include "helpers/pattern.hpp"
@@ -423,15 +424,20 @@ TEST_CASE("corrupt counts and out-of-range enums are refused", "[job_protocol]")
     return false;
   };
   JobSpec spec = sample_spec();
-  spec.remove_after_job.clear();  // the payload then ends: tracking, console, an empty list (8 bytes each)
+  spec.remove_after_job.clear();  // the payload then ends: console (an enum), an empty list (strs)
   const std::string payload = encode_spec(spec);
+  // Every value is a type byte and its bytes; a str is its 8-byte length and its bytes.
+  const auto str_bytes = [](const std::string& s) { return 1 + 8 + s.size(); };
   SECTION("a huge element count does not allocate, it is refused") {
-    // The command's count follows five strings (8-byte length + bytes) and world_size.
-    std::size_t offset = 8;
+    // The command's count follows five strings and world_size (JobSpec's field list).
+    std::size_t offset = 0;
     for (const std::string* s :
-         {&spec.log_dir, &spec.job_id, &spec.rank_table_json, &spec.rank_table_source, &spec.server_id}) {
-      offset += 8 + s->size();
+         {&spec.log_dir, &spec.job_id, &spec.server_id, &spec.rank_table_source, &spec.rank_table_json}) {
+      offset += str_bytes(*s);
     }
+    offset += 1 + 8;  // world_size
+    REQUIRE(payload[offset] == static_cast<char>(WireType::strs));
+    ++offset;
     REQUIRE(static_cast<unsigned char>(payload[offset]) == spec.command.size());
     std::string corrupt = payload;
     for (std::size_t i = 0; i < 8; ++i) corrupt[offset + i] = '\xff';
@@ -440,17 +446,25 @@ TEST_CASE("corrupt counts and out-of-range enums are refused", "[job_protocol]")
     CHECK(refused([&] { decode_spec(corrupt); }));
   }
   SECTION("a tracking value beyond the enum") {
+    // The end: tracking, stop_request_name, launcher_name, quiet, console, remove_after_job.
+    const std::size_t after =
+        str_bytes(spec.supervisor.stop_request_name) + str_bytes(spec.supervisor.launcher_name) + 2 + (1 + 8) + (1 + 8);
+    const std::size_t at = payload.size() - after - 8;
+    REQUIRE(payload[at - 1] == static_cast<char>(WireType::enumeration));
     std::string corrupt = payload;
-    corrupt[payload.size() - 24] = 3;
+    corrupt[at] = 3;
     CHECK(refused([&] { decode_spec(corrupt); }));
   }
   SECTION("a console route beyond the enum") {
+    const std::size_t at = payload.size() - (1 + 8) - 8;
+    REQUIRE(payload[at - 1] == static_cast<char>(WireType::enumeration));
     std::string corrupt = payload;
-    corrupt[payload.size() - 16] = 3;
+    corrupt[at] = 3;
     CHECK(refused([&] { decode_spec(corrupt); }));
   }
   SECTION("a started event's tracking beyond the enum") {
     std::string corrupt = encode_started(StartedJob{});
+    REQUIRE(corrupt[corrupt.size() - 9] == static_cast<char>(WireType::enumeration));
     corrupt[corrupt.size() - 8] = 7;
     CHECK(refused([&] { decode_started(corrupt); }));
   }

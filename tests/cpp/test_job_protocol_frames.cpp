@@ -1,4 +1,4 @@
-// The lifeline's framing (job/wire.hpp): frames are written whole, with
+// The lifeline's framing (job/lifeline_frames.hpp): frames are written whole, with
 // their little-endian length, survive a stream that delivers them one byte
 // at a time, and a peer that goes away never kills the writer.
 #include <catch2/catch.hpp>
@@ -15,7 +15,7 @@
 #include "helpers/awkward_bytes.hpp"
 #include "helpers/pattern.hpp"
 #include "job/job_protocol.hpp"
-#include "job/wire.hpp"
+#include "job/lifeline_frames.hpp"
 #include "test_support.hpp"
 
 using namespace davincirun;

@@ -1,4 +1,4 @@
-// The peer channel's bytes (peers/sha256.hpp, peers/peer_message.hpp):
+// The peer channel's bytes (common/sha256.hpp, peers/peer_message.hpp):
 // SHA-256 and HMAC against their published test vectors, frames that
 // survive any split of the stream, and tags that refuse a wrong key, a
 // replayed, reordered or reflected frame and a changed byte.
@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "common/sha256.hpp"
 #include "peers/peer_message.hpp"
-#include "peers/sha256.hpp"
 
 using namespace davincirun;
 using namespace davincirun::detail;

@@ -8,8 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "davincirun/device_allocation.hpp"
-#include "davincirun/process.hpp"
+#include "davincirun/job_types.hpp"
 
 namespace davincirun {
 

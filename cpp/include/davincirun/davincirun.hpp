@@ -2,12 +2,13 @@
 // machines from an HCCL rank table. One header for consumers; the data flows
 // through the others in this order:
 //
+//   common      job_types.hpp, supervisor_options.hpp, lifecycle.hpp, errors.hpp, version.hpp
 //   rank table  rank_table.hpp, rank_table_loader.hpp, machine_rank_table.hpp, rank_table_merge.hpp
 //   plan        server_identity.hpp, socket_interface.hpp, device_allocation.hpp, environment.hpp,
 //               plan.hpp
-//   process     process.hpp, supervisor.hpp, device_lock.hpp
 //   output      log_streamer.hpp, console_sink.hpp, display_width.hpp, output_queue.hpp,
 //               non_blocking_sink.hpp, polled_sink.hpp
+//   process     process.hpp, supervisor.hpp, device_lock.hpp
 //   job         job.hpp, failure_report.hpp
 //
 // Typical use: plan_launch(options, Environment::current()), then
@@ -22,6 +23,7 @@
 #include "davincirun/errors.hpp"
 #include "davincirun/failure_report.hpp"
 #include "davincirun/job.hpp"
+#include "davincirun/job_types.hpp"
 #include "davincirun/lifecycle.hpp"
 #include "davincirun/log_streamer.hpp"
 #include "davincirun/machine_rank_table.hpp"
@@ -38,11 +40,6 @@
 #include "davincirun/server_identity.hpp"
 #include "davincirun/socket_interface.hpp"
 #include "davincirun/supervisor.hpp"
+#include "davincirun/supervisor_options.hpp"
 #include "davincirun/unique_fd.hpp"
-
-namespace davincirun {
-
-/// The library version, e.g. "0.2.0".
-const char* version() noexcept;
-
-}  // namespace davincirun
+#include "davincirun/version.hpp"

@@ -31,10 +31,6 @@
 
 namespace davincirun {
 
-/// Where jobs lock their devices unless told otherwise (the launcher's
-/// DAVINCIRUN_LOCK_DIR variable, LaunchOptions::device_lock_dir).
-inline constexpr const char* default_device_lock_dir = "/tmp/davincirun-locks";
-
 /// Who takes the locks: written into the lock files (those this process
 /// owns) so that a job refused later can name it.
 struct DeviceLockHolder {

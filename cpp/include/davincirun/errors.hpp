@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "davincirun/enum_names.hpp"
+
 namespace davincirun {
 
 /// Base of every error davincirun throws about its input or environment.
@@ -60,9 +62,9 @@ class RankTableError : public Error {
   std::string detail_;
 };
 
-/// "io", "empty", "syntax", "shape", "missing", "bad_value", "duplicate",
-/// "inconsistent" or "unsupported".
-const char* to_string(RankTableError::Kind kind) noexcept;
+/// to_string(): the enumerator's name.
+DAVINCIRUN_ENUM_NAMES(RankTableError::Kind, "io", "empty", "syntax", "shape", "missing", "bad_value", "duplicate",
+                      "inconsistent", "unsupported");
 
 /// A launch that cannot be configured as asked: empty command, no rank table
 /// given, this machine not found in the table, log directory unusable...

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "davincirun/console_sink.hpp"
+#include "davincirun/enum_names.hpp"
 #include "davincirun/plan.hpp"
 #include "davincirun/supervisor.hpp"
 
@@ -21,8 +22,8 @@ enum class ConsoleTarget {
   none,   ///< nowhere: the log files only
 };
 
-/// "stdio" or "none".
-const char* to_string(ConsoleTarget target) noexcept;
+/// to_string(): "stdio" or "none".
+DAVINCIRUN_ENUM_NAMES(ConsoleTarget, "stdio", "none");
 
 /// The name of a rank's log file in the run directory:
 /// "rank_<rank>.device_<physical device id>.log"; "scheduler.log" for

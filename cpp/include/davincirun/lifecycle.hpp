@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "davincirun/enum_names.hpp"
+
 namespace davincirun {
 
 /// Where a job is in its life, in the order the states normally come.
@@ -32,6 +34,9 @@ enum class JobState : std::uint8_t {
   waiting_for_servers,  ///< this server is done; the other servers are not (several servers only)
   done,                 ///< the result is known
 };
+/// to_string(): "waiting_for_table", "running", ...: the enumerator's name.
+DAVINCIRUN_ENUM_NAMES(JobState, "waiting_for_table", "planning", "starting", "running", "stopping", "killing",
+                      "draining", "waiting_for_servers", "done");
 
 /// What happens to a job. Every event has an answer in every state.
 enum class JobEvent : std::uint8_t {
@@ -61,14 +66,14 @@ enum class JobEvent : std::uint8_t {
   peer_never_joined,      ///< hub: a server's agent did not join within the wait timeout
   hub_unreachable,        ///< member: the agent of rank 0's server could not be reached within the wait timeout
 };
+/// to_string(): "stop_request", "peer_failed", ...: the enumerator's name.
+DAVINCIRUN_ENUM_NAMES(JobEvent, "table_ready", "planned", "start_failed", "ranks_started", "rank_exited", "rank_failed",
+                      "ranks_gone", "output_drained", "servers_done", "stop_request", "repeated_stop_request",
+                      "kill_request", "engine_signal", "launcher_gone", "supervisor_gone", "job_timeout", "grace_over",
+                      "stall", "peer_failed", "peer_stopped", "peer_lost", "peer_never_joined", "hub_unreachable");
 
-inline constexpr std::size_t job_state_count = 9;
-inline constexpr std::size_t job_event_count = 23;
-
-/// "waiting_for_table", "running", ...: the enumerator's name.
-const char* to_string(JobState state) noexcept;
-/// "stop_request", "peer_failed", ...: the enumerator's name.
-const char* to_string(JobEvent event) noexcept;
+inline constexpr std::size_t job_state_count = enum_count<JobState>();
+inline constexpr std::size_t job_event_count = enum_count<JobEvent>();
 
 /// What an event does in a state.
 enum class JobAnswer : std::uint8_t {
@@ -80,9 +85,8 @@ enum class JobAnswer : std::uint8_t {
   ignored,     ///< no effect, for the reason given
   impossible,  ///< the event cannot reach this state, for the reason given
 };
-
-/// "proceed", "stop", ...: the enumerator's name.
-const char* to_string(JobAnswer answer) noexcept;
+/// to_string(): "proceed", "stop", ...: the enumerator's name.
+DAVINCIRUN_ENUM_NAMES(JobAnswer, "proceed", "stop", "escalate", "note", "deferred", "ignored", "impossible");
 
 /// One cell of the table: `event` in `state`.
 struct JobTransition {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "davincirun/console_sink.hpp"
+#include "davincirun/enum_names.hpp"
 #include "davincirun/unique_fd.hpp"
 
 namespace davincirun {
@@ -114,8 +115,8 @@ class RankLog {
   static constexpr std::size_t max_splice_bytes = std::size_t{1} << 20;
 };
 
-/// "would_block", "budget_spent" or "eof".
-const char* to_string(RankLog::ReadResult result) noexcept;
+/// to_string(): "would_block", "budget_spent" or "eof".
+DAVINCIRUN_ENUM_NAMES(RankLog::ReadResult, "would_block", "budget_spent", "eof");
 
 /// The last `max_lines` lines of the file at `path`, reading at most
 /// `max_bytes` from its end, each as a terminal shows it (a line redrawn

@@ -24,6 +24,11 @@
 
 namespace davincirun {
 
+/// The physical ids N of every /dev/davinciN under `dev_dir` (the NPUs this
+/// machine or container can see), sorted ascending. Empty when there are none
+/// (as on machines without NPUs) or `dev_dir` cannot be read.
+std::vector<int> present_devices(const std::string& dev_dir = "/dev");
+
 /// What machine_rank_table() lists, and where it looks.
 struct MachineRankTableOptions {
   /// This machine's server_id; nullopt (default): its address, as

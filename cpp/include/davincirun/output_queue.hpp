@@ -9,7 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "davincirun/process.hpp"
+#include "davincirun/enum_names.hpp"
+#include "davincirun/job_types.hpp"
 
 namespace davincirun {
 
@@ -79,7 +80,7 @@ class OutputQueue {
   std::uint64_t dropped_ = 0;
 };
 
-/// "lines", "notice", "progress" or "exit".
-const char* to_string(OutputQueue::Kind kind) noexcept;
+/// to_string(): "lines", "notice", "progress" or "exit".
+DAVINCIRUN_ENUM_NAMES(OutputQueue::Kind, "lines", "notice", "progress", "exit");
 
 }  // namespace davincirun

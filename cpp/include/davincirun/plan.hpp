@@ -9,24 +9,29 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "davincirun/device_allocation.hpp"
+#include "davincirun/enum_names.hpp"
 #include "davincirun/environment.hpp"
+#include "davincirun/fields.hpp"
+#include "davincirun/job_types.hpp"
 #include "davincirun/platform_environment.hpp"
 #include "davincirun/rank_table.hpp"
 #include "davincirun/server_identity.hpp"
-#include "davincirun/supervisor.hpp"
+#include "davincirun/supervisor_options.hpp"
 
 namespace davincirun {
 
-/// Longest accepted wait for the rank table and job timeout: one year (a
-/// job may train for weeks; a year still fits the millisecond arithmetic).
+/// Longest accepted wait for the rank table: one year, like the job
+/// timeout (max_job_timeout).
 inline constexpr std::chrono::milliseconds max_wait_timeout{365LL * 86'400'000};
-inline constexpr std::chrono::milliseconds max_job_timeout{365LL * 86'400'000};
-/// Longest accepted drain timeout: 24 h, like the grace period (max_grace_period).
-inline constexpr std::chrono::milliseconds max_drain_timeout{86'400'000};
+
+/// Where jobs lock their devices unless told otherwise (the launcher's
+/// DAVINCIRUN_LOCK_DIR variable, LaunchOptions::device_lock_dir; device_lock.hpp).
+inline constexpr const char* default_device_lock_dir = "/tmp/davincirun-locks";
 
 /// How the ranks of a job find each other (docs/mindspore.md).
 enum class LaunchMode {
@@ -45,8 +50,8 @@ enum class LaunchMode {
   dynamic_cluster,
 };
 
-/// "rank-table" or "dynamic-cluster", as the front ends spell the option.
-const char* to_string(LaunchMode mode) noexcept;
+/// to_string(): "rank-table" or "dynamic-cluster", as the front ends spell the option.
+DAVINCIRUN_ENUM_NAMES(LaunchMode, "rank-table", "dynamic-cluster");
 /// The mode of a text to_string() gives. Throws OptionError("launch_mode")
 /// naming both modes for any other text.
 LaunchMode parse_launch_mode(std::string_view text);
@@ -186,8 +191,8 @@ struct LaunchOptions {
   /// "env: invalid variable name 'A=B'".
   void validate() const;
 
-  /// Sets the duration option `name` ("wait_timeout", "grace_period",
-  /// "drain_timeout", "job_timeout", "peer_timeout" or "stall_timeout") from a number of seconds, as the
+  /// Sets the duration option `name` (a std::chrono::milliseconds of the
+  /// option list below, e.g. "grace_period") from a number of seconds, as the
   /// front ends read it (a flag's text, a Python float): rounded to the
   /// nearest millisecond, a positive value never to 0 (which means "no
   /// waiting" or "no limit"). Throws OptionError, naming the option and its
@@ -197,6 +202,77 @@ struct LaunchOptions {
   /// The duration option `name` in seconds. Throws OptionError for an unknown name.
   double seconds(std::string_view name) const;
 };
+
+// The launch options, in the order `davincirun --help` shows their flags:
+// each is a property of Python's LaunchOptions (named as the keyword) with
+// this text as its doc, and with flag() a `davincirun` flag with it as its
+// help; "{}" in the text is the default. A duration's range() is its rule
+// (validate(), set_seconds()). `supervisor` adds SupervisorOptions' own.
+constexpr auto fields_of(const LaunchOptions*) {
+  using L = LaunchOptions;
+  return std::make_tuple(
+      field("rank_table", &L::rank_table,
+            "rank table file, or a directory holding jobstart_hccl.json or hccl.json (default: "
+            "$RANK_TABLE_FILE_V_1_0, else $RANK_TABLE_FILE)")
+          .flag("PATH", 'r'),
+      field("launch_mode", &L::launch_mode,
+            "rank-table (default): each rank reads the table; dynamic-cluster: MindSpore's dynamic cluster, as msrun "
+            "starts it: the ranks as workers plus a scheduler ([sched], scheduler.log) on the server of rank 0 "
+            "(docs/mindspore.md)")
+          .flag("MODE"),
+      field("nproc", &L::nproc, "no rank table: N ranks on this machine").flag("N", 0, "a number of ranks, e.g. 2"),
+      field("devices", &L::devices,
+            "only these devices (physical ids, e.g. 0,1) of a one-server table; without a table, the devices of the "
+            "ranks on this machine")
+          .flag("LIST", 0, "device ids"),
+      field("wait_timeout", &L::wait_timeout,
+            "how long to wait for a rank table the platform is still writing (default: {}; 0: do not wait)")
+          .flag("SEC")
+          .range(0, max_wait_timeout.count(), " (no waiting)", " (one year)"),
+      field("log_dir", &L::log_dir,
+            "directory for run logs (default: /cache/davincirun/log when /cache is writable, else ./log); each run "
+            "gets a new subdirectory, DIR/latest points to it")
+          .flag("DIR", 'l'),
+      field("work_dir", &L::work_dir, "working directory of the ranks (default: {})").flag("DIR", 'w'),
+      field("server_id", &L::server_id,
+            "this machine's server_id in the table (needed when the table lists several servers)")
+          .flag("ID"),
+      field("supervisor", &L::supervisor),
+      field("peer_timeout", &L::peer_timeout,
+            "several servers: stop the job when another server's agent is silent this long (default: {})")
+          .flag("SEC")
+          .range(0, max_grace_period.count()),
+      field("peer_port", &L::peer_port,
+            "several servers: the port the agent of rank 0's server listens on (default: $DAVINCIRUN_PEER_PORT, "
+            "else derived from the table, alike on every server)")
+          .flag("PORT", 0, "a TCP port number, e.g. 29600"),
+      field("peers", &L::peers,
+            "several servers: stop the job on every server together (default; off: each server's job on its own, "
+            "no job-wide stop; docs/multi-server.md)")
+          .flag(""),
+      field("stall_timeout", &L::stall_timeout,
+            "stop the job when no rank of it wrote any output this long, after dumping Python stacks with py-spy "
+            "(default and 0: no watchdog; exit status 124)")
+          .flag("SEC")
+          .range(0, max_job_timeout.count(), " (no watchdog)", " (one year)"),
+      field("env", &L::env,
+            "set a variable for every rank (repeatable); it wins over inherited values, not over the rank identity")
+          .flag("NAME=VALUE"),
+      field("ranks_to_show", &L::ranks_to_show,
+            "show only these ranks' output live, e.g. 0 or 0,4 (default: all); every rank still gets its log file")
+          .flag("LIST", 0, "rank ids"),
+      field("command", &L::command, "the program every rank runs and its arguments (no shell)").as(FieldText::os_path),
+      field("device_dir", &L::device_dir, "where /dev/davinciN are looked for (default: {})"),
+      field("remove_after_job", &L::remove_after_job,
+            "absolute directories the job's supervisor process removes once the job is over")
+          .as(FieldText::os_path),
+      field("supervisor_program", &L::supervisor_program,
+            "the davincirun-supervisor executable; empty: found by the library"),
+      field("device_lock_dir", &L::device_lock_dir,
+            "where devices are locked; empty: $DAVINCIRUN_LOCK_DIR or /tmp/davincirun-locks; \"off\": no locking"),
+      field("output_watched", &L::output_watched,
+            "someone watches the output live: Python ranks get PYTHONUNBUFFERED=1 unless it is set (default: {})"));
+}
 
 /// The peer channel of this server's agent (LaunchOptions::peers), and the
 /// stall watchdog, which needs no channel on one server.
@@ -218,6 +294,16 @@ struct PeerPlan {
   std::chrono::milliseconds connect_timeout{300'000};  ///< LaunchOptions::wait_timeout
   std::chrono::milliseconds stall_timeout{0};
 };
+
+constexpr auto fields_of(const PeerPlan*) {
+  using P = PeerPlan;
+  return std::make_tuple(
+      field("enabled", &P::enabled), field("server_count", &P::server_count), field("hub", &P::hub),
+      field("hub_address", &P::hub_address), field("port", &P::port), field("server_index", &P::server_index),
+      field("hub_index", &P::hub_index), field("server_ids", &P::server_ids), field("job_key", &P::job_key),
+      field("key_from_environment", &P::key_from_environment), field("peer_timeout", &P::peer_timeout),
+      field("connect_timeout", &P::connect_timeout), field("stall_timeout", &P::stall_timeout));
+}
 
 /// Everything decided before anything starts.
 struct LaunchPlan {

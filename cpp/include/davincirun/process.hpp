@@ -10,27 +10,10 @@
 #include <utility>
 #include <vector>
 
+#include "davincirun/job_types.hpp"
 #include "davincirun/unique_fd.hpp"
 
 namespace davincirun {
-
-/// How a process ended.
-struct ExitStatus {
-  /// `unknown`: the status was lost because the host process set SIGCHLD to
-  /// SIG_IGN (the kernel then reaps children itself); counted as a failure.
-  enum class Kind { exited, signaled, unknown };
-  Kind kind = Kind::exited;
-  int value = 0;  ///< exit code (0..255) for exited, signal number for signaled
-
-  bool success() const noexcept { return kind == Kind::exited && value == 0; }
-  /// The shell's convention: the exit code, or 128 + N for signal N; 255 for unknown.
-  int shell_code() const noexcept { return kind == Kind::exited ? value : kind == Kind::signaled ? 128 + value : 255; }
-  /// "exit code 3", "signal 11 (SIGSEGV)" or "unknown exit status".
-  std::string describe() const;
-};
-
-/// "exited", "signaled" or "unknown".
-const char* to_string(ExitStatus::Kind kind) noexcept;
 
 /// What to start.
 struct ProcessSpec {

@@ -28,91 +28,14 @@
 #include <string>
 #include <vector>
 
-#include "davincirun/device_allocation.hpp"
+#include "davincirun/job_types.hpp"
 #include "davincirun/lifecycle.hpp"
 #include "davincirun/log_streamer.hpp"
 #include "davincirun/process.hpp"
+#include "davincirun/supervisor_options.hpp"
 #include "davincirun/unique_fd.hpp"
 
 namespace davincirun {
-
-/// Default time between SIGTERM and SIGKILL when stopping ranks: 10 s. Long
-/// enough for a framework to write a checkpoint marker and release the NPU,
-/// short enough that a notebook user is not left waiting.
-inline constexpr std::chrono::milliseconds default_grace_period{10'000};
-
-/// Longest accepted grace period: 24 h.
-inline constexpr std::chrono::milliseconds max_grace_period{86'400'000};
-
-/// Default time a rank's output pipe may stay open after the rank exited
-/// (held by a descendant that left its process group): 2 s.
-inline constexpr std::chrono::milliseconds default_drain_timeout{2'000};
-
-/// How the supervisor learns that a rank exited.
-enum class ProcessTracking {
-  /// pidfd where the kernel has it (pidfd_supported()), else sigchld. With
-  /// SupervisorOptions::owns_all_children, also sigchld when clone() refuses
-  /// CLONE_PIDFD for the first rank (a seccomp filter, qemu-user):
-  /// JobResult::tracking_fallback says why.
-  automatic,
-  pidfd,    ///< one pidfd per rank in the event loop (Linux >= 5.4)
-  sigchld,  ///< SIGCHLD through a signalfd, then waitid(): any kernel; needs owns_all_children
-};
-
-/// "automatic", "pidfd" or "sigchld".
-const char* to_string(ProcessTracking tracking) noexcept;
-
-struct SupervisorOptions {
-  std::chrono::milliseconds grace_period = default_grace_period;
-  std::chrono::milliseconds drain_timeout = default_drain_timeout;
-  /// Longest the whole job may run before every rank is stopped, counted from
-  /// the start of run(); zero (the default) means no limit.
-  std::chrono::milliseconds job_timeout{0};
-  ProcessTracking tracking = ProcessTracking::automatic;
-  /// What the user does to ask for a stop, in the front end's words: the
-  /// notice that starts a stop says SIGKILL follows "at once on a second
-  /// Ctrl-C" (the CLI's "Ctrl-C"). Default "stop request" (request_stop()).
-  std::string stop_request_name = "stop request";
-  /// Set only in a process dedicated to one job (the job supervisor process,
-  /// davincirun-supervisor), which has SIGCHLD blocked in every thread and
-  /// normally is a child subreaper (PR_SET_CHILD_SUBREAPER). The supervisor
-  /// then reaps every child of the process, including descendants re-parented
-  /// to it, and once every rank has exited it SIGKILLs whatever the ranks
-  /// left running anywhere below this process (a double-forked, setsid()
-  /// grandchild included) before draining the last output. Default false:
-  /// the supervisor touches only the processes it started.
-  bool owns_all_children = false;
-  /// With owns_all_children: an environment entry ("NAME=value", e.g.
-  /// "DAVINCIRUN_JOB_TAG=<random>") that every process of the job inherits.
-  /// Used only when this process is not a child subreaper (the kernel
-  /// refused PR_SET_CHILD_SUBREAPER: a seccomp filter, qemu-user): a process
-  /// a rank detached (double fork) is then re-parented to init, out of reach
-  /// of the sweep by ancestry, so the sweep also SIGKILLs every process of
-  /// this user whose environment holds this entry. Empty (the default): no
-  /// such sweep. Not sent over the lifeline: davincirun-supervisor sets it.
-  std::string job_tag = {};
-  /// What the process that started the job is called in messages: "the
-  /// signal came to <launcher_name>" ("davincirun" from the CLI). Default
-  /// "the launcher".
-  std::string launcher_name = "the launcher";
-  /// The stall watchdog of a job of one server: stop the job (StopReason::
-  /// stalled) when no rank wrote output for this long; zero (the default):
-  /// none. A job of several servers leaves it to the peer channel, which
-  /// hears every server's silence.
-  std::chrono::milliseconds stall_timeout{0};
-  /// Only messages that matter (stops, failures, warnings) reach the
-  /// console; the rest (an agent joined, waiting for other servers) goes to
-  /// <run>/events.txt only. Default false.
-  bool quiet = false;
-  /// For tests: the job stays this long in `hold_state` after entering it
-  /// (the event that would end that state is kept until then), answering
-  /// every other event as that state does; zero (the default): no hold.
-  /// Set from DAVINCIRUN_TEST_HOLD ("draining:2000") by the supervisor
-  /// program. Holds `starting`, `killing`, `draining` and
-  /// `waiting_for_servers`.
-  JobState hold_state = JobState::done;
-  std::chrono::milliseconds hold{0};
-};
 
 /// One rank (or a scheduler: ProcessRole) to start.
 struct RankLaunch {
@@ -124,139 +47,11 @@ struct RankLaunch {
   bool show_on_console = true;  ///< false: its output goes to its log file only
 };
 
-/// How one rank (or the scheduler: `role`) ended.
-struct RankResult {
-  ProcessRole role = ProcessRole::rank;
-  int rank = 0;  ///< -1 for a scheduler
-  pid_t pid = 0;
-  std::string log_path;
-  ExitStatus status;
-  bool terminated_by_launcher = false;  ///< got SIGTERM from the launcher before it exited
-  bool killed_by_launcher = false;      ///< got SIGKILL after the grace period
-  std::chrono::system_clock::time_point started;
-  std::chrono::system_clock::time_point ended;
-  std::uint64_t output_bytes = 0;        ///< bytes the rank wrote (stdout + stderr)
-  std::optional<std::string> log_error;  ///< the log file could not take every byte
-};
-
-/// `t` as seconds since the epoch (RankResult::started, ::ended in summaries).
-double seconds_since_epoch(std::chrono::system_clock::time_point t) noexcept;
-
-enum class StopReason {
-  none,         ///< every rank ended on its own
-  rank_failed,  ///< fail-fast after the first failure
-  requested,    ///< request_stop() (Ctrl-C, terminate())
-  timed_out,    ///< the job ran longer than SupervisorOptions::job_timeout
-  signaled,     ///< request_stop_by_signal(): a signal to the process running the supervisor
-  /// request_stop_orphaned(): whoever started the job is gone (the launcher
-  /// exited or was killed; its end of the lifeline closed).
-  launcher_gone,
-  /// request_stop_by_peer(): a rank on another server of the job failed
-  /// (JobResult::peer_stop says which).
-  peer_failed,
-  /// request_stop_by_peer(): the job was stopped on another server (a stop
-  /// request, a signal, its timeout, its launcher gone).
-  peer_stopped,
-  /// request_stop_by_peer(): the agent of another server, its host or the
-  /// link to it was lost (no heartbeat for the peer timeout, or its
-  /// connection closed before it was done), or it never joined (hub), or
-  /// the hub could not be reached (member): PeerStop::detail says which.
-  peer_lost,
-  /// No rank of the job wrote output for the stall timeout (this server's
-  /// watchdog, or the hub's through request_stop_by_peer()).
-  stalled,
-};
-
-/// "none", "rank_failed", "requested", "timed_out", "signaled",
-/// "launcher_gone", "peer_failed", "peer_stopped", "peer_lost" or "stalled".
-const char* to_string(StopReason reason) noexcept;
-
-/// What stopped a job from another server, as the peer channel told it
-/// (docs/multi-server.md).
-struct PeerStop {
-  std::string server_id;  ///< where it happened (for stalled: the server of rank 0, which decided)
-  /// StopReason::peer_failed by a failed rank: its role, rank and exit status.
-  std::optional<ExitStatus> status;
-  ProcessRole role = ProcessRole::rank;
-  int rank = -1;
-  /// The failed rank's root cause from its log (root_cause.hpp), or why, in
-  /// words ("stop requested", "no heartbeat from ... for 30.0 s").
-  std::string detail;
-};
-
 /// One line on what stopped the job from another server: "rank 5 on server
 /// 10.0.0.12 failed with exit code 1", "server 10.0.0.12 was stopped (stop
 /// requested)", "server 10.0.0.12 was lost: ...", "the job stalled: ..."
 /// (`reason`: peer_failed, peer_stopped, peer_lost or stalled).
 std::string describe(StopReason reason, const PeerStop& stop);
-
-/// Which process of the job got a stop signal.
-enum class SignalReceiver {
-  none,        ///< no signal stopped the job
-  launcher,    ///< the launcher (the `davincirun` command), which told its supervisor
-  supervisor,  ///< the job's supervisor process itself (an engine or a person signalling it)
-};
-
-/// "none", "launcher" or "supervisor".
-const char* to_string(SignalReceiver receiver) noexcept;
-
-/// Where a stop signal came from, when known.
-struct SignalOrigin {
-  SignalReceiver receiver = SignalReceiver::supervisor;
-  pid_t sender_pid = 0;     ///< 0: not known (the kernel, or not told)
-  std::string sender_name;  ///< the sender's command name (/proc/<pid>/comm) when it could be read
-};
-
-struct JobResult {
-  std::vector<RankResult> ranks;             ///< in the order given to the supervisor
-  std::optional<std::size_t> first_failure;  ///< index in `ranks` of the earliest failure seen
-  StopReason stop_reason = StopReason::none;
-  /// The signal behind StopReason::signaled (e.g. 15), else 0.
-  int stop_signal = 0;
-  /// StopReason::signaled: who got it, and from whom.
-  SignalOrigin stop_signal_origin;
-  /// What stopped the job, in the words its stop notice began with ("stop
-  /// requested", "davincirun got SIGTERM from pid 4242 (timeout)", "rank 3
-  /// (pid 77) failed with exit code 1"); empty when nothing stopped it.
-  std::string stop_detail;
-  /// The state the job was in when its stop began (e.g. waiting_for_servers:
-  /// this server's ranks were done and it waited for the others); `done`
-  /// when nothing stopped it.
-  JobState stopped_in = JobState::done;
-  /// Processes the ranks left running outside their process groups (e.g. a
-  /// double-forked, setsid() daemon) that were SIGKILLed when the job ended;
-  /// counted only with SupervisorOptions::owns_all_children.
-  std::size_t leftover_processes_killed = 0;
-  /// How the ranks' exits were observed.
-  ProcessTracking tracking = ProcessTracking::pidfd;
-  /// Why `automatic` tracking uses sigchld on a kernel with pidfds: clone()
-  /// refused CLONE_PIDFD, e.g. "clone() refused CLONE_PIDFD: EINVAL (Invalid
-  /// argument)". Empty when no fallback happened.
-  std::optional<std::string> tracking_fallback;
-  /// With SupervisorOptions::owns_all_children: whether this process was a
-  /// child subreaper (PR_GET_CHILD_SUBREAPER), so that the final sweep found
-  /// detached descendants by ancestry; false means only
-  /// SupervisorOptions::job_tag could find them. Always true without
-  /// owns_all_children, where no sweep happens.
-  bool child_subreaper = true;
-  /// StopReason::peer_failed, peer_stopped, peer_lost or stalled (from the
-  /// hub): what the peer channel said.
-  std::optional<PeerStop> peer_stop;
-  /// Set by a Job (job.hpp) when <run dir>/summary.json could not be
-  /// written, e.g. "No space left on device"; the job's outcome is unaffected.
-  std::optional<std::string> summary_error;
-
-  /// Every rank exited 0 and nobody asked to stop.
-  bool success() const noexcept;
-  /// 0 on success; the first failure's shell code (N, or 128+signal);
-  /// 130 (128+SIGINT) when stopped on request without a failure; 128+N
-  /// when signal N stopped it (StopReason::signaled); 124 (as timeout(1)
-  /// reports it) when the job timeout stopped it; 129 (128+SIGHUP, as for a
-  /// hangup) when the launcher went away (StopReason::launcher_gone); for
-  /// peer_failed the failed rank's code on the other server, for
-  /// peer_stopped and peer_lost 1, for stalled 124.
-  int exit_code() const noexcept;
-};
 
 namespace detail {
 class RequestInbox;

@@ -21,22 +21,6 @@ std::string rank_table_message(const std::string& source, const std::optional<st
 }
 }  // namespace
 
-const char* to_string(RankTableError::Kind kind) noexcept {
-  using Kind = RankTableError::Kind;
-  switch (kind) {
-    case Kind::io: return "io";
-    case Kind::empty: return "empty";
-    case Kind::syntax: return "syntax";
-    case Kind::shape: return "shape";
-    case Kind::missing: return "missing";
-    case Kind::bad_value: return "bad_value";
-    case Kind::duplicate: return "duplicate";
-    case Kind::inconsistent: return "inconsistent";
-    case Kind::unsupported: return "unsupported";
-  }
-  return "unknown";
-}
-
 RankTableError::RankTableError(Kind kind, std::string source, std::optional<std::string> pointer, std::string detail)
     : Error(rank_table_message(source, pointer, detail)),
       kind_(kind),

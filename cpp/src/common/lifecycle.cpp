@@ -4,10 +4,10 @@
 // expands them (and tests/cpp/test_lifecycle.cpp proves).
 #include "davincirun/lifecycle.hpp"
 
-#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "davincirun/errors.hpp"
 
@@ -18,36 +18,6 @@ namespace {
 using S = JobState;
 using E = JobEvent;
 using A = JobAnswer;
-
-constexpr const char* state_names[] = {
-    "waiting_for_table",   "planning", "starting", "running", "stopping", "killing", "draining",
-    "waiting_for_servers", "done"};
-constexpr const char* event_names[] = {"table_ready",
-                                       "planned",
-                                       "start_failed",
-                                       "ranks_started",
-                                       "rank_exited",
-                                       "rank_failed",
-                                       "ranks_gone",
-                                       "output_drained",
-                                       "servers_done",
-                                       "stop_request",
-                                       "repeated_stop_request",
-                                       "kill_request",
-                                       "engine_signal",
-                                       "launcher_gone",
-                                       "supervisor_gone",
-                                       "job_timeout",
-                                       "grace_over",
-                                       "stall",
-                                       "peer_failed",
-                                       "peer_stopped",
-                                       "peer_lost",
-                                       "peer_never_joined",
-                                       "hub_unreachable"};
-constexpr const char* answer_names[] = {"proceed", "stop", "escalate", "note", "deferred", "ignored", "impossible"};
-static_assert(sizeof state_names / sizeof *state_names == job_state_count);
-static_assert(sizeof event_names / sizeof *event_names == job_event_count);
 
 struct Rule {
   std::vector<S> states;
@@ -322,13 +292,15 @@ std::vector<JobTransition> expand() {
         for (const S state : rule.states) {
           if (static_cast<std::size_t>(state) != s) continue;
           if (found != nullptr) {
-            throw std::logic_error(std::string("two answers to ") + event_names[e] + " in " + state_names[s]);
+            throw std::logic_error(std::string("two answers to ") + to_string(static_cast<E>(e)) + " in " +
+                                   to_string(static_cast<S>(s)));
           }
           found = &rule;
         }
       }
       if (found == nullptr) {
-        throw std::logic_error(std::string("no answer to ") + event_names[e] + " in " + state_names[s]);
+        throw std::logic_error(std::string("no answer to ") + to_string(static_cast<E>(e)) + " in " +
+                               to_string(static_cast<S>(s)));
       }
       const auto state = static_cast<S>(s);
       cells.push_back({state, static_cast<E>(e), found->answer, moves(found->answer) ? found->next : state,
@@ -339,21 +311,6 @@ std::vector<JobTransition> expand() {
 }
 
 }  // namespace
-
-const char* to_string(JobState state) noexcept {
-  const auto i = static_cast<std::size_t>(state);
-  return i < job_state_count ? state_names[i] : "?";
-}
-
-const char* to_string(JobEvent event) noexcept {
-  const auto i = static_cast<std::size_t>(event);
-  return i < job_event_count ? event_names[i] : "?";
-}
-
-const char* to_string(JobAnswer answer) noexcept {
-  const auto i = static_cast<std::size_t>(answer);
-  return i < sizeof answer_names / sizeof *answer_names ? answer_names[i] : "?";
-}
 
 const std::vector<JobTransition>& job_transitions() {
   static const std::vector<JobTransition> cells = expand();
@@ -370,11 +327,9 @@ std::optional<JobHold> test_hold_from_environment() {
   };
   if (colon == std::string::npos) throw bad();
   JobHold hold;
-  const std::string name = text.substr(0, colon);
-  const auto found =
-      std::find_if(std::begin(state_names), std::end(state_names), [&](const char* n) { return name == n; });
-  if (found == std::end(state_names)) throw bad();
-  hold.state = static_cast<JobState>(found - std::begin(state_names));
+  const auto state = enum_parse<JobState>(std::string_view(text).substr(0, colon));
+  if (!state) throw bad();
+  hold.state = *state;
   char* end = nullptr;
   const long long ms = std::strtoll(text.c_str() + colon + 1, &end, 10);
   if (end == text.c_str() + colon + 1 || *end != '\0' || ms < 0 || ms > 3'600'000) throw bad();

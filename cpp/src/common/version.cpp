@@ -1,4 +1,4 @@
-#include "davincirun/davincirun.hpp"
+#include "davincirun/version.hpp"
 
 namespace davincirun {
 

@@ -18,14 +18,6 @@
 
 namespace davincirun {
 
-const char* to_string(ConsoleTarget target) noexcept {
-  switch (target) {
-    case ConsoleTarget::stdio: return "stdio";
-    case ConsoleTarget::none: return "none";
-  }
-  return "none";
-}
-
 std::string rank_log_file_name(const RankAssignment& rank) {
   if (rank.role == ProcessRole::scheduler) return "scheduler.log";
   return fmt::format("rank_{}.device_{}.log", rank.rank, rank.physical_device_id);

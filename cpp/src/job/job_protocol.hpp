@@ -1,6 +1,8 @@
 // What the launcher and its per-job supervisor process (davincirun-supervisor)
 // say to each other over one Unix stream socket, the job's lifeline. The
-// frames and the encoding of values are in wire.hpp.
+// frames are in lifeline_frames.hpp, the encoding of values in
+// common/wire.hpp; each message is a struct whose field list (fields.hpp)
+// is its encoding.
 //
 // Launcher → supervisor: one spec frame holding the JobSpec, then one-byte
 // commands (stop, kill, forward a signal), sent with single send() calls so
@@ -16,13 +18,16 @@
 #include <exception>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "davincirun/console_sink.hpp"
-#include "davincirun/device_allocation.hpp"
+#include "davincirun/enum_names.hpp"
+#include "davincirun/fields.hpp"
+#include "davincirun/job_types.hpp"
 #include "davincirun/plan.hpp"
-#include "davincirun/supervisor.hpp"
-#include "job/wire.hpp"
+#include "davincirun/supervisor_options.hpp"
+#include "job/lifeline_frames.hpp"
 
 namespace davincirun::detail {
 
@@ -32,6 +37,7 @@ enum class ConsoleRoute {
   stdio,  ///< its own stdout (lines) and stderr (notices), inherited from the launcher
   relay,  ///< line and notice frames to the launcher
 };
+DAVINCIRUN_ENUM_NAMES(ConsoleRoute, "none", "stdio", "relay");
 
 /// Everything the supervisor process needs to run the job; made from a LaunchPlan.
 struct JobSpec {
@@ -54,6 +60,22 @@ struct JobSpec {
   std::string cache_dir;                      ///< LaunchPlan::cache_dir
   PeerPlan peers;                             ///< LaunchPlan::peers
 };
+
+// summary.json shows the job's identity first; the rest is for the supervisor process.
+constexpr auto fields_of(const JobSpec*) {
+  using J = JobSpec;
+  constexpr unsigned summary = on_wire | in_summary;
+  return std::make_tuple(
+      field("log_dir", &J::log_dir).only(on_wire), field("job_id", &J::job_id).only(summary),
+      field("server_id", &J::server_id).only(summary), field("rank_table_source", &J::rank_table_source).only(summary),
+      field("rank_table_json", &J::rank_table_json).only(on_wire), field("world_size", &J::world_size).only(summary),
+      field("command", &J::command).only(summary), field("work_dir", &J::work_dir).only(on_wire),
+      field("device_lock_dir", &J::device_lock_dir).only(on_wire), field("cache_dir", &J::cache_dir).only(on_wire),
+      field("ranks", &J::ranks).only(on_wire), field("show_on_console", &J::show_on_console).only(on_wire),
+      field("environments", &J::environments).only(on_wire), field("peers", &J::peers).only(on_wire),
+      field("supervisor", &J::supervisor).only(on_wire), field("console", &J::console).only(on_wire),
+      field("remove_after_job", &J::remove_after_job).only(on_wire));
+}
 
 /// One-byte commands, launcher → supervisor. `forward` is followed by the
 /// signal number byte; `stop_by_signal` by the signal number byte and the
@@ -79,6 +101,10 @@ struct StartedJob {
   std::vector<pid_t> pids;
   ProcessTracking tracking = ProcessTracking::pidfd;
 };
+constexpr auto fields_of(const StartedJob*) {
+  return std::make_tuple(field("run_dir", &StartedJob::run_dir), field("tag", &StartedJob::tag),
+                         field("pids", &StartedJob::pids), field("tracking", &StartedJob::tracking));
+}
 std::string encode_started(const StartedJob& started);
 StartedJob decode_started(std::string_view data);
 
@@ -95,6 +121,9 @@ struct ProgressUpdate {
   std::size_t index = 0;
   std::string text;
 };
+constexpr auto fields_of(const ProgressUpdate*) {
+  return std::make_tuple(field("index", &ProgressUpdate::index), field("text", &ProgressUpdate::text));
+}
 std::string encode_progress(std::size_t index, std::string_view text);
 ProgressUpdate decode_progress(std::string_view data);
 
@@ -104,6 +133,10 @@ struct RankExited {
   ExitStatus status;
   bool stopped_by_launcher = false;
 };
+constexpr auto fields_of(const RankExited*) {
+  return std::make_tuple(field("index", &RankExited::index), field("status", &RankExited::status),
+                         field("stopped_by_launcher", &RankExited::stopped_by_launcher));
+}
 std::string encode_rank_exited(const RankExited& exited);
 RankExited decode_rank_exited(std::string_view data);
 

@@ -16,15 +16,6 @@
 
 namespace davincirun {
 
-const char* to_string(RankLog::ReadResult result) noexcept {
-  switch (result) {
-    case RankLog::ReadResult::would_block: return "would_block";
-    case RankLog::ReadResult::budget_spent: return "budget_spent";
-    case RankLog::ReadResult::eof: return "eof";
-  }
-  return "eof";
-}
-
 RankLog::RankLog(std::size_t index, const std::string& label, UniqueFd pipe, std::string log_path, LineSink& console)
     : index_(index),
       prefix_("[" + label + "] "),

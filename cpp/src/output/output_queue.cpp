@@ -13,16 +13,6 @@ std::uint64_t count_lines(std::string_view text) {
 
 }  // namespace
 
-const char* to_string(OutputQueue::Kind kind) noexcept {
-  switch (kind) {
-    case OutputQueue::Kind::lines: return "lines";
-    case OutputQueue::Kind::notice: return "notice";
-    case OutputQueue::Kind::progress: return "progress";
-    case OutputQueue::Kind::exit: return "exit";
-  }
-  return "lines";
-}
-
 void OutputQueue::set_capacity(std::size_t bytes) {
   capacity_ = bytes;
   drop_to_capacity();

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/random_bytes.hpp"
-#include "job/wire.hpp"
+#include "common/wire.hpp"
 
 namespace davincirun::detail {
 
@@ -13,10 +13,10 @@ constexpr std::string_view magic = "DVRP";
 
 // Decoding errors of wire.hpp's Reader are SystemError(EPROTO); on the
 // network they are the sender's fault, reported as such.
-template <typename F>
-auto decoded(const char* what, F&& decode) {
+template <typename T>
+T decoded(const char* what, std::string_view payload) {
   try {
-    return decode();
+    return decode<T>(payload);
   } catch (const std::exception&) {
     throw PeerProtocolError(fmt::format("malformed {} message", what));
   }
@@ -24,76 +24,26 @@ auto decoded(const char* what, F&& decode) {
 
 }  // namespace
 
-std::string encode_event(const PeerEvent& e) {
-  Writer w;
-  w.u64(static_cast<std::uint64_t>(e.kind));
-  w.str(e.server_id);
-  w.flag(e.role == ProcessRole::scheduler);
-  w.i64(e.rank);
-  put_status(w, e.status);
-  w.str(e.detail);
-  return w.take();
-}
+std::string encode_event(const PeerEvent& e) { return encode(e); }
 
 PeerEvent decode_event(std::string_view payload) {
-  return decoded("event", [&] {
-    Reader r(payload);
-    PeerEvent e;
-    const std::uint64_t kind = r.u64();
-    r.check(kind >= 1 && kind <= static_cast<std::uint64_t>(PeerEventKind::never_joined));
-    e.kind = static_cast<PeerEventKind>(kind);
-    e.server_id = r.str();
-    e.role = r.flag() ? ProcessRole::scheduler : ProcessRole::rank;
-    e.rank = r.i32();
-    e.status = get_status(r);
-    e.detail = r.str();
-    r.finish();
-    return e;
-  });
+  PeerEvent e = decoded<PeerEvent>("event", payload);
+  // Members report what happened on their server; nobody is told a member could not reach the hub.
+  if (e.kind == PeerEventKind::unreachable) throw PeerProtocolError("malformed event message");
+  return e;
 }
 
-std::string encode_hello(const PeerHello& h) {
-  Writer w;
-  w.str(h.nonce);
-  w.u64(h.server_index);
-  w.str(h.server_id);
-  w.u64(h.pid);
-  return w.take();
-}
+std::string encode_hello(const PeerHello& h) { return encode(h); }
 
 PeerHello decode_hello(std::string_view payload) {
-  return decoded("hello", [&] {
-    Reader r(payload);
-    PeerHello h;
-    h.nonce = r.str();
-    r.check(h.nonce.size() == peer_nonce_bytes);
-    const std::uint64_t index = r.u64();
-    r.check(index <= UINT32_MAX);
-    h.server_index = static_cast<std::uint32_t>(index);
-    h.server_id = r.str();
-    const std::uint64_t pid = r.u64();
-    r.check(pid <= UINT32_MAX);
-    h.pid = static_cast<std::uint32_t>(pid);
-    r.finish();
-    return h;
-  });
+  PeerHello h = decoded<PeerHello>("hello", payload);
+  if (h.nonce.size() != peer_nonce_bytes) throw PeerProtocolError("malformed hello message");
+  return h;
 }
 
-std::string encode_heartbeat(const PeerHeartbeat& h) {
-  Writer w;
-  w.u64(h.silent_ms);
-  return w.take();
-}
+std::string encode_heartbeat(const PeerHeartbeat& h) { return encode(h); }
 
-PeerHeartbeat decode_heartbeat(std::string_view payload) {
-  return decoded("heartbeat", [&] {
-    Reader r(payload);
-    PeerHeartbeat h;
-    h.silent_ms = r.u64();
-    r.finish();
-    return h;
-  });
-}
+PeerHeartbeat decode_heartbeat(std::string_view payload) { return decoded<PeerHeartbeat>("heartbeat", payload); }
 
 std::optional<RawPeerFrame> PeerFrameParser::next() {
   if (buffered() < peer_header_bytes) return std::nullopt;
@@ -109,7 +59,7 @@ std::optional<RawPeerFrame> PeerFrameParser::next() {
                     version, peer_protocol_version));
   }
   const auto type = static_cast<std::uint8_t>(head[5]);
-  if (type < static_cast<std::uint8_t>(PeerFrame::challenge) || type > static_cast<std::uint8_t>(PeerFrame::done)) {
+  if (!enum_valid<PeerFrame>(type)) {
     throw PeerProtocolError(fmt::format("unknown frame type {}", type));
   }
   const std::size_t length =

@@ -2,8 +2,8 @@
 // exchange over TCP (peer_agent.hpp says who talks to whom, and when).
 //
 // A frame is an 8-byte header ("DVRP", version, type, 16-bit big-endian
-// payload length), the payload (at most max_peer_payload bytes, encoded
-// with wire.hpp's Writer) and a 32-byte HMAC-SHA-256 tag over a direction
+// payload length), the payload (at most max_peer_payload bytes: a message's
+// field list encoded by common/wire.hpp, every value typed) and a 32-byte HMAC-SHA-256 tag over a direction
 // byte, the frame's 64-bit sequence number in its direction, the header and
 // the payload. Sequence numbers are not sent: TCP keeps the order, so a
 // frame dropped, replayed, reordered or reflected back fails its tag.
@@ -21,16 +21,18 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
 
-#include "davincirun/device_allocation.hpp"
-#include "davincirun/process.hpp"
-#include "peers/sha256.hpp"
+#include "common/sha256.hpp"
+#include "davincirun/enum_names.hpp"
+#include "davincirun/fields.hpp"
+#include "davincirun/job_types.hpp"
 
 namespace davincirun::detail {
 
-/// Bumped whenever a frame's meaning changes; agents of another version are
-/// refused with a message naming both.
-inline constexpr std::uint8_t peer_protocol_version = 2;
+/// Bumped whenever a frame's meaning or bytes change; agents of another
+/// version are refused with a message naming both. 3: every value typed.
+inline constexpr std::uint8_t peer_protocol_version = 3;
 inline constexpr std::size_t peer_header_bytes = 8;
 inline constexpr std::size_t peer_tag_bytes = 32;
 /// Longest payload: a failure report with its root cause fits easily.
@@ -45,6 +47,7 @@ enum class PeerFrame : std::uint8_t {
   event = 5,      ///< member → hub: something happened here; hub → member: stop (PeerEvent)
   done = 6,       ///< member → hub: every process of that server exited 0
 };
+DAVINCIRUN_ENUM_NAMES_FROM(PeerFrame, 1, "challenge", "hello", "welcome", "heartbeat", "event", "done");
 
 /// What happened, in a PeerEvent.
 enum class PeerEventKind : std::uint8_t {
@@ -55,6 +58,8 @@ enum class PeerEventKind : std::uint8_t {
   never_joined = 5,  ///< a server's agent did not join within the wait timeout (hub → members only)
   unreachable = 6,   ///< a member could not reach the hub within the wait timeout (never sent)
 };
+DAVINCIRUN_ENUM_NAMES_FROM(PeerEventKind, 1, "rank_failed", "stopped", "lost", "stalled", "never_joined",
+                           "unreachable");
 
 /// One event, as a member reports it or the hub orders every server to stop for it.
 struct PeerEvent {
@@ -67,6 +72,11 @@ struct PeerEvent {
   /// otherwise why, in words ("stop requested", "no heartbeat for 30.0 s").
   std::string detail;
 };
+constexpr auto fields_of(const PeerEvent*) {
+  using E = PeerEvent;
+  return std::make_tuple(field("kind", &E::kind), field("server_id", &E::server_id), field("role", &E::role),
+                         field("rank", &E::rank), field("status", &E::status), field("detail", &E::detail));
+}
 
 struct PeerHello {
   std::string nonce;  ///< peer_nonce_bytes random bytes
@@ -74,12 +84,20 @@ struct PeerHello {
   std::string server_id;
   std::uint32_t pid = 0;  ///< the agent's, for the hub's messages
 };
+constexpr auto fields_of(const PeerHello*) {
+  using H = PeerHello;
+  return std::make_tuple(field("nonce", &H::nonce), field("server_index", &H::server_index),
+                         field("server_id", &H::server_id), field("pid", &H::pid));
+}
 
 struct PeerHeartbeat {
   /// Milliseconds since any process on the sender's server last wrote
   /// output; UINT64_MAX when none has yet (the stall watchdog).
   std::uint64_t silent_ms = UINT64_MAX;
 };
+constexpr auto fields_of(const PeerHeartbeat*) {
+  return std::make_tuple(field("silent_ms", &PeerHeartbeat::silent_ms));
+}
 
 std::string encode_event(const PeerEvent& event);
 PeerEvent decode_event(std::string_view payload);

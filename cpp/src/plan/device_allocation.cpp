@@ -1,11 +1,8 @@
 #include "davincirun/device_allocation.hpp"
 
-#include <dirent.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <memory>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -13,33 +10,6 @@
 #include "davincirun/errors.hpp"
 
 namespace davincirun {
-
-const char* to_string(ProcessRole role) noexcept { return role == ProcessRole::scheduler ? "scheduler" : "rank"; }
-
-std::string process_name(ProcessRole role, int rank) {
-  return role == ProcessRole::scheduler || rank < 0 ? std::string("scheduler") : "rank " + std::to_string(rank);
-}
-
-std::vector<int> present_devices(const std::string& dev_dir) {
-  std::vector<int> ids;
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(dev_dir.c_str()), ::closedir);
-  if (!dir) return ids;
-  constexpr std::string_view prefix = "davinci";
-  while (const dirent* entry = ::readdir(dir.get())) {
-    std::string_view name = entry->d_name;
-    // Only davinciN: not davinci_manager, davinci_manager_docker_... etc.
-    if (name.size() <= prefix.size() || name.substr(0, prefix.size()) != prefix) continue;
-    std::string_view digits = name.substr(prefix.size());
-    if (digits.size() > 6 || !std::all_of(digits.begin(), digits.end(),
-                                          [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
-      continue;
-    }
-    ids.push_back(std::atoi(std::string(digits).c_str()));
-  }
-  std::sort(ids.begin(), ids.end());
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  return ids;
-}
 
 std::vector<int> parse_visible_devices(const std::string& value) {
   std::vector<int> ids;

@@ -2,7 +2,9 @@
 // satisfy before a rank table is even read.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -16,47 +18,53 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// A duration option: its name (as every front end spells it), its field,
-// its longest value, and what 0 means, if anything special.
-struct DurationRule {
-  std::string_view name;
-  milliseconds LaunchOptions::* field;       // set when the field is a direct member
-  milliseconds SupervisorOptions::* nested;  // else a member of LaunchOptions::supervisor
-  milliseconds max;
-  const char* zero_means;  // "" or e.g. " (no limit)"
-  const char* max_means;   // e.g. " (one year)"
-};
-
-constexpr DurationRule duration_rules[] = {
-    {"wait_timeout", &LaunchOptions::wait_timeout, nullptr, max_wait_timeout, " (no waiting)", " (one year)"},
-    {"grace_period", nullptr, &SupervisorOptions::grace_period, max_grace_period, "", ""},
-    {"drain_timeout", nullptr, &SupervisorOptions::drain_timeout, max_drain_timeout, "", ""},
-    {"job_timeout", nullptr, &SupervisorOptions::job_timeout, max_job_timeout, " (no limit)", " (one year)"},
-    {"peer_timeout", &LaunchOptions::peer_timeout, nullptr, max_grace_period, "", ""},
-    {"stall_timeout", &LaunchOptions::stall_timeout, nullptr, max_job_timeout, " (no watchdog)", " (one year)"},
-};
-
 double as_seconds(milliseconds value) { return std::chrono::duration<double>(value).count(); }
 
-const DurationRule& rule_of(std::string_view name) {
-  for (const DurationRule& rule : duration_rules) {
-    if (rule.name == name) return rule;
+// Calls `f(option)` for the duration option `name` (the option list in
+// plan.hpp); OptionError when there is none.
+template <typename F>
+void with_duration(std::string_view name, F&& f) {
+  bool found = false;
+  for_each_option<LaunchOptions>([&](const auto& option) {
+    if constexpr (std::is_same_v<typename std::decay_t<decltype(option)>::Member, milliseconds>) {
+      if (!found && name == option.name) {
+        found = true;
+        f(option);
+      }
+    }
+  });
+  if (!found) throw OptionError(std::string(name), fmt::format("{} is not a duration option", name));
+}
+
+template <typename Option>
+[[noreturn]] void out_of_range(const Option& option, double seconds) {
+  throw OptionError(option.name,
+                    fmt::format("{} must be a number of seconds between 0{} and {}{}, got {}", option.name,
+                                option.zero_means, as_seconds(milliseconds(option.max)), option.max_means, seconds));
+}
+
+// An option's range() (plan.hpp): durations in seconds, numbers as they are.
+template <typename Option>
+void check_range(const LaunchOptions& options, const Option& option) {
+  using M = typename Option::Member;
+  if (option.max == 0) return;
+  if constexpr (std::is_same_v<M, milliseconds>) {
+    const milliseconds value = option.of(options);
+    if (value.count() < option.min || value.count() > option.max) out_of_range(option, as_seconds(value));
+  } else if constexpr (std::is_integral_v<M> || std::is_same_v<M, std::optional<int>>) {
+    const auto& value = option.of(options);
+    long long v = 0;
+    if constexpr (std::is_integral_v<M>) {
+      v = value;
+    } else {
+      if (!value) return;
+      v = *value;
+    }
+    if (v < option.min || v > option.max) {
+      throw OptionError(option.name,
+                        fmt::format("{} must be between {} and {}, got {}", option.name, option.min, option.max, v));
+    }
   }
-  throw OptionError(std::string(name), fmt::format("{} is not a duration option", name));
-}
-
-milliseconds& field_of(LaunchOptions& options, const DurationRule& rule) {
-  return rule.field ? options.*rule.field : options.supervisor.*rule.nested;
-}
-
-const milliseconds& field_of(const LaunchOptions& options, const DurationRule& rule) {
-  return rule.field ? options.*rule.field : options.supervisor.*rule.nested;
-}
-
-[[noreturn]] void out_of_range(const DurationRule& rule, double seconds) {
-  throw OptionError(std::string(rule.name),
-                    fmt::format("{} must be a number of seconds between 0{} and {}{}, got {}", rule.name,
-                                rule.zero_means, as_seconds(rule.max), rule.max_means, seconds));
 }
 
 void check_no_nul(std::string_view name, const std::string& value) {
@@ -68,25 +76,24 @@ void check_no_nul(std::string_view name, const std::string& value) {
 }  // namespace
 
 void LaunchOptions::set_seconds(std::string_view name, double seconds) {
-  const DurationRule& rule = rule_of(name);
-  // Negated so that NaN fails too.
-  if (!(seconds >= 0 && seconds <= as_seconds(rule.max))) out_of_range(rule, seconds);
-  auto millis = static_cast<long long>(std::llround(seconds * 1000));
-  if (seconds > 0 && millis == 0) millis = 1;  // 0 would mean "none" or "no limit"
-  field_of(*this, rule) = milliseconds(millis);
+  with_duration(name, [&](const auto& option) {
+    // Negated so that NaN fails too.
+    if (!(seconds >= 0 && seconds <= as_seconds(milliseconds(option.max)))) out_of_range(option, seconds);
+    auto millis = static_cast<long long>(std::llround(seconds * 1000));
+    if (seconds > 0 && millis == 0) millis = 1;  // 0 would mean "none" or "no limit"
+    option.of(*this) = milliseconds(millis);
+  });
 }
 
-double LaunchOptions::seconds(std::string_view name) const { return as_seconds(field_of(*this, rule_of(name))); }
-
-const char* to_string(LaunchMode mode) noexcept {
-  return mode == LaunchMode::dynamic_cluster ? "dynamic-cluster" : "rank-table";
+double LaunchOptions::seconds(std::string_view name) const {
+  double out = 0;
+  with_duration(name, [&](const auto& option) { out = as_seconds(option.of(*this)); });
+  return out;
 }
 
 LaunchMode parse_launch_mode(std::string_view text) {
-  for (const LaunchMode mode : {LaunchMode::rank_table, LaunchMode::dynamic_cluster}) {
-    if (text == to_string(mode)) return mode;
-  }
-  throw OptionError("launch_mode", fmt::format("launch_mode must be rank-table or dynamic-cluster, got '{}'",
+  if (const auto mode = enum_parse<LaunchMode>(text)) return *mode;
+  throw OptionError("launch_mode", fmt::format("launch_mode must be {}, got '{}'", enum_choices<LaunchMode>(),
                                                detail::printable(std::string(text))));
 }
 
@@ -132,10 +139,7 @@ void LaunchOptions::validate() const {
       throw OptionError("env", fmt::format("env: the value of {} contains a NUL character", name));
     }
   }
-  for (const DurationRule& rule : duration_rules) {
-    const milliseconds value = field_of(*this, rule);
-    if (value.count() < 0 || value > rule.max) out_of_range(rule, as_seconds(value));
-  }
+  for_each_option<LaunchOptions>([&](const auto& option) { check_range(*this, option); });
   if (peer_timeout.count() == 0) {
     throw OptionError("peer_timeout",
                       "peer_timeout must be more than 0 seconds; to run each server's job on its own, turn the "

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "common/sha256.hpp"
 #include "davincirun/errors.hpp"
-#include "peers/sha256.hpp"
 
 namespace davincirun::detail {
 

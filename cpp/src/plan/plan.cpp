@@ -14,7 +14,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "davincirun/device_lock.hpp"
 #include "davincirun/errors.hpp"
 #include "davincirun/rank_table_loader.hpp"
 #include "davincirun/socket_interface.hpp"

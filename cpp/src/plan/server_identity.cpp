@@ -52,7 +52,7 @@ bool same_host_name(const Text& table_text, const Text& host_text) {
 bool same_text(const Text& table_value, const Text& probe) { return table_value.value == probe.value; }
 
 using Matcher = bool (*)(const Text& table_value, const Text& probe);
-using Field = std::pair<const char*, std::string>;  // ("container_ip", "10.0.0.5")
+using TableField = std::pair<const char*, std::string>;  // ("container_ip", "10.0.0.5")
 
 // One value of this machine to look for in the table.
 struct Probe {
@@ -64,7 +64,7 @@ struct Probe {
 
 struct Rule {
   const char* name;  // "container_ip": the table field(s) it reads
-  std::vector<Field> (*fields)(const RankTableServer&);
+  std::vector<TableField> (*fields)(const RankTableServer&);
   std::vector<Probe> probes;
   std::vector<std::string> looked_at;  // for the no-match error
 };
@@ -177,7 +177,7 @@ ServerMatch identify_server(const RankTable& table, const Environment& env, cons
 
   Rule pod{"pod_name",
            [](const RankTableServer& s) {
-             std::vector<Field> f;
+             std::vector<TableField> f;
              for (const auto& p : s.pod_names) f.emplace_back("pod_name", p);
              return f;
            },
@@ -192,7 +192,8 @@ ServerMatch identify_server(const RankTable& table, const Environment& env, cons
 
   Rule container{"container_ip",
                  [](const RankTableServer& s) {
-                   return s.container_ip ? std::vector<Field>{{"container_ip", *s.container_ip}} : std::vector<Field>{};
+                   return s.container_ip ? std::vector<TableField>{{"container_ip", *s.container_ip}}
+                                         : std::vector<TableField>{};
                  },
                  {},
                  {}};
@@ -202,7 +203,7 @@ ServerMatch identify_server(const RankTable& table, const Environment& env, cons
 
   Rule host{"host_ip/server_id",
             [](const RankTableServer& s) {
-              std::vector<Field> f;
+              std::vector<TableField> f;
               if (s.host_ip) f.emplace_back("host_ip", *s.host_ip);
               f.emplace_back("server_id", s.server_id);
               return f;
@@ -212,8 +213,10 @@ ServerMatch identify_server(const RankTable& table, const Environment& env, cons
   probe_variable(host, env, "MA_CURRENT_HOST_IP", same_host);
   probe_variable(host, env, "XDL_IP", same_host);
 
-  Rule local{
-      "server_id", [](const RankTableServer& s) { return std::vector<Field>{{"server_id", s.server_id}}; }, {}, {}};
+  Rule local{"server_id",
+             [](const RankTableServer& s) { return std::vector<TableField>{{"server_id", s.server_id}}; },
+             {},
+             {}};
   probe_addresses(local, machine);
   if (machine.host_name.empty()) {
     local.looked_at.emplace_back("host name unknown");

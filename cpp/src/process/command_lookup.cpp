@@ -13,7 +13,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "davincirun/device_allocation.hpp"
 #include "davincirun/process.hpp"
 
 namespace davincirun {

@@ -23,28 +23,11 @@
 #include "common/linux_compat.hpp"
 #include "common/proc.hpp"
 #include "common/text.hpp"
-#include "davincirun/device_allocation.hpp"
 #include "davincirun/errors.hpp"
 #include "process/command_lookup.hpp"
 #include "process/fd_limit.hpp"
 
 namespace davincirun {
-
-std::string ExitStatus::describe() const {
-  if (kind == Kind::exited) return fmt::format("exit code {}", value);
-  if (kind == Kind::unknown) return "unknown exit status (SIGCHLD is ignored by the launching process)";
-  if (const char* name = detail::signal_name(value)) return fmt::format("signal {} (SIG{})", value, name);
-  return fmt::format("signal {}", value);
-}
-
-const char* to_string(ExitStatus::Kind kind) noexcept {
-  switch (kind) {
-    case ExitStatus::Kind::exited: return "exited";
-    case ExitStatus::Kind::signaled: return "signaled";
-    case ExitStatus::Kind::unknown: return "unknown";
-  }
-  return "unknown";
-}
 
 std::optional<pid_t> parent_pid(pid_t pid) {
   if (const auto stat = detail::read_proc_stat(pid)) return stat->ppid;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "davincirun/device_allocation.hpp"
+#include "davincirun/job_types.hpp"
 
 namespace davincirun::detail {
 

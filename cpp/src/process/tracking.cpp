@@ -4,19 +4,6 @@
 #include "davincirun/errors.hpp"
 #include "davincirun/process.hpp"
 
-namespace davincirun {
-
-const char* to_string(ProcessTracking tracking) noexcept {
-  switch (tracking) {
-    case ProcessTracking::automatic: return "automatic";
-    case ProcessTracking::pidfd: return "pidfd";
-    case ProcessTracking::sigchld: return "sigchld";
-  }
-  return "automatic";
-}
-
-}  // namespace davincirun
-
 namespace davincirun::detail {
 
 ProcessTracking resolve_tracking(const SupervisorOptions& options) {

@@ -1,17 +1,43 @@
 // machine_rank_table: this machine's devices and addresses as a one-server table.
 #include "davincirun/machine_rank_table.hpp"
 
+#include <dirent.h>
+
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <memory>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "davincirun/device_allocation.hpp"
 #include "davincirun/errors.hpp"
 #include "rank_table/machine_facts.hpp"
 
 namespace davincirun {
+
+std::vector<int> present_devices(const std::string& dev_dir) {
+  std::vector<int> ids;
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(dev_dir.c_str()), ::closedir);
+  if (!dir) return ids;
+  constexpr std::string_view prefix = "davinci";
+  while (const dirent* entry = ::readdir(dir.get())) {
+    std::string_view name = entry->d_name;
+    // Only davinciN: not davinci_manager, davinci_manager_docker_... etc.
+    if (name.size() <= prefix.size() || name.substr(0, prefix.size()) != prefix) continue;
+    std::string_view digits = name.substr(prefix.size());
+    if (digits.size() > 6 || !std::all_of(digits.begin(), digits.end(),
+                                          [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+      continue;
+    }
+    ids.push_back(std::atoi(std::string(digits).c_str()));
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
 
 namespace {
 

@@ -1,7 +1,8 @@
-// SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104): the peer channel's
-// message authentication (peer_message.hpp). Small and dependency-free so
-// that the wheels link no crypto library; checked against the FIPS 180-4
-// examples and the RFC 4231 test cases (tests/cpp/test_peer_message.cpp).
+// SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104): the job key a plan
+// derives (peer_plan.cpp) and the peer channel's message authentication
+// (peer_message.hpp). Small and dependency-free so that the wheels link no
+// crypto library; checked against the FIPS 180-4 examples and the RFC 4231
+// test cases (tests/cpp/test_peer_message.cpp).
 #pragma once
 
 #include <array>

@@ -1,0 +1,117 @@
+// How a job's supervisor runs it: the timing of stops, how exits are
+// tracked and what its messages call things. Set by the launcher
+// (LaunchOptions::supervisor), sent over the lifeline, used by the
+// Supervisor (supervisor.hpp); the field list says which of them go where.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <tuple>
+
+#include "davincirun/fields.hpp"
+#include "davincirun/job_types.hpp"
+#include "davincirun/lifecycle.hpp"
+
+namespace davincirun {
+
+/// Default time between SIGTERM and SIGKILL when stopping ranks: 10 s. Long
+/// enough for a framework to write a checkpoint marker and release the NPU,
+/// short enough that a notebook user is not left waiting.
+inline constexpr std::chrono::milliseconds default_grace_period{10'000};
+
+/// Longest accepted grace period: 24 h.
+inline constexpr std::chrono::milliseconds max_grace_period{86'400'000};
+
+/// Default time a rank's output pipe may stay open after the rank exited
+/// (held by a descendant that left its process group): 2 s.
+inline constexpr std::chrono::milliseconds default_drain_timeout{2'000};
+
+/// Longest accepted drain timeout: 24 h, like the grace period.
+inline constexpr std::chrono::milliseconds max_drain_timeout{86'400'000};
+
+/// Longest accepted job timeout: one year (a job may train for weeks; a
+/// year still fits the millisecond arithmetic).
+inline constexpr std::chrono::milliseconds max_job_timeout{365LL * 86'400'000};
+
+struct SupervisorOptions {
+  std::chrono::milliseconds grace_period = default_grace_period;
+  std::chrono::milliseconds drain_timeout = default_drain_timeout;
+  /// Longest the whole job may run before every rank is stopped, counted from
+  /// the start of run(); zero (the default) means no limit.
+  std::chrono::milliseconds job_timeout{0};
+  ProcessTracking tracking = ProcessTracking::automatic;
+  /// What the user does to ask for a stop, in the front end's words: the
+  /// notice that starts a stop says SIGKILL follows "at once on a second
+  /// Ctrl-C" (the CLI's "Ctrl-C"). Default "stop request" (request_stop()).
+  std::string stop_request_name = "stop request";
+  /// Set only in a process dedicated to one job (the job supervisor process,
+  /// davincirun-supervisor), which has SIGCHLD blocked in every thread and
+  /// normally is a child subreaper (PR_SET_CHILD_SUBREAPER). The supervisor
+  /// then reaps every child of the process, including descendants re-parented
+  /// to it, and once every rank has exited it SIGKILLs whatever the ranks
+  /// left running anywhere below this process (a double-forked, setsid()
+  /// grandchild included) before draining the last output. Default false:
+  /// the supervisor touches only the processes it started.
+  bool owns_all_children = false;
+  /// With owns_all_children: an environment entry ("NAME=value", e.g.
+  /// "DAVINCIRUN_JOB_TAG=<random>") that every process of the job inherits.
+  /// Used only when this process is not a child subreaper (the kernel
+  /// refused PR_SET_CHILD_SUBREAPER: a seccomp filter, qemu-user): a process
+  /// a rank detached (double fork) is then re-parented to init, out of reach
+  /// of the sweep by ancestry, so the sweep also SIGKILLs every process of
+  /// this user whose environment holds this entry. Empty (the default): no
+  /// such sweep. Not sent over the lifeline: davincirun-supervisor sets it.
+  std::string job_tag = {};
+  /// What the process that started the job is called in messages: "the
+  /// signal came to <launcher_name>" ("davincirun" from the CLI). Default
+  /// "the launcher".
+  std::string launcher_name = "the launcher";
+  /// The stall watchdog of a job of one server: stop the job (StopReason::
+  /// stalled) when no rank wrote output for this long; zero (the default):
+  /// none. A job of several servers leaves it to the peer channel, which
+  /// hears every server's silence.
+  std::chrono::milliseconds stall_timeout{0};
+  /// Only messages that matter (stops, failures, warnings) reach the
+  /// console; the rest (an agent joined, waiting for other servers) goes to
+  /// <run>/events.txt only. Default false.
+  bool quiet = false;
+  /// For tests: the job stays this long in `hold_state` after entering it
+  /// (the event that would end that state is kept until then), answering
+  /// every other event as that state does; zero (the default): no hold.
+  /// Set from DAVINCIRUN_TEST_HOLD ("draining:2000") by the supervisor
+  /// program. Holds `starting`, `killing`, `draining` and
+  /// `waiting_for_servers`.
+  JobState hold_state = JobState::done;
+  std::chrono::milliseconds hold{0};
+};
+
+// What the launcher sends its supervisor process, and the launch options
+// among them (LaunchOptions::supervisor: a property in Python, a flag in
+// the CLI). The rest is the supervisor process's own.
+constexpr auto fields_of(const SupervisorOptions*) {
+  using O = SupervisorOptions;
+  return std::make_tuple(
+      field("grace_period", &O::grace_period, "seconds between SIGTERM and SIGKILL when stopping ranks (default: {})")
+          .only(on_wire | in_python)
+          .flag("SEC")
+          .range(0, max_grace_period.count()),
+      field("drain_timeout", &O::drain_timeout, "seconds a rank's output may stay open after it exited (default: {})")
+          .only(on_wire | in_python)
+          .range(0, max_drain_timeout.count()),
+      field("job_timeout", &O::job_timeout,
+            "stop every rank once the job has run this long (default and 0: no limit; exit status 124)")
+          .only(on_wire | in_python)
+          .flag("SEC")
+          .range(0, max_job_timeout.count(), " (no limit)", " (one year)"),
+      field("tracking", &O::tracking).only(on_wire),
+      field("stop_request_name", &O::stop_request_name,
+            "how the user asks for a stop, as the notice of a stop names it (\"Ctrl-C\"; default: {})")
+          .only(on_wire | in_python),
+      field("launcher_name", &O::launcher_name,
+            "what the process that started the job is called in messages (\"the notebook kernel is gone\"; "
+            "default: {})")
+          .only(on_wire | in_python),
+      field("quiet", &O::quiet).only(on_wire));
+}
+
+}  // namespace davincirun
