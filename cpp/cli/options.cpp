@@ -1,9 +1,17 @@
+// The `davincirun` flags: one per launch option that has one in the option
+// list (plan.hpp, supervisor_options.hpp), read by the option's type; then
+// the command line's own (--dry-run, -q, -v, the table tools).
 #include "options.hpp"
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -11,9 +19,9 @@
 
 namespace davincirun::cli {
 
-std::string usage_text() {
-  return fmt::format(
-             R"(Usage: davincirun [OPTIONS] [--] COMMAND [ARGS...]
+namespace {
+
+constexpr const char* usage_head = R"(Usage: davincirun [OPTIONS] [--] COMMAND [ARGS...]
        davincirun --write-rank-table FILE | --merge-rank-tables OUT IN...
 
 Starts COMMAND once per device of this machine's server in an HCCL rank table,
@@ -25,45 +33,9 @@ A COMMAND that is a Python script without execute permission (train.py)
 runs with the Python that installed davincirun.
 
 Options (they end at the first non-option or at --):
-  -r, --rank-table PATH    rank table file, or a directory holding
-                           jobstart_hccl.json or hccl.json (default:
-                           $RANK_TABLE_FILE_V_1_0, else $RANK_TABLE_FILE)
-      --launch-mode MODE   rank-table (default): each rank reads the table;
-                           dynamic-cluster: MindSpore's dynamic cluster, as
-                           msrun starts it: the ranks as workers plus a
-                           scheduler ([sched], scheduler.log) on the server
-                           of rank 0 (docs/mindspore.md)
-      --nproc N            no rank table: N ranks on this machine
-      --devices LIST       only these devices (physical ids, e.g. 0,1) of a
-                           one-server table; without a table, the devices of
-                           the ranks on this machine
-      --wait-timeout SEC   how long to wait for a rank table the platform is
-                           still writing (default: 300; 0: do not wait)
-  -l, --log-dir DIR        directory for run logs (default: /cache/davincirun/log
-                           when /cache is writable, else ./log); each run
-                           gets a new subdirectory, DIR/latest points to it
-  -w, --work-dir DIR       working directory of the ranks (default: .)
-      --server-id ID       this machine's server_id in the table (needed when
-                           the table lists several servers)
-      --grace-period SEC   seconds between SIGTERM and SIGKILL when stopping
-                           ranks (default: {:g})
-      --job-timeout SEC    stop every rank once the job has run this long
-                           (default and 0: no limit; exit status 124)
-      --peer-timeout SEC   several servers: stop the job when another server's
-                           agent is silent this long (default: 30)
-      --peer-port PORT     several servers: the port the agent of rank 0's
-                           server listens on (default: $DAVINCIRUN_PEER_PORT,
-                           else derived from the table, alike on every server)
-      --no-peers           several servers: each server's job on its own, no
-                           job-wide stop (docs/multi-server.md)
-      --stall-timeout SEC  stop the job when no rank of it wrote any output
-                           this long, after dumping Python stacks with py-spy
-                           (default and 0: no watchdog; exit status 124)
-      --env NAME=VALUE     set a variable for every rank (repeatable); it wins
-                           over inherited values, not over the rank identity
-      --ranks-to-show LIST show only these ranks' output live, e.g. 0 or 0,4
-                           (default: all); every rank still gets its log file
-      --dry-run            print each rank's device and environment (what
+)";
+
+constexpr const char* usage_tail = R"(      --dry-run            print each rank's device and environment (what
                            differs from this shell's), start nothing; exit 2
                            if another job holds any of the devices
   -q, --quiet              print only errors from davincirun itself
@@ -90,16 +62,56 @@ lost or the job was stopped there); 2 for a usage, configuration or
 rank-table error or a device in use; 126/127 when the command cannot be
 executed / is not found. A rank's own exit code
 can take these values too: the messages on standard error say which it was.
-)",
-             std::chrono::duration<double>(default_grace_period).count()) +
-         table_tools_usage();
+)";
+
+constexpr std::size_t help_column = 27;  // where a flag's help starts
+constexpr std::size_t help_width = 79;
+
+// The long flag of an option: --grace-period; a bool that is on by default
+// is turned off: --no-peers.
+template <typename Option>
+std::string long_flag(const Option& option) {
+  std::string flag = option.name;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  if constexpr (std::is_same_v<typename Option::Member, bool>) {
+    static const LaunchOptions defaults;
+    if (option.of(defaults)) return "--no-" + flag;
+  }
+  return "--" + flag;
 }
 
-namespace {
+// One flag's lines of --help: "  -r, --rank-table PATH    <help, wrapped>".
+template <typename Option>
+std::string help_lines(const Option& option) {
+  std::string out = option.short_flag != 0 ? fmt::format("  -{}, ", option.short_flag) : std::string(6, ' ');
+  out += long_flag(option);
+  if (*option.metavar != '\0') out += fmt::format(" {}", option.metavar);
+  std::size_t column = out.size() + 1;
+  out.resize(std::max(help_column, column), ' ');
+  column = out.size();
+  const std::string text = option_text(option);
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find(' ', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::size_t word = end - pos;
+    if (column > help_column && column + 1 + word > help_width) {
+      out += "\n" + std::string(help_column, ' ');
+      column = help_column;
+    } else if (column > help_column) {
+      out += ' ';
+      ++column;
+    }
+    out.append(text, pos, word);
+    column += word;
+    pos = end + 1;
+  }
+  return out + "\n";
+}
 
-// "0" or "0,4,7": rank ids, decimal, comma-separated.
-std::vector<int> parse_rank_list(std::string_view option, const std::string& text) {
-  std::vector<int> ranks;
+// "0" or "0,4,7": rank or device ids, decimal, comma-separated.
+std::vector<int> parse_id_list(std::string_view flag, const char* what, const std::string& text) {
+  std::vector<int> ids;
   std::size_t start = 0;
   while (start <= text.size()) {
     std::size_t comma = text.find(',', start);
@@ -107,58 +119,101 @@ std::vector<int> parse_rank_list(std::string_view option, const std::string& tex
     const std::string item = text.substr(start, comma - start);
     char* end = nullptr;
     errno = 0;
-    const long rank = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || errno != 0 || rank < 0 || rank > 1'000'000 ||
+    const long id = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || errno != 0 || id < 0 || id > 1'000'000 ||
         item.find_first_not_of("0123456789") != std::string::npos) {
-      throw UsageError(fmt::format("{} expects {} separated by commas, e.g. 0,4; got '{}'", option,
-                                   option == "--ranks-to-show" ? "rank ids" : "device ids", text));
+      throw UsageError(fmt::format("{} expects {} separated by commas, e.g. 0,4; got '{}'", flag, what, text));
     }
-    ranks.push_back(static_cast<int>(rank));
+    ids.push_back(static_cast<int>(id));
     start = comma + 1;
   }
-  return ranks;
+  return ids;
 }
 
 // A duration flag: its value read as seconds, its range checked by the
 // option's own rule (LaunchOptions::set_seconds; main() names the flag in its
 // OptionError).
-void set_seconds(LaunchOptions& options, std::string_view flag, const std::string& text) {
+void set_seconds(LaunchOptions& options, std::string_view flag, std::string_view name, const std::string& text) {
   // Decimal only: strtod alone would also take " 5", "0x10" (hex) and "infinity".
   char* end = nullptr;
   const double seconds = std::strtod(text.c_str(), &end);
   if (text.empty() || *end != '\0' || text.find_first_not_of("0123456789.eE+-") != std::string::npos) {
     throw UsageError(fmt::format("{} expects a number of seconds, got '{}'", flag, text));
   }
-  std::string name(flag.substr(2));  // "--grace-period" -> "grace_period"
-  std::replace(name.begin(), name.end(), '-', '_');
   options.set_seconds(name, seconds);
+}
+
+// A whole number; its range is the option's rule (validate()).
+int parse_number(std::string_view flag, const char* what, const std::string& text) {
+  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) {
+    throw UsageError(fmt::format("{} expects {}; got '{}'", flag, what != nullptr ? what : "a number", text));
+  }
+  return std::stoi(text);
+}
+
+// Sets `option` from its flag; `value()` gives the flag's value.
+template <typename Option, typename Value>
+void set_option(LaunchOptions& options, const Option& option, std::string_view flag, Value&& value) {
+  using M = typename Option::Member;
+  M& member = option.of(options);
+  if constexpr (std::is_same_v<M, bool>) {
+    static const LaunchOptions defaults;
+    member = !option.of(defaults);
+  } else if constexpr (std::is_same_v<M, std::chrono::milliseconds>) {
+    set_seconds(options, flag, option.name, value());
+  } else if constexpr (std::is_same_v<M, std::string> || std::is_same_v<M, std::optional<std::string>>) {
+    member = value();
+  } else if constexpr (std::is_same_v<M, int> || std::is_same_v<M, std::optional<int>>) {
+    member = parse_number(flag, option.expects, value());
+  } else if constexpr (std::is_same_v<M, std::optional<std::vector<int>>>) {
+    member = parse_id_list(flag, option.expects, value());
+  } else if constexpr (std::is_enum_v<M>) {
+    member = parse_choice<M>(option.name, value());
+  } else if constexpr (std::is_same_v<M, std::vector<std::pair<std::string, std::string>>>) {
+    const std::string kv = value();
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) throw UsageError(fmt::format("{} expects NAME=VALUE, got '{}'", flag, kv));
+    member.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  } else {
+    static_assert(sizeof(M) == 0, "no command-line flag for an option of this type");
+  }
+}
+
+// Sets the option whose flag `name` is; false when no option has it.
+template <typename Value>
+bool set_flag(LaunchOptions& options, std::string_view name, Value&& value) {
+  bool found = false;
+  for_each_option<LaunchOptions, on_command_line>([&](const auto& option) {
+    if (found) return;
+    const bool short_match =
+        option.short_flag != 0 && name.size() == 2 && name[0] == '-' && name[1] == option.short_flag;
+    if (!short_match && name != long_flag(option)) return;
+    found = true;
+    set_option(options, option, name, value);
+  });
+  return found;
 }
 
 }  // namespace
 
+std::string usage_text() {
+  std::string out = usage_head;
+  for_each_option<LaunchOptions, on_command_line>([&](const auto& option) { out += help_lines(option); });
+  return out + usage_tail + table_tools_usage();
+}
+
 std::string flag_message(const OptionError& error) {
-  // The options a flag sets, named by their flag wherever the core's message names them.
-  static constexpr std::string_view flagged[] = {"rank_table",   "log_dir",     "work_dir",     "server_id",
-                                                 "grace_period", "job_timeout", "wait_timeout", "ranks_to_show",
-                                                 "env",          "launch_mode", "nproc",        "devices",
-                                                 "peer_timeout", "peer_port",   "stall_timeout"};
-  const std::string& option = error.option();
-  if (std::find(std::begin(flagged), std::end(flagged), option) == std::end(flagged)) return error.what();
-  std::string flag = "--" + option;
-  std::replace(flag.begin(), flag.end(), '_', '-');
-  return error.message_naming(flag);
+  // Options that have a flag are named by it wherever the core's message names them.
+  std::string flag;
+  for_each_option<LaunchOptions, on_command_line>([&](const auto& option) {
+    if (error.option() == option.name) flag = long_flag(option);
+  });
+  return flag.empty() ? error.what() : error.message_naming(flag);
 }
 
 CliOptions parse_command_line(int argc, char** argv) {
   CliOptions out;
   int i = 1;
-  auto value_of = [&](std::string_view option, std::string_view arg) -> std::string {
-    // Both "--opt value" and "--opt=value".
-    auto eq = arg.find('=');
-    if (arg.substr(0, 2) == "--" && eq != std::string_view::npos) return std::string(arg.substr(eq + 1));
-    if (i + 1 >= argc) throw UsageError(fmt::format("{} needs a value", option));
-    return argv[++i];
-  };
   for (; i < argc; ++i) {
     std::string_view arg = argv[i];
     if (arg == "--") {
@@ -168,43 +223,20 @@ CliOptions parse_command_line(int argc, char** argv) {
     if (arg.empty() || arg[0] != '-' || arg == "-") break;  // the command starts here
     // Long options take "--name=value"; a short option is exactly "-x".
     std::string_view name = arg.substr(0, 2) == "--" ? arg.substr(0, arg.find('=')) : arg;
+    auto value = [&]() -> std::string {
+      // Both "--opt value" and "--opt=value".
+      auto eq = arg.find('=');
+      if (arg.substr(0, 2) == "--" && eq != std::string_view::npos) return std::string(arg.substr(eq + 1));
+      if (i + 1 >= argc) throw UsageError(fmt::format("{} needs a value", name));
+      return argv[++i];
+    };
+    if (set_flag(out.launch, name, value)) continue;
     if (name == "-h" || name == "--help") {
       out.help = true;
     } else if (name == "-V" || name == "--version") {
       out.version = true;
-    } else if (name == "-r" || name == "--rank-table") {
-      out.launch.rank_table = value_of(name, arg);
-    } else if (name == "-l" || name == "--log-dir") {
-      out.launch.log_dir = value_of(name, arg);
-    } else if (name == "-w" || name == "--work-dir") {
-      out.launch.work_dir = value_of(name, arg);
-    } else if (name == "--server-id") {
-      out.launch.server_id = value_of(name, arg);
-    } else if (name == "--grace-period" || name == "--job-timeout" || name == "--wait-timeout" ||
-               name == "--peer-timeout" || name == "--stall-timeout") {
-      set_seconds(out.launch, name, value_of(name, arg));
-    } else if (name == "--ranks-to-show") {
-      out.launch.ranks_to_show = parse_rank_list(name, value_of(name, arg));
-    } else if (name == "--launch-mode") {
-      out.launch.launch_mode = parse_launch_mode(value_of(name, arg));
-    } else if (name == "--nproc") {
-      const std::string text = value_of(name, arg);
-      if (text.empty() || text.size() > 7 || text.find_first_not_of("0123456789") != std::string::npos) {
-        throw UsageError(fmt::format("--nproc expects a number of ranks, e.g. 2; got '{}'", text));
-      }
-      out.launch.nproc = std::stoi(text);  // its range is the option's rule (1..max_nproc)
-    } else if (name == "--devices") {
-      out.launch.devices = parse_rank_list(name, value_of(name, arg));
-    } else if (name == "--no-peers") {
-      out.launch.peers = false;
-    } else if (name == "--peer-port") {
-      const std::string text = value_of(name, arg);
-      if (text.empty() || text.size() > 5 || text.find_first_not_of("0123456789") != std::string::npos) {
-        throw UsageError(fmt::format("--peer-port expects a TCP port number, e.g. 29600; got '{}'", text));
-      }
-      out.launch.peer_port = std::stoi(text);  // its range is the option's rule (1..65535)
     } else if (is_table_tool_flag(name)) {
-      set_table_tool_flag(out.tables, name, value_of(name, arg));
+      set_table_tool_flag(out.tables, name, value());
     } else if (name == "--dry-run") {
       out.dry_run = true;
     } else if (name == "-q" || name == "--quiet") {
@@ -213,13 +245,6 @@ CliOptions parse_command_line(int argc, char** argv) {
     } else if (name == "-v" || name == "--verbose") {
       if (out.verbosity == 0) throw UsageError("-q (quiet) and -v (verbose) contradict each other; give one");
       out.verbosity = 2;
-    } else if (name == "--env") {
-      std::string kv = value_of(name, arg);
-      auto eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0) {
-        throw UsageError(fmt::format("--env expects NAME=VALUE, got '{}'", kv));
-      }
-      out.launch.env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
     } else {
       throw UsageError(fmt::format("unknown option '{}' (see davincirun --help)", arg));
     }

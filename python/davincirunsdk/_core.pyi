@@ -119,31 +119,31 @@ class LaunchOptions:
     @property
     def device_dir(self) -> str:
         """
-        Where /dev/davinciN are looked for. Default "/dev".
+        Where /dev/davinciN are looked for (default: /dev).
         """
     @device_dir.setter
-    def device_dir(self, arg0: str) -> None:
+    def device_dir(self, arg1: str) -> None:
         ...
     @property
     def device_lock_dir(self) -> str:
         """
-        Where devices are locked; empty: $DAVINCIRUN_LOCK_DIR or /tmp/davincirun-locks; "off".
+        Where devices are locked; empty: $DAVINCIRUN_LOCK_DIR or /tmp/davincirun-locks; "off": no locking.
         """
     @device_lock_dir.setter
-    def device_lock_dir(self, arg0: str) -> None:
+    def device_lock_dir(self, arg1: str) -> None:
         ...
     @property
     def devices(self) -> list[int] | None:
         """
-        Physical device ids: narrows a one-server table, or the devices of nproc; None (default).
+        Only these devices (physical ids, e.g. 0,1) of a one-server table; without a table, the devices of the ranks on this machine.
         """
     @devices.setter
-    def devices(self, arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] | None) -> None:
+    def devices(self, arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] | None) -> None:
         ...
     @property
     def drain_timeout(self) -> float:
         """
-        Seconds a rank's output may stay open after it exited. Default 2.
+        Seconds a rank's output may stay open after it exited (default: 2). In seconds.
         """
     @drain_timeout.setter
     def drain_timeout(self, arg1: typing.Any) -> None:
@@ -151,7 +151,7 @@ class LaunchOptions:
     @property
     def env(self) -> list[tuple[str, str]]:
         """
-        Extra variables for every rank: [(name, value)].
+        Set a variable for every rank (repeatable); it wins over inherited values, not over the rank identity.
         """
     @env.setter
     def env(self, arg1: collections.abc.Sequence[tuple[str, str]]) -> None:
@@ -159,7 +159,7 @@ class LaunchOptions:
     @property
     def grace_period(self) -> float:
         """
-        Seconds between SIGTERM and SIGKILL when ranks are stopped. Default 10.
+        Seconds between SIGTERM and SIGKILL when stopping ranks (default: 10). In seconds.
         """
     @grace_period.setter
     def grace_period(self, arg1: typing.Any) -> None:
@@ -167,7 +167,7 @@ class LaunchOptions:
     @property
     def job_timeout(self) -> float:
         """
-        Seconds the job may run before every rank is stopped; 0: no limit.
+        Stop every rank once the job has run this long (default and 0: no limit; exit status 124). In seconds.
         """
     @job_timeout.setter
     def job_timeout(self, arg1: typing.Any) -> None:
@@ -175,7 +175,7 @@ class LaunchOptions:
     @property
     def launch_mode(self) -> str:
         """
-        "rank-table" (default) or "dynamic-cluster" (MindSpore's scheduler and workers).
+        Rank-table (default): each rank reads the table; dynamic-cluster: MindSpore's dynamic cluster, as msrun starts it: the ranks as workers plus a scheduler ([sched], scheduler.log) on the server of rank 0 (docs/mindspore.md).
         """
     @launch_mode.setter
     def launch_mode(self, arg1: str) -> None:
@@ -183,7 +183,7 @@ class LaunchOptions:
     @property
     def launcher_name(self) -> str:
         """
-        What the process that started the job is called in messages ("the notebook kernel is gone"). Default "the launcher".
+        What the process that started the job is called in messages ("the notebook kernel is gone"; default: the launcher).
         """
     @launcher_name.setter
     def launcher_name(self, arg1: str) -> None:
@@ -191,39 +191,39 @@ class LaunchOptions:
     @property
     def log_dir(self) -> str:
         """
-        Where each run's log directory is made. Default "": <cache root>/davincirun/log when the cache disk is usable, else ./log.
+        Directory for run logs (default: /cache/davincirun/log when /cache is writable, else ./log); each run gets a new subdirectory, DIR/latest points to it.
         """
     @log_dir.setter
-    def log_dir(self, arg0: str) -> None:
+    def log_dir(self, arg1: str) -> None:
         ...
     @property
     def nproc(self) -> int | None:
         """
-        No rank table: this many ranks on this machine; None (default).
+        No rank table: N ranks on this machine.
         """
     @nproc.setter
-    def nproc(self, arg0: typing.SupportsInt | typing.SupportsIndex | None) -> None:
+    def nproc(self, arg1: typing.SupportsInt | typing.SupportsIndex | None) -> None:
         ...
     @property
     def output_watched(self) -> bool:
         """
-        Someone watches the output live: Python ranks get PYTHONUNBUFFERED=1 unless it is set. Default True.
+        Someone watches the output live: Python ranks get PYTHONUNBUFFERED=1 unless it is set (default: true).
         """
     @output_watched.setter
-    def output_watched(self, arg0: bool) -> None:
+    def output_watched(self, arg1: bool) -> None:
         ...
     @property
     def peer_port(self) -> int | None:
         """
-        The port of the peer channel on rank 0's server; None: $DAVINCIRUN_PEER_PORT, else derived.
+        Several servers: the port the agent of rank 0's server listens on (default: $DAVINCIRUN_PEER_PORT, else derived from the table, alike on every server).
         """
     @peer_port.setter
-    def peer_port(self, arg0: typing.SupportsInt | typing.SupportsIndex | None) -> None:
+    def peer_port(self, arg1: typing.SupportsInt | typing.SupportsIndex | None) -> None:
         ...
     @property
     def peer_timeout(self) -> float:
         """
-        Several servers: seconds another server's agent may stay silent before the job stops. Default 30.
+        Several servers: stop the job when another server's agent is silent this long (default: 30). In seconds.
         """
     @peer_timeout.setter
     def peer_timeout(self, arg1: typing.Any) -> None:
@@ -231,26 +231,26 @@ class LaunchOptions:
     @property
     def peers(self) -> bool:
         """
-        Several servers: stop the job on every server together (the peer channel). Default True.
+        Several servers: the servers' jobs stop together (default; --no-peers, peers=False: each server's job on its own, no job-wide stop; docs/multi-server.md).
         """
     @peers.setter
-    def peers(self, arg0: bool) -> None:
+    def peers(self, arg1: bool) -> None:
         ...
     @property
     def rank_table(self) -> str:
         """
-        Rank table file or directory; empty: $RANK_TABLE_FILE.
+        Rank table file, or a directory holding jobstart_hccl.json or hccl.json (default: $RANK_TABLE_FILE_V_1_0, else $RANK_TABLE_FILE).
         """
     @rank_table.setter
-    def rank_table(self, arg0: str) -> None:
+    def rank_table(self, arg1: str) -> None:
         ...
     @property
     def ranks_to_show(self) -> list[int] | None:
         """
-        Rank ids whose output is shown live; None: every rank.
+        Show only these ranks' output live, e.g. 0 or 0,4 (default: all); every rank still gets its log file.
         """
     @ranks_to_show.setter
-    def ranks_to_show(self, arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] | None) -> None:
+    def ranks_to_show(self, arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] | None) -> None:
         ...
     @property
     def remove_after_job(self) -> list[str]:
@@ -263,15 +263,15 @@ class LaunchOptions:
     @property
     def server_id(self) -> str | None:
         """
-        This machine's server_id in the table, or None.
+        This machine's server_id in the table (needed when the table lists several servers).
         """
     @server_id.setter
-    def server_id(self, arg0: str | None) -> None:
+    def server_id(self, arg1: str | None) -> None:
         ...
     @property
     def stall_timeout(self) -> float:
         """
-        Seconds without output from any rank of the job before its stacks are dumped and it is stopped; 0 (default): no watchdog.
+        Stop the job when no rank of it wrote any output this long, after dumping Python stacks with py-spy (default and 0: no watchdog; exit status 124). In seconds.
         """
     @stall_timeout.setter
     def stall_timeout(self, arg1: typing.Any) -> None:
@@ -279,7 +279,7 @@ class LaunchOptions:
     @property
     def stop_request_name(self) -> str:
         """
-        How the user asks for a stop, as the notice of a stop names it ("Ctrl-C"). Default "stop request".
+        How the user asks for a stop, as the notice of a stop names it ("Ctrl-C"; default: stop request).
         """
     @stop_request_name.setter
     def stop_request_name(self, arg1: str) -> None:
@@ -290,12 +290,12 @@ class LaunchOptions:
         The davincirun-supervisor executable; empty: found by the library.
         """
     @supervisor_program.setter
-    def supervisor_program(self, arg0: str) -> None:
+    def supervisor_program(self, arg1: str) -> None:
         ...
     @property
     def wait_timeout(self) -> float:
         """
-        Seconds to wait for a rank table still being written; 0: no waiting. Default 300.
+        How long to wait for a rank table the platform is still writing (default: 300; 0: do not wait). In seconds.
         """
     @wait_timeout.setter
     def wait_timeout(self, arg1: typing.Any) -> None:
@@ -303,10 +303,10 @@ class LaunchOptions:
     @property
     def work_dir(self) -> str:
         """
-        Working directory of the ranks. Default ".".
+        Working directory of the ranks (default: .).
         """
     @work_dir.setter
-    def work_dir(self, arg0: str) -> None:
+    def work_dir(self, arg1: str) -> None:
         ...
 class RankAssignment:
     """

@@ -29,7 +29,7 @@ Json v1_2_table() { return corpus_doc("valid/v1_2_superpod_two_pods.json"); }
 TEST_CASE("0.1: pods are ordered by their number and keep their devices", "[rank_table]") {
   const RankTable table = parse_doc(v0_table());
   CHECK(table.format == RankTableFormat::v0_1);
-  CHECK(to_string(table.format) == "0.1");
+  CHECK(std::string(to_string(table.format)) == "0.1");
   CHECK(table.status == "completed");
   REQUIRE(table.servers.size() == 2);
   const auto& first = table.servers[0];
@@ -228,7 +228,7 @@ TEST_CASE("0.1 and 1.2: hostile input becomes a RankTableError", "[rank_table]")
 TEST_CASE("1.2: super_device_id on every device, super pods read", "[rank_table]") {
   const RankTable table = parse_doc(v1_2_table());
   CHECK(table.format == RankTableFormat::v1_2);
-  CHECK(to_string(table.format) == "1.2");
+  CHECK(std::string(to_string(table.format)) == "1.2");
   CHECK(table.servers[1].devices[1].super_device_id == 2097153);
   CHECK(table.servers[1].host_ip == some("10.0.1.32"));
   REQUIRE(table.super_pods.size() == 2);

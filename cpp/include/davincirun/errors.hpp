@@ -105,6 +105,18 @@ class OptionError : public ConfigError {
   std::size_t name_at_;
 };
 
+/// An enum option given a name it does not have: OptionError("<option>
+/// must be <choices>, got '<text>'"), the text shown printable.
+[[noreturn]] void throw_unknown_choice(const std::string& option, const std::string& choices, std::string_view text);
+
+/// The value of enum option `option` named `text` (enum_names.hpp);
+/// throw_unknown_choice() for any other text.
+template <typename E>
+E parse_choice(const std::string& option, std::string_view text) {
+  if (const auto value = enum_parse<E>(text)) return *value;
+  throw_unknown_choice(option, enum_choices<E>(), text);
+}
+
 /// No rank table was named: LaunchOptions::rank_table is empty and neither
 /// RANK_TABLE_FILE_V_1_0 nor RANK_TABLE_FILE is set. Its option is
 /// "rank_table"; Python raises it as NoRankTableError, also a RuntimeError

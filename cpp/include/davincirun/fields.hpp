@@ -26,6 +26,7 @@ enum FieldUse : unsigned {
   in_summary = 2U,  ///< summary.json
   in_python = 4U,   ///< a property of the Python class
   everywhere = 7U,
+  on_command_line = 8U,  ///< a launch option's `davincirun` flag: set by flag()
 };
 
 /// How a text field reaches Python (bytes from the system may be any bytes).
@@ -58,7 +59,7 @@ struct Field {
 
   constexpr Field only(unsigned where) const {
     Field f = *this;
-    f.uses = where;
+    f.uses = where | (uses & on_command_line);
     return f;
   }
   constexpr Field summary_as(const char* key) const {
@@ -75,6 +76,7 @@ struct Field {
   /// value; --no-<name> when it defaults to true).
   constexpr Field flag(const char* value_name, char short_name = 0, const char* what = nullptr) const {
     Field f = *this;
+    f.uses |= on_command_line;
     f.metavar = value_name;
     f.short_flag = short_name;
     f.expects = what;
@@ -150,19 +152,30 @@ struct Nested : Inner {
   Member& of(Struct& s) const noexcept { return Inner::of(s.*outer); }
 };
 
-/// Calls `f(field)` for each option of `T`: its fields, those of a member
-/// that has a field list of its own in its place (as Nested).
-template <typename T, typename F>
+namespace fields_detail {
+template <typename T, unsigned Use, std::size_t I, typename F>
+void call_option_if_used(F& f) {
+  constexpr auto outer = std::get<I>(fields<T>);
+  using Outer = std::decay_t<decltype(outer)>;
+  if constexpr (has_fields<typename Outer::Member>) {
+    for_each_field_in<typename Outer::Member, Use>(
+        [&](const auto& inner) { f(Nested<Outer, std::decay_t<decltype(inner)>>(outer, inner)); });
+  } else if constexpr ((outer.uses & Use) != 0U) {
+    f(outer);
+  }
+}
+template <typename T, unsigned Use, typename F, std::size_t... I>
+void call_each_option(F& f, std::index_sequence<I...> /*indexes*/) {
+  (call_option_if_used<T, Use, I>(f), ...);
+}
+}  // namespace fields_detail
+
+/// Calls `f(field)` for each option of `T` that goes to `Use` (in_python,
+/// on_command_line): its fields, and in place of a member that has a field
+/// list of its own, that list's (as Nested).
+template <typename T, unsigned Use, typename F>
 void for_each_option(F&& f) {
-  for_each_field<T>([&](const auto& outer) {
-    using Outer = std::decay_t<decltype(outer)>;
-    if constexpr (has_fields<typename Outer::Member>) {
-      for_each_field<typename Outer::Member>(
-          [&](const auto& inner) { f(Nested<Outer, std::decay_t<decltype(inner)>>(outer, inner)); });
-    } else {
-      f(outer);
-    }
-  });
+  fields_detail::call_each_option<T, Use>(f, std::make_index_sequence<std::tuple_size_v<decltype(fields<T>)>>());
 }
 
 }  // namespace davincirun

@@ -7,9 +7,11 @@
 #include <cstddef>
 #include <functional>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -247,8 +249,8 @@ constexpr auto fields_of(const LaunchOptions*) {
             "else derived from the table, alike on every server)")
           .flag("PORT", 0, "a TCP port number, e.g. 29600"),
       field("peers", &L::peers,
-            "several servers: stop the job on every server together (default; off: each server's job on its own, "
-            "no job-wide stop; docs/multi-server.md)")
+            "several servers: the servers' jobs stop together (default; --no-peers, peers=False: each server's job "
+            "on its own, no job-wide stop; docs/multi-server.md)")
           .flag(""),
       field("stall_timeout", &L::stall_timeout,
             "stop the job when no rank of it wrote any output this long, after dumping Python stacks with py-spy "
@@ -271,7 +273,27 @@ constexpr auto fields_of(const LaunchOptions*) {
       field("device_lock_dir", &L::device_lock_dir,
             "where devices are locked; empty: $DAVINCIRUN_LOCK_DIR or /tmp/davincirun-locks; \"off\": no locking"),
       field("output_watched", &L::output_watched,
-            "someone watches the output live: Python ranks get PYTHONUNBUFFERED=1 unless it is set (default: {})"));
+            "someone watches the output live: Python ranks get PYTHONUNBUFFERED=1 unless it is set (default: true)"));
+}
+
+/// An option's text (its Python doc, its `davincirun --help` line) with its
+/// default value in place of "{}" (a duration in seconds).
+template <typename Option>
+std::string option_text(const Option& option) {
+  std::string text = option.doc;
+  const std::size_t at = text.find("{}");
+  if (at == std::string::npos) return text;
+  static const LaunchOptions defaults;
+  using M = typename Option::Member;
+  std::ostringstream value;
+  if constexpr (std::is_same_v<M, std::chrono::milliseconds>) {
+    value << std::chrono::duration<double>(option.of(defaults)).count();
+  } else if constexpr (std::is_arithmetic_v<M> || std::is_same_v<M, std::string>) {
+    value << option.of(defaults);
+  } else {
+    return text;  // no default to show
+  }
+  return text.replace(at, 2, value.str());
 }
 
 /// The peer channel of this server's agent (LaunchOptions::peers), and the

@@ -51,6 +51,8 @@
 #include <string_view>
 #include <vector>
 
+#include "davincirun/enum_names.hpp"
+
 namespace davincirun {
 
 enum class RankTableFormat {
@@ -59,8 +61,8 @@ enum class RankTableFormat {
   v1_2,  ///< "version": "1.2" (SuperPoD)
 };
 
-/// "0.1", "1.0" or "1.2".
-std::string_view to_string(RankTableFormat format);
+/// to_string(): "0.1", "1.0" or "1.2".
+DAVINCIRUN_ENUM_NAMES(RankTableFormat, "0.1", "1.0", "1.2");
 
 /// One NPU of a server, as listed in the table.
 struct RankTableDevice {

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <utility>
 
+#include "common/text.hpp"
+
 namespace davincirun {
 
 namespace {
@@ -35,6 +37,10 @@ OptionError::OptionError(std::string option, const std::string& message)
 
 OptionError::OptionError(std::string option, const std::string& before, const std::string& after)
     : ConfigError(before + option + after), option_(std::move(option)), name_at_(before.size()) {}
+
+void throw_unknown_choice(const std::string& option, const std::string& choices, std::string_view text) {
+  throw OptionError(option, option + " must be " + choices + ", got '" + detail::printable(std::string(text)) + "'");
+}
 
 std::string OptionError::message_naming(std::string_view name) const {
   std::string message = what();

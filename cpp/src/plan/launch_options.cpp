@@ -25,7 +25,7 @@ double as_seconds(milliseconds value) { return std::chrono::duration<double>(val
 template <typename F>
 void with_duration(std::string_view name, F&& f) {
   bool found = false;
-  for_each_option<LaunchOptions>([&](const auto& option) {
+  for_each_option<LaunchOptions, everywhere | on_command_line>([&](const auto& option) {
     if constexpr (std::is_same_v<typename std::decay_t<decltype(option)>::Member, milliseconds>) {
       if (!found && name == option.name) {
         found = true;
@@ -91,11 +91,7 @@ double LaunchOptions::seconds(std::string_view name) const {
   return out;
 }
 
-LaunchMode parse_launch_mode(std::string_view text) {
-  if (const auto mode = enum_parse<LaunchMode>(text)) return *mode;
-  throw OptionError("launch_mode", fmt::format("launch_mode must be {}, got '{}'", enum_choices<LaunchMode>(),
-                                               detail::printable(std::string(text))));
-}
+LaunchMode parse_launch_mode(std::string_view text) { return parse_choice<LaunchMode>("launch_mode", text); }
 
 void LaunchOptions::validate() const {
   if (nproc && (*nproc < 1 || *nproc > max_nproc)) {
@@ -139,7 +135,7 @@ void LaunchOptions::validate() const {
       throw OptionError("env", fmt::format("env: the value of {} contains a NUL character", name));
     }
   }
-  for_each_option<LaunchOptions>([&](const auto& option) { check_range(*this, option); });
+  for_each_option<LaunchOptions, everywhere | on_command_line>([&](const auto& option) { check_range(*this, option); });
   if (peer_timeout.count() == 0) {
     throw OptionError("peer_timeout",
                       "peer_timeout must be more than 0 seconds; to run each server's job on its own, turn the "

@@ -107,9 +107,7 @@ ProcessTracking tracking_from(const Environment& env, ProcessTracking configured
   if (configured != ProcessTracking::automatic) return configured;
   const auto value = env.get("DAVINCIRUN_PROCESS_TRACKING");
   if (!value || value->empty()) return ProcessTracking::automatic;
-  for (const auto tracking : {ProcessTracking::automatic, ProcessTracking::pidfd, ProcessTracking::sigchld}) {
-    if (*value == to_string(tracking)) return tracking;
-  }
+  if (const auto tracking = enum_parse<ProcessTracking>(*value)) return *tracking;
   throw ConfigError(fmt::format("DAVINCIRUN_PROCESS_TRACKING must be pidfd, sigchld or automatic, got '{}'", *value));
 }
 

@@ -14,15 +14,6 @@
 
 namespace davincirun {
 
-std::string_view to_string(RankTableFormat format) {
-  switch (format) {
-    case RankTableFormat::v0_1: return "0.1";
-    case RankTableFormat::v1_0: return "1.0";
-    case RankTableFormat::v1_2: return "1.2";
-  }
-  return "unknown";
-}
-
 namespace detail {
 
 namespace {
@@ -55,8 +46,9 @@ RankTableFormat Checker::detect_format(const Json& top) const {
     fail(Kind::missing, "/version", "required field missing: version (or group_list, for a format 0.1 table)");
   }
   const std::string& version = string_value(*it, "/version");
-  for (const auto format : {RankTableFormat::v1_0, RankTableFormat::v1_2}) {
-    if (version == to_string(format)) return format;
+  // 0.1 has no version: it is told by its group_list.
+  if (const auto format = enum_parse<RankTableFormat>(version); format && *format != RankTableFormat::v0_1) {
+    return *format;
   }
   fail(Kind::unsupported, "/version",
        fmt::format("unsupported rank table version {} (supported: \"1.0\", \"1.2\", and format "
