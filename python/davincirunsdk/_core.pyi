@@ -143,7 +143,7 @@ class LaunchOptions:
     @property
     def drain_timeout(self) -> float:
         """
-        Seconds a rank's output may stay open after it exited (default: 2). In seconds.
+        Seconds a rank's output may stay open after it exited, held by a process it left behind, before the job ends without it (default: 2). In seconds.
         """
     @drain_timeout.setter
     def drain_timeout(self, arg1: typing.Any) -> None:

@@ -245,6 +245,7 @@ def start_distributed_train(
     peer_timeout: Optional[float] = None,
     peer_port: Optional[int] = None,
     stall_timeout: Optional[float] = None,
+    drain_timeout: Optional[float] = None,
 ) -> DistributedJob:
     """Starts one process per device of this machine's server in the rank table.
 
@@ -312,6 +313,10 @@ def start_distributed_train(
             (``py-spy dump``, when py-spy is installed) to ``stacks/`` in the
             run directory and stop the job (``stop_reason`` ``"stalled"``,
             exit code 124); default: no watchdog. It sees silence only.
+        drain_timeout (float | None): seconds a rank's output may stay open
+            after the rank exited, held by a process it left behind that
+            escaped the job's sweep, before the job ends without the rest of
+            it; default 2, at most 86400.
         random_cache_dir (bool): give the ranks a fresh
             ``MS_COMPILER_CACHE_PATH`` (removed after the job) unless one is set.
         ranks_to_show (list[int] | int | None): show only these ranks' output
@@ -397,6 +402,7 @@ def start_and_wait_distributed_train(
     peer_timeout: Optional[float] = None,
     peer_port: Optional[int] = None,
     stall_timeout: Optional[float] = None,
+    drain_timeout: Optional[float] = None,
 ) -> int:
     """Starts distributed training on this machine and waits for it to end.
 
@@ -413,7 +419,7 @@ def start_and_wait_distributed_train(
         command, work_dir, log_dir, output_notebook, rank_table, server_id,
         env, grace_period, job_timeout, wait_timeout, ranks_to_show,
         launch_mode, nproc, devices, peers, peer_timeout, peer_port,
-        stall_timeout: as for :func:`start_distributed_train`.
+        stall_timeout, drain_timeout: as for :func:`start_distributed_train`.
         random_cache_dir (bool): default True: a fresh MindSpore compiler
             cache directory for this job, removed afterwards (a
             ``MS_COMPILER_CACHE_PATH`` already set wins).

@@ -95,8 +95,11 @@ constexpr auto fields_of(const SupervisorOptions*) {
           .only(on_wire | in_python)
           .flag("SEC")
           .range(0, max_grace_period.count()),
-      field("drain_timeout", &O::drain_timeout, "seconds a rank's output may stay open after it exited (default: {})")
+      field("drain_timeout", &O::drain_timeout,
+            "seconds a rank's output may stay open after it exited, held by a process it left behind, before "
+            "the job ends without it (default: {})")
           .only(on_wire | in_python)
+          .flag("SEC")
           .range(0, max_drain_timeout.count()),
       field("job_timeout", &O::job_timeout,
             "stop every rank once the job has run this long (default and 0: no limit; exit status 124)")

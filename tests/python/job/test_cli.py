@@ -78,6 +78,7 @@ def test_arguments_pass_through_untouched(tmp_path, rank_table, job_env):
         (["--grace-period", "1e20", "true"], "--grace-period must be a number of seconds between 0 and 86400"),
         (["--grace-period", "0x10", "true"], "--grace-period expects a number of seconds, got '0x10'"),
         (["--job-timeout", " 5", "true"], "--job-timeout expects a number of seconds"),
+        (["--drain-timeout", "1e9", "true"], "--drain-timeout must be a number of seconds between 0 and 86400"),
         (["--ranks-to-show", "9", "true"], "--ranks-to-show: rank 9 does not exist (the world size is 1)"),
         (["--", ""], "no command given: name the program each rank runs, e.g. python train.py"),
         (["--server-id", "elsewhere", "true"], "server id 'elsewhere' is not in the rank table"),
@@ -88,6 +89,11 @@ def test_usage_errors_exit_2(tmp_path, rank_table, job_env, args, message):
     proc = run_cli(["-r", rank_table(1)] + args, job_env, tmp_path)
     assert proc.returncode == 2
     assert message in proc.stderr
+
+
+def test_drain_timeout_flag_reaches_the_job(tmp_path, rank_table, job_env):
+    proc = run_cli(["-r", rank_table(1), "--drain-timeout=0.5", "true"], job_env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_invalid_rank_table_exits_2_naming_the_value(tmp_path, job_env):

@@ -69,6 +69,7 @@ def test_bad_input_is_a_clear_error_and_starts_nothing(bad, rank_table, job_env,
         (dict(rank_table=None), "rank_table"),  # and no RANK_TABLE_FILE
         (dict(env={"A": "x\0y"}), "env"),
         (dict(grace_period=1e20), "grace_period"),
+        (dict(drain_timeout=-1), "drain_timeout"),
         (dict(ranks_to_show=[9]), "ranks_to_show"),
     ],
 )
@@ -98,6 +99,7 @@ def test_an_option_that_breaks_its_rule_is_named(bad, rank_table, job_env, monke
         (dict(env={1: "x"}), "env: expected names as str and values as str, bytes, path or int, got 1: 'x'"),
         (dict(work_dir=5), "work_dir: expected str, bytes or os.PathLike object, not int"),
         (dict(grace_period="10"), "grace_period: expected a number of seconds, got '10'"),
+        (dict(drain_timeout=True), "drain_timeout: expected a number of seconds, got True"),
         (dict(command=None), "command must be a list of strings, e.g. ['python', 'train.py'], got None"),
     ],
 )
