@@ -29,11 +29,10 @@ namespace {
 // that waits, which writes it where Python's output goes), "terminal" (fd 1
 // and 2, written by the supervisor process) or "none" (log files only).
 enum class ConsoleMode { python, terminal, none };
+DAVINCIRUN_ENUM_NAMES(ConsoleMode, "python", "terminal", "none");
 
 ConsoleMode console_mode(const std::string& name) {
-  if (name == "python") return ConsoleMode::python;
-  if (name == "terminal") return ConsoleMode::terminal;
-  if (name == "none") return ConsoleMode::none;
+  if (const auto mode = enum_parse<ConsoleMode>(name)) return *mode;
   throw py::value_error("console must be \"python\", \"terminal\" or \"none\", got \"" + name + "\"");
 }
 
