@@ -8,13 +8,9 @@
 #include <string_view>
 #include <vector>
 
-namespace davincirun::detail {
+#include "common/edit_distance.hpp"
 
-/// The edit distance between `a` and `b` (insertions, deletions,
-/// substitutions and swaps of two neighbouring characters, each 1: the
-/// optimal string alignment distance), or `limit` + 1 when it is larger
-/// than `limit`.
-std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t limit);
+namespace davincirun::detail {
 
 /// Up to `count` executables in the directories of `path_list` (a PATH
 /// value) whose names are at most 2 edits from `name`: the nearest first,
