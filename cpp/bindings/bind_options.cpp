@@ -98,7 +98,10 @@ Rule violations raise LaunchConfigError naming the option.)");
       .def_property(
           "stop_request_name", [](const LaunchOptions& o) { return o.supervisor.stop_request_name; },
           [](LaunchOptions& o, std::string v) { o.supervisor.stop_request_name = std::move(v); },
-          "How the user asks for a stop, as the notice of a stop names it (\"Ctrl-C\"). Default \"stop request\".");
+          "How the user asks for a stop, as the notice of a stop names it (\"Ctrl-C\"). Default \"stop request\".")
+      .def_readwrite("no_wait_setting", &LaunchOptions::no_wait_setting,
+                     "How the user turns waiting for the rank table off, as the waiting lines name it "
+                     "(\"wait_timeout=0\"). Default \"wait_timeout 0\".");
   def_seconds(options, "wait_timeout",
               "Seconds to wait for a rank table still being written; 0: no waiting. Default 300.");
   def_seconds(options, "grace_period", "Seconds between SIGTERM and SIGKILL when ranks are stopped. Default 10.");

@@ -96,6 +96,7 @@ int run(const davincirun::cli::CliOptions& cli) {
     }
   }
   options.progress = [](const std::string& line) { inform(line); };
+  options.no_wait_setting = "--wait-timeout 0";
   options.supervisor.stop_request_name = "Ctrl-C";  // a second one kills at once
   LaunchPlan plan = plan_launch(options, inherited);
   for (const auto& warning : plan.warnings) say("warning: " + warning);

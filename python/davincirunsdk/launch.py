@@ -38,6 +38,9 @@ EnvValue = Union[str, bytes, int, "os.PathLike[str]"]
 # not there (a build tree), the library looks for it by itself.
 _SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "davincirun-supervisor")
 
+# How the lines of a wait for the rank table name not waiting, in this API's words.
+_NO_WAIT = "wait_timeout=0"
+
 
 def _supervisor_program() -> str:
     if os.environ.get("DAVINCIRUN_SUPERVISOR"):
@@ -200,6 +203,7 @@ def _start(
         options.supervisor_program = _supervisor_program()
         options.output_watched = output_watched(output_notebook)
         options.stop_request_name = stop_request_name(in_ipython_kernel())
+        options.no_wait_setting = _NO_WAIT
         if cache_dir:
             options.remove_after_job = [cache_dir]  # by the supervisor process, even if this process dies
         if in_ipython_kernel():

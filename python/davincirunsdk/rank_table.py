@@ -14,8 +14,9 @@ import warnings
 from typing import Dict, Iterable, Optional, Sequence, Union
 
 from . import _core
+from ._console import in_ipython_kernel, stop_request_name
 from .errors import SURFACED, NoRankTableError, OptionTypeError, surfaced
-from .launch import PathLike, _device_list, _option_error
+from .launch import _NO_WAIT, PathLike, _device_list, _option_error
 
 # Where 0.1.x looked, in this order: a 1.0 table a platform names in
 # RANK_TABLE_FILE_V_1_0, then RANK_TABLE_FILE (a file, or ModelArts'
@@ -44,7 +45,8 @@ def generate_rank_table(wait_timeout: float = 300) -> Optional[_core.RankTable]:
     for name in SOURCE_VARIABLES:
         source = os.environ.get(name)
         if source:
-            table, _resolved = _core.wait_for_rank_table(source, wait_timeout)
+            table, _resolved = _core.wait_for_rank_table(source, wait_timeout, _NO_WAIT,
+                                                         stop_request_name(in_ipython_kernel()))
             return table
     return None
 
