@@ -28,7 +28,7 @@ struct NearName {
   std::size_t distance;
 };
 
-/// Of `names`, the nearest to `typed` (ties: the first of them); nullopt
+/// Of `names`, the nearest to `typed` (ties: the first in byte order); nullopt
 /// when `names` is empty.
 std::optional<NearName> nearest_name(std::string_view typed, const std::vector<std::string>& names);
 
