@@ -103,7 +103,10 @@ Rule violations raise LaunchConfigError naming the option.)");
           "launcher_name", [](const LaunchOptions& o) { return o.supervisor.launcher_name; },
           [](LaunchOptions& o, std::string v) { o.supervisor.launcher_name = std::move(v); },
           "What the process that started the job is called in messages (\"the notebook kernel is gone\"). "
-          "Default \"the launcher\".");
+          "Default \"the launcher\".")
+      .def_readwrite("no_wait_setting", &LaunchOptions::no_wait_setting,
+                     "How the user turns waiting for the rank table off, as the waiting lines name it "
+                     "(\"wait_timeout=0\"). Default \"wait_timeout 0\".");
   def_seconds(options, "wait_timeout",
               "Seconds to wait for a rank table still being written; 0: no waiting. Default 300.");
   def_seconds(options, "grace_period", "Seconds between SIGTERM and SIGKILL when ranks are stopped. Default 10.");

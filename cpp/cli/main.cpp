@@ -132,6 +132,7 @@ int run(const davincirun::cli::CliOptions& cli) {
   }
   options.progress = [](const std::string& line) { inform(line); };
   options.keep_waiting = [] { stop_if_signalled(JobState::waiting_for_table); };
+  options.no_wait_setting = "--wait-timeout 0";
   options.supervisor.stop_request_name = "Ctrl-C";  // a second one kills at once
   options.supervisor.launcher_name = "davincirun";
   options.supervisor.quiet = verbosity == 0;

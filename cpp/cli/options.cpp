@@ -38,7 +38,8 @@ Options (they end at the first non-option or at --):
                            one-server table; without a table, the devices of
                            the ranks on this machine
       --wait-timeout SEC   how long to wait for a rank table the platform is
-                           still writing (default: 300; 0: do not wait)
+                           still writing (default: 300; 0: do not wait); a
+                           path whose folder does not exist fails at once
   -l, --log-dir DIR        directory for run logs (default: /cache/davincirun/log
                            when /cache is writable, else ./log); each run
                            gets a new subdirectory, DIR/latest points to it

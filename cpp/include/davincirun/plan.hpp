@@ -89,8 +89,15 @@ struct LaunchOptions {
   /// empty, half-written or status "initializing"); 0 = no waiting.
   /// Default 300 s, at most max_wait_timeout.
   std::chrono::milliseconds wait_timeout{300'000};
-  /// Receives a line now and then while waiting for the table (may be empty).
+  /// Receives a line now and then while waiting for the table (may be
+  /// empty); see RankTableLoadOptions::progress. The line names
+  /// `supervisor.stop_request_name` as the way to end the wait and
+  /// `no_wait_setting` as the way not to wait.
   std::function<void(const std::string&)> progress;
+  /// How the user turns waiting off, in the front end's words, which those
+  /// lines quote: the CLI "--wait-timeout 0", Python "wait_timeout=0".
+  /// Default "wait_timeout 0".
+  std::string no_wait_setting = "wait_timeout 0";
   /// Called about once a second while waiting for the table; throwing ends
   /// the wait (may be empty). See RankTableLoadOptions::keep_waiting.
   std::function<void()> keep_waiting;
