@@ -322,18 +322,23 @@ void PeerAgent::say_not_joined(Clock::time_point now) {
 }
 
 void PeerAgent::update_waiting_for() {
+  // After a stop, the agents wait a while (lingered()) only to tell it to
+  // those not there yet; before, until the wait timeout.
+  const std::string limit = stopping_ ? fmt::format("to tell it of the stop, for at most {} after it",
+                                                    seconds_text(std::min(config_.peer_timeout, config_.connect_timeout)))
+                                      : fmt::format("giving up {} after the start", seconds_text(config_.connect_timeout));
   std::string text;
   if (!config_.hub) {
     text = fmt::format("the agent of rank 0's server at {}:{}", config_.hub_address, config_.port);
     if (!joined_) {
-      text += fmt::format(" (not reached{}; giving up {} after the start)",
-                          last_connect_error_.empty() ? "" : ": " + last_connect_error_,
-                          seconds_text(config_.connect_timeout));
+      text += fmt::format(" (not reached{}; {})", last_connect_error_.empty() ? "" : ": " + last_connect_error_, limit);
     }
   } else {
     std::vector<std::string> waiting;
+    bool unjoined = false;
     for (std::uint32_t i = 0; i < member_joined_.size(); ++i) {
       if (i == config_.server_index || member_done_[i]) continue;
+      unjoined = unjoined || !member_joined_[i];
       waiting.push_back(fmt::format("{} ({})", config_.server_ids[i], member_joined_[i] ? "running" : "not joined"));
     }
     constexpr std::size_t shown = 8;
@@ -341,6 +346,7 @@ void PeerAgent::update_waiting_for() {
     for (std::size_t i = 0; i < waiting.size() && i < shown; ++i) text += (i > 0 ? ", " : "") + waiting[i];
     if (waiting.size() > shown) text += fmt::format(" and {} more", waiting.size() - shown);
     if (waiting.empty()) text = "the other servers";
+    if (unjoined) text += fmt::format(" ({})", limit);
   }
   std::lock_guard<std::mutex> lock(mutex_);
   waiting_for_ = std::move(text);
