@@ -374,7 +374,7 @@ void Supervisor::report_still_running() {
 void Supervisor::say_waiting() {
   const auto waited = std::chrono::duration_cast<milliseconds>(Clock::now() - clocks_->entered);
   const std::string request = asker();
-  log_notice(fmt::format("this server's ranks are done; waiting for {} ({} so far){}",
+  log_notice(fmt::format("this server's ranks are done; waiting for {}; waited {}{}",
                          link_.waiting_for ? link_.waiting_for() : std::string("the other servers"),
                          seconds_text(waited), request.empty() ? "" : "; " + request + " stops the job"),
              true);
