@@ -1,5 +1,5 @@
 """The Python caller of one fault-run job: starts it through the public API,
-waits, and writes what happened as JSON for fault_driver.py to check.
+waits, and writes what happened as JSON for fault_checks.py to check.
 
     python fault_caller.py CONFIG_JSON
 
