@@ -197,7 +197,9 @@ int run(const davincirun::cli::CliOptions& cli) {
   std::string report = failure_report(result);
   ssize_t ignored = ::write(STDERR_FILENO, report.data(), report.size());
   (void)ignored;
-  if (!result.first_failure && stop_signal) return 128 + stop_signal;
+  // The first stop names the status (summary.json's exit_code): a signal
+  // that names it gives 128+N there; one that came after another stop (the
+  // job timeout, another server's) changes nothing.
   return result.exit_code();
 }
 

@@ -4,7 +4,8 @@ done and that waits for an absent rank 0's server is stopped by SIGTERM,
 by SIGINT, by two SIGINTs and by SIGKILL of davincirun, each leaving
 nothing behind and its devices free within a second; a davincirun started
 with SIGINT ignored (a script's background job) still stops on SIGINT;
-nohup's SIGHUP stays ignored; a stop while waiting for the rank table."""
+nohup's SIGHUP stays ignored; a stop while waiting for the rank table; a
+SIGINT during the job timeout's stop leaves the timeout's exit status."""
 
 import os
 import signal
@@ -162,3 +163,19 @@ def test_a_stop_while_waiting_for_the_rank_table_ends_the_wait(scenario, signo):
     assert launch.ended - sent < 1.5
     assert "while waiting for the rank table: nothing was started" in launch.text(), launch.text()
     assert s.left() == []
+
+
+def test_a_sigint_after_the_job_timeout_keeps_the_timeouts_exit_status(scenario):
+    # The first stop names the job's end, its exit status too: the SIGINT
+    # that comes while the timeout's stop goes on kills at once, and the
+    # status stays summary.json's 124.
+    s = scenario()
+    launch = s.start("ignore", "--job-timeout", "1", "--grace-period", "20")
+    assert launch.wait_for_state("stopping"), launch.text()
+    launch.signal(signal.SIGINT)
+    assert launch.wait(timeout=15) == 124, launch.text()
+    summary = launch.summary()
+    assert (summary["stop_reason"], summary["exit_code"]) == ("timed_out", 124)
+    assert all(r["killed_by_launcher"] for r in summary["ranks"])
+    assert "stopping -> killing on stop_request" in launch.journal()
+    assert s.wait_all_gone() == []
