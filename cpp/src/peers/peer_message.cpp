@@ -109,7 +109,7 @@ std::optional<RawPeerFrame> PeerFrameParser::next() {
                     version, peer_protocol_version));
   }
   const auto type = static_cast<std::uint8_t>(head[5]);
-  if (type < static_cast<std::uint8_t>(PeerFrame::challenge) || type > static_cast<std::uint8_t>(PeerFrame::done)) {
+  if (type < static_cast<std::uint8_t>(PeerFrame::challenge) || type > static_cast<std::uint8_t>(PeerFrame::refused)) {
     throw PeerProtocolError(fmt::format("unknown frame type {}", type));
   }
   const std::size_t length =

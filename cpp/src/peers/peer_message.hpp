@@ -44,6 +44,7 @@ enum class PeerFrame : std::uint8_t {
   heartbeat = 4,  ///< both ways: PeerHeartbeat
   event = 5,      ///< member → hub: something happened here; hub → member: stop (PeerEvent)
   done = 6,       ///< member → hub: every process of that server exited 0
+  refused = 7,    ///< hub → member: why it may not join (its server joined already); then the hub closes
 };
 
 /// What happened, in a PeerEvent.

@@ -374,7 +374,8 @@ void Supervisor::report_still_running() {
 void Supervisor::say_waiting() {
   const auto waited = std::chrono::duration_cast<milliseconds>(Clock::now() - clocks_->entered);
   const std::string request = asker();
-  log_notice(fmt::format("this server's ranks are done; waiting for {}; waited {}{}",
+  log_notice(fmt::format("{}; waiting for {}; waited {}{}",
+                         stop_.reason == StopReason::none ? "this server's ranks are done" : "this server's job is stopped",
                          link_.waiting_for ? link_.waiting_for() : std::string("the other servers"),
                          seconds_text(waited), request.empty() ? "" : "; " + request + " stops the job"),
              true);

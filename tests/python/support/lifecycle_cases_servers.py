@@ -227,3 +227,11 @@ def _(s):
     since = deliver(s, launch, "stop_request")
     summary = ended(s, launch, 130, "requested", stopped_in="draining", within=PROMPT, since=since)
     assert scheduler(summary)["exit_code"] == 0
+
+
+@case("waiting_for_servers", "stall", "two servers")
+def _(s):
+    # The hub's ranks are done; the other server's hang silently: the hub still watches them.
+    a, b = pair(s, "exit", "quiet", "--stall-timeout", "1.5", seconds_a=0.2)
+    ended(s, a, 124, "stalled", stopped_in="waiting_for_servers", journal=["waiting_for_servers -> done on stall"])
+    assert b.wait(timeout=20) == 124, b.text()
