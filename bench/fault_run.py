@@ -1,10 +1,14 @@
 """Randomized fault injection at scale: by default 1000 random jobs of 8-64
-ranks, each with random rank behaviours (exit, fail, crash, hang, ignore
-SIGTERM, flood, close stdout, leave a setsid() daemon) and a random ending
+ranks on one server or split across two or three (127.0.0.1-3, this
+machine's loopback, one `davincirun --server-id` each), each with random
+rank behaviours (exit, fail, crash, hang, ignore SIGTERM, flood, close
+stdout, leave a setsid() daemon) and a random ending on one of its servers
 (success, a rank failure, SIGINT, terminate, the job timeout, SIGKILL of the
-caller), through the Python API or the `davincirun` command. Prints the
-counts; exits 1 if any rep left a survivor, lost a byte, misreported its
-first failure or crashed its caller. The logic is tests/fault/fault_driver.py.
+caller), some sent while that server is held in a state of the life cycle
+(starting, killing, draining, waiting_for_servers), through the Python API
+or the `davincirun` command. Prints the counts; exits 1 if any rep left a
+survivor or a locked device, lost a byte, misreported its end on any server
+or crashed a caller. The logic is tests/fault/fault_driver.py.
 
     python bench/fault_run.py [--reps 1000] [--seed S] [--max-ranks 64] [--jobs 1]
 
@@ -23,6 +27,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import fault_driver  # noqa: E402
 
 
+def _package_dir():
+    try:
+        import davincirunsdk
+    except ImportError as e:
+        return "not importable (%s)" % e
+    return os.path.dirname(davincirunsdk.__file__)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=1000)
@@ -37,6 +49,9 @@ def main():
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     print("fault run: %d reps from seed %d, 8-%d ranks, %d at once" % (args.reps, seed, args.max_ranks, args.jobs),
           flush=True)
+    # A pyenv shim runs Python with its own bin directory first in PATH,
+    # where an installed wheel's davincirun can hide the one meant.
+    print("davincirun: %s; davincirunsdk: %s" % (shutil.which("davincirun"), _package_dir()), flush=True)
 
     def progress(r, totals):
         if r.failures:

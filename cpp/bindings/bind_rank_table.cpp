@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bindings.hpp"
@@ -58,11 +59,13 @@ void bind_rank_table(py::module_& m) {
       py::arg("text"), py::arg("source") = "<string>");
   m.def(
       "wait_for_rank_table",
-      [](const std::string& path, double wait_timeout) {
+      [](const std::string& path, double wait_timeout, std::string no_wait_setting, std::string stop_name) {
         LaunchOptions rules;  // the one range rule of wait_timeout
         rules.set_seconds("wait_timeout", wait_timeout);
         RankTableLoadOptions options;
         options.wait_timeout = rules.wait_timeout;
+        options.no_wait_setting = std::move(no_wait_setting);
+        options.stop_name = std::move(stop_name);
         options.progress = report_progress;
         options.keep_waiting = check_interrupt;
         py::gil_scoped_release release;
@@ -70,7 +73,10 @@ void bind_rank_table(py::module_& m) {
         return std::make_pair(std::move(loaded.table), std::move(loaded.path));
       },
       py::arg("path"), py::arg("wait_timeout") = 300.0,
-      "(table, resolved file path): the table at a file or directory, waiting for it.");
+      py::arg("no_wait_setting") = RankTableLoadOptions{}.no_wait_setting,
+      py::arg("stop_name") = RankTableLoadOptions{}.stop_name,
+      "(table, resolved file path): the table at a file or directory, waiting for it; the waiting lines name "
+      "`no_wait_setting` and `stop_name` as the ways not to wait and to stop.");
   m.def("write_normalized_rank_table", &write_normalized_rank_table, py::arg("table"), py::arg("path"),
         "Writes the 1.0/1.2 copy ranks read (mode 0600, a new file).");
   m.def("write_rank_table_file", &write_rank_table_file, py::arg("table"), py::arg("path"),

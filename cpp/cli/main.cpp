@@ -132,6 +132,7 @@ int run(const davincirun::cli::CliOptions& cli) {
   }
   options.progress = [](const std::string& line) { inform(line); };
   options.keep_waiting = [] { stop_if_signalled(JobState::waiting_for_table); };
+  options.no_wait_setting = "--wait-timeout 0";
   options.supervisor.stop_request_name = "Ctrl-C";  // a second one kills at once
   options.supervisor.launcher_name = "davincirun";
   options.supervisor.quiet = verbosity == 0;
@@ -196,7 +197,9 @@ int run(const davincirun::cli::CliOptions& cli) {
   std::string report = failure_report(result);
   ssize_t ignored = ::write(STDERR_FILENO, report.data(), report.size());
   (void)ignored;
-  if (!result.first_failure && stop_signal) return 128 + stop_signal;
+  // The first stop names the status (summary.json's exit_code): a signal
+  // that names it gives 128+N there; one that came after another stop (the
+  // job timeout, another server's) changes nothing.
   return result.exit_code();
 }
 

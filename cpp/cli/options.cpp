@@ -46,8 +46,9 @@ constexpr const char* usage_tail = R"(      --dry-run            print each rank
 Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT stop every rank (SIGTERM, then
 SIGKILL after the grace period); a second Ctrl-C (SIGINT) kills at once, while
 more SIGTERMs (an engine such as srun signals every process) keep the grace
-period. A signal that was ignored when davincirun started (e.g. SIGHUP under
-nohup) stays ignored.
+period; they are answered while waiting for the rank table too. A SIGHUP
+ignored when davincirun started (nohup) stays ignored; SIGINT always stops,
+even when ignored at start (a script's davincirun ... &).
 SIGUSR1 and SIGUSR2 are forwarded to every rank.
 
 A job locks its devices in $DAVINCIRUN_LOCK_DIR (default /tmp/davincirun-locks;

@@ -197,6 +197,14 @@ class LaunchOptions:
     def log_dir(self, arg1: str) -> None:
         ...
     @property
+    def no_wait_setting(self) -> str:
+        """
+        How the user turns waiting for the rank table off, as the waiting lines name it ("wait_timeout=0"; default: wait_timeout 0).
+        """
+    @no_wait_setting.setter
+    def no_wait_setting(self, arg1: str) -> None:
+        ...
+    @property
     def nproc(self) -> int | None:
         """
         No rank table: N ranks on this machine.
@@ -295,7 +303,7 @@ class LaunchOptions:
     @property
     def wait_timeout(self) -> float:
         """
-        How long to wait for a rank table the platform is still writing (default: 300; 0: do not wait). In seconds.
+        How long to wait for a rank table the platform is still writing (default: 300; 0: do not wait); a path whose folder does not exist fails at once. In seconds.
         """
     @wait_timeout.setter
     def wait_timeout(self, arg1: typing.Any) -> None:
@@ -699,9 +707,9 @@ def root_cause(path: str, tail_lines: typing.SupportsInt | typing.SupportsIndex 
     """
     The root cause in the last 256 KiB of a log file (empty if unreadable), with its last `tail_lines` lines.
     """
-def wait_for_rank_table(path: str, wait_timeout: typing.SupportsFloat | typing.SupportsIndex = 300.0) -> tuple[RankTable, str]:
+def wait_for_rank_table(path: str, wait_timeout: typing.SupportsFloat | typing.SupportsIndex = 300.0, no_wait_setting: str = 'wait_timeout 0', stop_name: str = 'Ctrl-C') -> tuple[RankTable, str]:
     """
-    (table, resolved file path): the table at a file or directory, waiting for it.
+    (table, resolved file path): the table at a file or directory, waiting for it; the waiting lines name `no_wait_setting` and `stop_name` as the ways not to wait and to stop.
     """
 def write_normalized_rank_table(table: RankTable, path: str) -> None:
     """

@@ -104,7 +104,7 @@ class JobStatus:
         self.rows = [RankRow(r.rank, r.physical_device_id, pid) for r, pid in zip(plan.ranks, pids)]
         self.shown = None if shown is None else set(shown)
         self.lines_seen = 0  # lines that reached the view's recent output, shown or skipped
-        self.outcome = None  # set by finish(): "succeeded" | "failed" | "stopped" | "timed out"
+        self.outcome = None  # set by finish(): "succeeded" | "failed" | "stopped" | "timed out" | ...
         self.first_failure = None  # RankRow
         self.root_cause = []  # the first failure's exception line and error-code line, those it has
         self.duration = None
@@ -166,7 +166,13 @@ class JobStatus:
             "timed_out": "timed out",
             "launcher_gone": "stopped",
             "signaled": "stopped by signal %d" % result.stop_signal,
+            "stalled": "stalled",
+            "peer_failed": "failed on another server",
+            "peer_stopped": "stopped on another server",
+            "peer_lost": "stopped: another server was lost",
         }.get(result.stop_reason, "failed")
+        if result.stopped_in == "waiting_for_servers":
+            self.outcome += " while waiting for the other servers"
         self.duration = max([row.ended - self.started for row in self.rows] or [0.0])
 
     # ---------------------------------------------------------- rendering

@@ -173,14 +173,14 @@ class DistributedRuntimeError(DavincirunError, RuntimeError):
         root_cause_error_code (str | None): its most telling CANN error-code
             line (``"EI0006: ..."``); ``None`` without one.
         server_id (str | None): when another server of the job stopped it
-            (``result.stop_reason`` ``"peer_failed"``, ``"peer_lost"``,
-            ``"stalled"``): that server's id; ``rank``, ``role``,
+            (``result.stop_reason`` ``"peer_failed"``, ``"peer_stopped"``,
+            ``"peer_lost"``, ``"stalled"``): that server's id; ``rank``, ``role``,
             ``exit_code`` and ``signal`` are then its failed rank's (``None``
             when none failed there), ``root_cause`` is the root cause its
             agent sent, or why, and ``log_file`` is ``None`` (the log is on
             that server). ``None`` for a failure on this server.
         result: the job's full result (``ranks``, ``first_failure``,
-            ``stop_reason``, ``peer_stop``).
+            ``stop_reason``, ``stop_detail``, ``stopped_in``, ``peer_stop``).
     """
 
     rank: Optional[int] = None

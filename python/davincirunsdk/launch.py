@@ -38,6 +38,9 @@ EnvValue = Union[str, bytes, int, "os.PathLike[str]"]
 # not there (a build tree), the library looks for it by itself.
 _SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "davincirun-supervisor")
 
+# How the lines of a wait for the rank table name not waiting, in this API's words.
+_NO_WAIT = "wait_timeout=0"
+
 
 def _supervisor_program() -> str:
     if os.environ.get("DAVINCIRUN_SUPERVISOR"):
@@ -201,6 +204,7 @@ def _start(
         options.output_watched = output_watched(output_notebook)
         options.stop_request_name = stop_request_name(in_ipython_kernel())
         options.launcher_name = "the notebook kernel" if in_ipython_kernel() else "the Python process that started it"
+        options.no_wait_setting = _NO_WAIT
         if cache_dir:
             options.remove_after_job = [cache_dir]  # by the supervisor process, even if this process dies
         if in_ipython_kernel():

@@ -14,8 +14,9 @@ import warnings
 from typing import Dict, Iterable, Optional, Sequence, Union
 
 from . import _core
+from ._console import in_ipython_kernel, stop_request_name
 from .errors import SURFACED, NoRankTableError, OptionTypeError, surfaced
-from .launch import PathLike, _device_list, _option_error
+from .launch import _NO_WAIT, PathLike, _device_list, _option_error
 
 
 def generate_rank_table(wait_timeout: float = 300) -> Optional[_core.RankTable]:
@@ -40,7 +41,7 @@ def generate_rank_table(wait_timeout: float = 300) -> Optional[_core.RankTable]:
     source = _core.rank_table_named_by_environment()
     if not source:
         return None
-    table, _resolved = _core.wait_for_rank_table(source, wait_timeout)
+    table, _resolved = _core.wait_for_rank_table(source, wait_timeout, _NO_WAIT, stop_request_name(in_ipython_kernel()))
     return table
 
 

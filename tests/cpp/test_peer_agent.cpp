@@ -327,7 +327,7 @@ TEST_CASE("a hub whose member never connects stops at the connect timeout and do
   config.connect_timeout = 500ms;
   config.peer_timeout = 10'000ms;  // longer than the test may take
   TestAgent hub(config);
-  CHECK(hub.agent().waiting_for() == "server 10.0.0.12 (not joined)");
+  CHECK(hub.agent().waiting_for() == "server 10.0.0.12 (not joined) (giving up 0.5 s after the start)");
   const auto stop = hub.wait_stop();
   REQUIRE(stop);
   CHECK(stop->kind == PeerEventKind::never_joined);
@@ -335,4 +335,27 @@ TEST_CASE("a hub whose member never connects stops at the connect timeout and do
   CHECK_THAT(stop->detail, Catch::Contains("never joined: its agent did not connect within 0.5 s"));
   hub.agent().finish(false);
   CHECK(hub.wait_returned(1000ms));  // not after the 10 s peer timeout
+}
+
+TEST_CASE("the same server started twice: the second is told why and gives up, the hub says so once", "[peers]") {
+  const int port = find_free_port();
+  TestAgent hub(config_for(0, port, 3));
+  TestAgent first(config_for(1, port, 3));
+  REQUIRE(first.wait_notice("joined the agents of the job"));
+  TestAgent twin(config_for(1, port, 3));
+  const auto stop = twin.wait_stop();
+  REQUIRE(stop);
+  CHECK(stop->kind == PeerEventKind::unreachable);
+  CHECK_THAT(stop->detail, Catch::Contains("refused this server: server 10.0.0.12 has joined already"));
+  CHECK(hub.wait_notice("has joined already"));
+  std::this_thread::sleep_for(500ms);
+  const std::string notices = hub.notices();
+  std::size_t lines = 0;
+  for (std::size_t at = notices.find("has joined already"); at != std::string::npos;
+       at = notices.find("has joined already", at + 1)) {
+    ++lines;
+  }
+  CHECK(lines == 1);
+  CHECK(hub.stop_count() == 0);  // the job itself goes on
+  CHECK(first.stop_count() == 0);
 }

@@ -1,4 +1,4 @@
-"""How fault_driver.py starts a caller: with the signals the driver sends it
+"""How fault_rep.py starts a caller: with the signals the driver sends it
 to end a job (SIGINT, SIGTERM) at their default disposition, as a program a
 person starts from a terminal has them. The pytest suite puts every stop
 signal back at its default in its own process (restore_defaults, from
@@ -17,7 +17,7 @@ driver's hang limit, the caller never told, though nothing is wrong with it.
 import signal
 import sys
 
-# The signals fault_driver.py sends a caller to end its job (SIGKILL cannot be ignored).
+# The signals fault_rep.py sends a caller to end its job (SIGKILL cannot be ignored).
 SENT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 # The signals that stop a davincirun job from a terminal, a session or an engine.

@@ -1,7 +1,9 @@
 // chaos_rank: the rank program of the randomized fault run (fault_driver.py).
 //
 //   chaos_rank PLAN LEDGER          run as rank $RANK_ID, as line RANK_ID of PLAN says
-//   chaos_rank verify RUN_DIR N     per rank: "<rank> <valid prefix> <file size>" of its log
+//   chaos_rank verify RUN_DIR N [FIRST]
+//                                   per rank FIRST..FIRST+N-1 (FIRST 0 by default), on device
+//                                   rank-FIRST of its server: "<rank> <valid prefix> <file size>"
 //   chaos_rank emit RANK BYTES      the first BYTES bytes of RANK's stream, to stdout
 //
 // A rank writes a deterministic stream of records (derived from the rank and
@@ -61,7 +63,7 @@ void payload(std::string& out, std::uint32_t h, std::size_t len) {
   for (std::size_t i = 0; i < len; ++i) out += alphabet[(h + i * step) & 63];
 }
 
-// Appends record k of `rank`; fault_driver.py's expected_stream() is the same.
+// Appends record k of `rank`; fault_stream.py's expected_stream() is the same.
 void append_record(std::string& out, std::uint32_t rank, std::uint32_t k) {
   const std::uint32_t h = record_hash(rank, k);
   out += "r" + std::to_string(rank) + " k" + std::to_string(k) + " ";
@@ -135,9 +137,11 @@ bool read_file(const std::string& path, std::string& out) {
   return true;
 }
 
-int verify(const char* run_dir, int ranks) {
-  for (int r = 0; r < ranks; ++r) {
-    std::string path = std::string(run_dir) + "/rank_" + std::to_string(r) + ".device_" + std::to_string(r) + ".log";
+// The ranks of one server hold its devices 0..N-1 in rank order.
+int verify(const char* run_dir, int ranks, int first) {
+  for (int r = first; r < first + ranks; ++r) {
+    std::string path =
+        std::string(run_dir) + "/rank_" + std::to_string(r) + ".device_" + std::to_string(r - first) + ".log";
     std::string log;
     if (!read_file(path, log)) {
       std::printf("%d -1 -1\n", r);
@@ -319,11 +323,13 @@ int run(const char* plan_path, const char* ledger_path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 4 && std::strcmp(argv[1], "verify") == 0) return verify(argv[2], std::atoi(argv[3]));
+  if ((argc == 4 || argc == 5) && std::strcmp(argv[1], "verify") == 0) {
+    return verify(argv[2], std::atoi(argv[3]), argc == 5 ? std::atoi(argv[4]) : 0);
+  }
   if (argc == 4 && std::strcmp(argv[1], "emit") == 0) {
     return emit(static_cast<std::uint32_t>(std::atoi(argv[2])), std::strtoull(argv[3], nullptr, 10));
   }
   if (argc == 3) return run(argv[1], argv[2]);
-  std::fprintf(stderr, "usage: chaos_rank PLAN LEDGER | verify RUN_DIR N | emit RANK BYTES\n");
+  std::fprintf(stderr, "usage: chaos_rank PLAN LEDGER | verify RUN_DIR N [FIRST] | emit RANK BYTES\n");
   return 2;
 }

@@ -1,5 +1,5 @@
 """The Python caller of one fault-run job: starts it through the public API,
-waits, and writes what happened as JSON for fault_driver.py to check.
+waits, and writes what happened as JSON for fault_checks.py to check.
 
     python fault_caller.py CONFIG_JSON
 
@@ -12,7 +12,6 @@ crash of the caller.
 
 import json
 import os
-import struct
 import sys
 import time
 
@@ -24,13 +23,11 @@ def save(path, record):
     os.replace(tmp, path)
 
 
-def wait_until_ready(ledger, ranks, limit=30.0):
-    """Until every rank has set its state slot (it runs, its daemon made)."""
+def wait_for(path, limit=60.0):
+    """Until the driver creates `path` (its moment to stop the job)."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
-        with open(ledger, "rb") as f:
-            slots = struct.unpack("<%dQ" % (3 * ranks), f.read(24 * ranks))
-        if all(slots[2 * ranks:]):
+        if os.path.exists(path):
             return True
         time.sleep(0.005)
     return False
@@ -57,8 +54,7 @@ def main():
     save(cfg["result"], record)
     try:
         if cfg["ending"] == "terminate":
-            record["ready"] = wait_until_ready(cfg["ledger"], cfg["ranks"])
-            time.sleep(cfg["delay"])
+            record["triggered"] = wait_for(cfg["trigger"])
             job.terminate()
         with open(cfg["waiting"], "w"):
             pass

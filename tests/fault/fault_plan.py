@@ -1,91 +1,44 @@
-"""The plan of a randomized fault-injection rep (fault_driver.py): the rank
-program (chaos_rank.cpp), the stream each rank writes, each rank's
-behaviour, the rep's ending, and the files the rep starts from.
+"""The plan of a randomized fault-injection rep (fault_driver.py): the
+servers of the job and its ranks on each, each rank's behaviour
+(chaos_rank.cpp), the rep's ending and the server it happens on, the state
+of the life cycle the ending is sent in (DAVINCIRUN_TEST_HOLD), and the
+rank table the rep starts from.
 """
 
-import hashlib
 import json
-import os
 import random
 import signal
-import struct
-import subprocess
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-CHAOS_SOURCE = os.path.join(HERE, "chaos_rank.cpp")
 
 ENDINGS = ("success", "rank_failure", "interrupt", "terminate", "timeout", "caller_kill")
 CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGABRT)
 
+# Servers on this machine's loopback (the whole 127/8 is local): server i is 127.0.0.(i+1).
+SERVER_SHARES = ((1, 0.6), (2, 0.25), (3, 0.15))
 
-# ---- the rank program -------------------------------------------------------
+# The states a rep may hold its job in (docs/architecture.md, "The life
+# cycle"), each with the endings that can be sent there. Starting takes any
+# (kept until the ranks run); killing needs a stop first (the ending) and
+# takes a second event there; draining and waiting_for_servers come after
+# every rank of the server ended on its own, so they take a stop only.
+HOLD_ENDINGS = {
+    "starting": ENDINGS,
+    "killing": ("rank_failure", "interrupt", "terminate", "timeout"),
+    "draining": ("interrupt", "terminate", "timeout", "caller_kill"),
+    "waiting_for_servers": ("interrupt", "terminate", "timeout", "caller_kill"),
+}
+HOLD_SHARE = 0.5  # of the reps whose ending some state takes
+# Starting takes every ending and waiting_for_servers only jobs of several
+# servers: weights that draw the states about as often as each other.
+HOLD_WEIGHTS = {"starting": 1, "killing": 1.5, "draining": 1.5, "waiting_for_servers": 4}
+# How long each state is held (ms). A stop ends starting, draining and
+# waiting_for_servers early; killing and a job timeout sit out the hold.
+HOLD_MS = {"starting": (500, 800), "killing": (600, 900), "draining": (2000, 2000),
+           "waiting_for_servers": (2000, 2000)}
+# A job timeout that fires once every rank of the server ended on its own,
+# while the server is held in draining (or waits for the others): well
+# after the ranks' 300 ms, well before the 2 s hold (from their end) is over.
+LATE_TIMEOUT = (1.2, 1.6)
 
-def chaos_program(cache_root=None):
-    """Path of chaos_rank, compiled once per version of its source into
-    build/fault/<sha256>/ (the build directory is not tracked)."""
-    with open(CHAOS_SOURCE, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()[:16]
-    root = cache_root or os.path.join(REPO, "build", "fault")
-    target = os.path.join(root, digest, "chaos_rank")
-    if os.access(target, os.X_OK):
-        return target
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    tmp = "%s.%d.tmp" % (target, os.getpid())
-    subprocess.run(["c++", "-O2", "-std=c++17", "-o", tmp, CHAOS_SOURCE], check=True)
-    os.replace(tmp, target)  # atomic: a concurrent build of the same source is harmless
-    return target
-
-
-def _record_hash(rank, k):
-    m = 0xFFFFFFFF
-    h = (rank * 0x9E3779B1 + k * 0x85EBCA77 + 0x165667B1) & m
-    h ^= h >> 15
-    h = (h * 0x2C1B3C6D) & m
-    h ^= h >> 12
-    h = (h * 0x297A2D39) & m
-    h ^= h >> 15
-    return h
-
-
-_ALPHABET = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"
-
-
-def _payload(h, length):
-    step = 1 + (h & 7)
-    return bytes(_ALPHABET[(h + i * step) & 63] for i in range(length))
-
-
-def expected_stream(rank, size):
-    """The first `size` bytes rank `rank` writes: an implementation of
-    chaos_rank.cpp's append_record() independent of it, to cross-check it."""
-    out = bytearray()
-    k = 0
-    while len(out) < size:
-        h = _record_hash(rank, k)
-        out += b"r%d k%d " % (rank, k)
-        kind, length = h % 16, (h >> 8) % 100
-        if kind == 9:
-            out += _payload(h, 10 + length % 30)
-        elif kind == 10:
-            out += b"".join(b"%d%%|%s\r" % (i * 25, b"#" * i) for i in range(4)) + b"done\n"
-        elif kind == 11:
-            out += b"\xff\xfe\xc3\x28\xa0\xa1\xe2\x82\n"
-        elif kind == 12:
-            out += b"\0\0nul\0\n"
-        elif kind == 13:
-            out += _payload(h, 5 + length) + b"\r\n"
-        elif kind == 14 and (h >> 20) % 8 == 0:
-            out += _payload(h, 70 * 1024 + (h >> 8) % (130 * 1024)) + b"\n"
-        elif kind == 15:
-            out += "é中 ".encode() + _payload(h, 5 + length) + b"\n"
-        else:
-            out += _payload(h, 20 + length) + b"\n"
-        k += 1
-    return bytes(out[:size])
-
-
-# ---- plans ------------------------------------------------------------------
 
 class RankPlan:
     """What one rank does; `line()` is its line in chaos_rank's plan file."""
@@ -117,6 +70,19 @@ class RankPlan:
         return None
 
 
+class Server:
+    """One server of the job: its id and its ranks first..first+count-1 (its devices 0..count-1)."""
+
+    def __init__(self, index, first, count):
+        self.index = index
+        self.server_id = "127.0.0.%d" % (index + 1)
+        self.first = first
+        self.count = count
+
+    def ranks(self):
+        return range(self.first, self.first + self.count)
+
+
 class RepPlan:
     def __init__(self, seed, max_ranks=64):
         rng = random.Random(seed)
@@ -126,17 +92,95 @@ class RepPlan:
         self.caller = rng.choice(("python", "cli"))
         self.output_notebook = rng.random() < 0.5
         self.grace = round(rng.uniform(0.2, 0.5), 3)
-        self.job_timeout = round(rng.uniform(0.05, 0.5), 3) if self.ending == "timeout" else None
-        self.delay = round(rng.uniform(0.0, 0.3), 3)  # from "every rank runs" to the driver's or caller's action
+        self.delay = round(rng.uniform(0.0, 0.3), 3)  # from "every rank runs" (or the state) to the action
+        self.servers = self._servers(rng)
+        if len(self.servers) > 1:
+            self.caller = "cli"  # one `davincirun --server-id` per server, as on separate machines
+        held = [s for s, endings in sorted(HOLD_ENDINGS.items())
+                if self.ending in endings and (s != "waiting_for_servers" or len(self.servers) > 1)]
+        self.hold = None
+        if held and rng.random() < HOLD_SHARE:
+            self.hold = rng.choices(held, [HOLD_WEIGHTS[s] for s in held])[0]
+        self.hold_ms = rng.randint(*HOLD_MS[self.hold]) if self.hold else 0
+        if self.hold == "starting":
+            self.delay = min(self.delay, 0.1)  # the stop comes while starting is held
+        # The server the ending happens on: any, but the one that waits for
+        # the others is rank 0's (the hub).
+        self.origin = 0 if self.hold == "waiting_for_servers" else rng.randrange(len(self.servers))
+        # The event sent while held in killing, after the ending's stop.
+        self.second = None
+        if self.hold == "killing":
+            self.second = rng.choice(("interrupt", "terminate", "caller_kill") if self.caller == "cli"
+                                     else ("interrupt", "caller_kill"))
+        self.job_timeout = None
+        if self.ending == "timeout":
+            late = self.hold in ("draining", "waiting_for_servers")
+            self.job_timeout = round(rng.uniform(*LATE_TIMEOUT) if late else rng.uniform(0.05, 0.5), 3)
         self.primary = None
-        self.behaviours = [self._behaviour(rng, r) for r in range(self.ranks)]
-        if self.ending not in ("success", "rank_failure") and not any(
-                b.action == "hang" for b in self.behaviours):
-            # Something must still run when the ending comes.
-            r = rng.randrange(self.ranks)
-            self.behaviours[r] = self._decorate(rng, RankPlan("hang", "hang", rng.randint(0, 300)))
+        self.behaviours = [None] * self.ranks
+        for server in self.servers:
+            for r in server.ranks():
+                self.behaviours[r] = self._decorate(rng, self._behaviour(rng, server.index == self.origin))
+        self._place_ending(rng)
+        self.start_order = rng.sample(range(len(self.servers)), len(self.servers))  # the hub first or later
+
+    def _servers(self, rng):
+        x, count = rng.random(), 1
+        for n, share in SERVER_SHARES:
+            x -= share
+            if x < 0:
+                count = n
+                break
+        sizes = [2] * count  # each server at least two ranks: one to fail or to hang, one more
+        for _ in range(self.ranks - 2 * count):
+            sizes[rng.randrange(count)] += 1
+        servers, first = [], 0
+        for i, size in enumerate(sizes):
+            servers.append(Server(i, first, size))
+            first += size
+        return servers
+
+    def server_of(self, rank):
+        for s in self.servers:
+            if s.first <= rank < s.first + s.count:
+                return s
+        raise ValueError("rank %d is on no server" % rank)
+
+    def ends_on_its_own(self, server):
+        """Whether every rank of `server` ends by itself before the ending comes:
+        every rank of the job on success, the origin's when it is held after them."""
+        return self.ending == "success" or (
+            server.index == self.origin and self.hold in ("draining", "waiting_for_servers"))
+
+    def _behaviour(self, rng, origin):
+        t = rng.randint(0, 300)
+        if self.ending == "success" or (origin and self.hold in ("draining", "waiting_for_servers")):
+            return RankPlan("exit0", "exit", t)
+        if self.ending != "rank_failure" or not origin:
+            # No rank fails here: a failure on another server (or a stop) stops these.
+            kind = rng.choice(("exit0", "hang", "ignore_term"))
+            return RankPlan(kind, "exit" if kind == "exit0" else "hang", t, ignore_term=kind == "ignore_term")
+        kinds = ("exit0_early", "exit0", "hang", "ignore_term", "after_failure")
+        if self.hold == "starting":
+            # Exits during the hold are read together when it ends, with
+            # sigchld tracking in start order: a rank failing after the
+            # first one could be read first.
+            kinds = kinds[:-1]
+        kind = rng.choice(kinds)
+        if kind == "exit0_early":
+            return RankPlan(kind, "exit", rng.randint(0, 30))
+        if kind == "exit0":
+            return RankPlan(kind, "exit", t)
+        if kind in ("hang", "ignore_term"):
+            return RankPlan(kind, "hang", t, ignore_term=kind == "ignore_term")
+        if rng.random() < 0.5:  # fails too, once the first failure has really happened
+            return RankPlan(kind, "exit", rng.randint(0, 50), code=rng.randint(1, 120))
+        return RankPlan(kind, "crash", rng.randint(0, 50), sig=int(rng.choice(CRASH_SIGNALS)))
+
+    def _place_ending(self, rng):
+        origin = self.servers[self.origin]
         if self.ending == "rank_failure":
-            self.primary = rng.randrange(self.ranks)
+            self.primary = origin.first + rng.randrange(origin.count)
             if rng.random() < 0.5:
                 p = RankPlan("exit_n", "exit", rng.randint(0, 300), code=rng.randint(1, 120))
             else:
@@ -145,29 +189,24 @@ class RepPlan:
             for b in self.behaviours:
                 if b.kind == "after_failure":
                     b.after_rank = self.primary
-
-    def _behaviour(self, rng, rank):
-        t = rng.randint(0, 300)
         if self.ending == "success":
-            b = RankPlan("exit0", "exit", t)
-        elif self.ending == "rank_failure":
-            kind = rng.choice(("exit0_early", "exit0", "hang", "ignore_term", "after_failure"))
-            if kind == "exit0_early":
-                b = RankPlan(kind, "exit", rng.randint(0, 30))
-            elif kind == "exit0":
-                b = RankPlan(kind, "exit", t)
-            elif kind == "hang":
-                b = RankPlan(kind, "hang", t)
-            elif kind == "ignore_term":
-                b = RankPlan(kind, "hang", t, ignore_term=True)
-            elif rng.random() < 0.5:  # fails too, once the first failure has really happened
-                b = RankPlan(kind, "exit", rng.randint(0, 50), code=rng.randint(1, 120))
-            else:
-                b = RankPlan(kind, "crash", rng.randint(0, 50), sig=int(rng.choice(CRASH_SIGNALS)))
-        else:
-            kind = rng.choice(("exit0", "hang", "ignore_term"))
-            b = RankPlan(kind, "exit" if kind == "exit0" else "hang", t, ignore_term=kind == "ignore_term")
-        return self._decorate(rng, b)
+            return
+        # Something must still run when the stop comes: on every server but
+        # an origin held after its ranks ended, a rank that never ends by
+        # itself (on a server whose ranks had all ended, the stop would find
+        # it done, or waiting for the others). Held in killing, the origin
+        # has a rank that ignores SIGTERM, so that its stop gets there.
+        for server in self.servers:
+            if self.ends_on_its_own(server):
+                continue
+            want_kill = server.index == self.origin and self.hold == "killing"
+            ok = [r for r in server.ranks() if r != self.primary and self.behaviours[r].action == "hang"
+                  and (self.behaviours[r].ignore_term or not want_kill)]
+            if not ok:
+                r = rng.choice([r for r in server.ranks() if r != self.primary])
+                kind = "ignore_term" if want_kill else "hang"
+                self.behaviours[r] = self._decorate(
+                    rng, RankPlan(kind, "hang", rng.randint(0, 300), ignore_term=want_kill))
 
     @staticmethod
     def _decorate(rng, b):
@@ -182,22 +221,35 @@ class RepPlan:
     def plan_text(self):
         return "%d\n%s\n" % (self.ranks, "\n".join(b.line() for b in self.behaviours))
 
+    def describe(self):
+        """One line: what the rep is, for a failure's report."""
+        where = ""
+        if len(self.servers) > 1:
+            where = ", %d servers (%s), origin %s" % (
+                len(self.servers), "+".join(str(s.count) for s in self.servers),
+                self.servers[self.origin].server_id)
+        return "%d ranks%s, ending %s%s%s, caller %s, grace %.3f s%s" % (
+            self.ranks, where, self.ending, " held in %s %d ms" % (self.hold, self.hold_ms) if self.hold else "",
+            ", then %s" % self.second if self.second else "", self.caller, self.grace,
+            ", job_timeout %.3f s" % self.job_timeout if self.job_timeout else "")
 
-# ---- the ledger and the rank table ----------------------------------------
 
-def read_ledger(path, ranks):
-    with open(path, "rb") as f:
-        slots = struct.unpack("<%dQ" % (3 * ranks), f.read(24 * ranks))
-    return list(slots[:ranks]), list(slots[ranks:2 * ranks]), list(slots[2 * ranks:])
-
-
-def write_rank_table(path, ranks):
-    table = {
-        "version": "1.0",
-        "server_count": "1",
-        "server_list": [{"server_id": "127.0.0.1",
-                         "device": [{"device_id": str(i), "rank_id": str(i)} for i in range(ranks)]}],
-        "status": "completed",
-    }
+def write_rank_table(path, plan):
+    """The rep's table: format 1.0, each server's devices 0..n-1 holding its
+    ranks in order; a device_ip on every device when there are several
+    servers (required then), in 10.<seed>.x.x so that reps differ in JOB_ID
+    and ports."""
+    multi = len(plan.servers) > 1
+    server_list = []
+    for s in plan.servers:
+        devices = []
+        for d, r in enumerate(s.ranks()):
+            device = {"device_id": str(d), "rank_id": str(r)}
+            if multi:
+                device["device_ip"] = "10.%d.%d.%d" % (plan.seed % 250, s.index + 1, d + 1)
+            devices.append(device)
+        server_list.append({"server_id": s.server_id, "device": devices})
+    table = {"version": "1.0", "server_count": str(len(plan.servers)), "server_list": server_list,
+             "status": "completed"}
     with open(path, "w") as f:
         json.dump(table, f)

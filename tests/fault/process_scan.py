@@ -1,7 +1,7 @@
 """Finding the processes of a test job: every process a job starts inherits
 its environment, so a unique value of MARKER_VARIABLE in it finds them all,
 daemons that left the job's process groups and sessions included. Used by the
-pytest suite (tests/python/conftest.py) and the fault run (fault_driver.py)."""
+pytest suite (tests/python/conftest.py) and the fault run (fault_checks.py)."""
 
 import os
 

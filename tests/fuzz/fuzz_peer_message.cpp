@@ -51,6 +51,11 @@ void decode(const RawPeerFrame& f) {
           finding("event does not round-trip");
         break;
       }
+      case PeerFrame::refused: {
+        const PeerRefusal r = decode_refusal(f.payload);
+        if (decode_refusal(encode_refusal(r)).reason != r.reason) finding("refusal does not round-trip");
+        break;
+      }
       default: break;
     }
   } catch (const PeerProtocolError&) {}
@@ -86,7 +91,8 @@ void keyed(std::string_view records) {
   PeerFrameParser parser;
   std::size_t pos = 0;
   while (pos + 3 <= records.size()) {
-    const auto type = static_cast<PeerFrame>(1 + static_cast<unsigned char>(records[pos]) % 6);
+    const auto type =
+        static_cast<PeerFrame>(1 + static_cast<unsigned char>(records[pos]) % davincirun::enum_count<PeerFrame>());
     const std::size_t length = (std::size_t{static_cast<unsigned char>(records[pos + 1])} << 8 |
                                 static_cast<unsigned char>(records[pos + 2])) %
                                (max_peer_payload + 1);

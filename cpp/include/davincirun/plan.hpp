@@ -96,8 +96,15 @@ struct LaunchOptions {
   /// empty, half-written or status "initializing"); 0 = no waiting.
   /// Default 300 s, at most max_wait_timeout.
   std::chrono::milliseconds wait_timeout{300'000};
-  /// Receives a line now and then while waiting for the table (may be empty).
+  /// Receives a line now and then while waiting for the table (may be
+  /// empty); see RankTableLoadOptions::progress. The line names
+  /// `supervisor.stop_request_name` as the way to end the wait and
+  /// `no_wait_setting` as the way not to wait.
   std::function<void(const std::string&)> progress;
+  /// How the user turns waiting off, in the front end's words, which those
+  /// lines quote: the CLI "--wait-timeout 0", Python "wait_timeout=0".
+  /// Default "wait_timeout 0".
+  std::string no_wait_setting = "wait_timeout 0";
   /// Called about once a second while waiting for the table; throwing ends
   /// the wait (may be empty). See RankTableLoadOptions::keep_waiting.
   std::function<void()> keep_waiting;
@@ -228,7 +235,8 @@ constexpr auto fields_of(const LaunchOptions*) {
             "ranks on this machine")
           .flag("LIST", 0, "device ids"),
       field("wait_timeout", &L::wait_timeout,
-            "how long to wait for a rank table the platform is still writing (default: {}; 0: do not wait)")
+            "how long to wait for a rank table the platform is still writing (default: {}; 0: do not wait); a path "
+            "whose folder does not exist fails at once")
           .flag("SEC")
           .range(0, max_wait_timeout.count(), " (no waiting)", " (one year)"),
       field("log_dir", &L::log_dir,
@@ -272,6 +280,9 @@ constexpr auto fields_of(const LaunchOptions*) {
             "the davincirun-supervisor executable; empty: found by the library"),
       field("device_lock_dir", &L::device_lock_dir,
             "where devices are locked; empty: $DAVINCIRUN_LOCK_DIR or /tmp/davincirun-locks; \"off\": no locking"),
+      field("no_wait_setting", &L::no_wait_setting,
+            "how the user turns waiting for the rank table off, as the waiting lines name it (\"wait_timeout=0\"; "
+            "default: {})"),
       field("output_watched", &L::output_watched,
             "someone watches the output live: Python ranks get PYTHONUNBUFFERED=1 unless it is set (default: true)"));
 }

@@ -24,13 +24,29 @@ struct RankTableLoadOptions {
   std::chrono::milliseconds wait_timeout{300'000};
   /// Time between two reads while waiting. Default 1 s; at least 1 ms is used.
   std::chrono::milliseconds retry_interval{1000};
-  /// Time between two progress messages while waiting. Default 10 s.
-  std::chrono::milliseconds progress_interval{10'000};
-  /// Called from the calling thread when waiting starts and then every
-  /// progress_interval, with one line saying what is awaited and how long is
-  /// left. May be empty. An exception it throws ends the wait and propagates.
+  /// Time between two progress lines while waiting. The first line comes
+  /// with the second look at the table (retry_interval after the first, so
+  /// within a second by default), the next ones every progress_interval.
+  /// Default 30 s; at least 1 ms is used.
+  std::chrono::milliseconds progress_interval{30'000};
+  /// Called from the calling thread with each progress line: what is
+  /// awaited and what was seen instead (a missing file with the name alike
+  /// in its folder, a directory with what it holds), how long the wait has
+  /// lasted of how long, and how to end it or not wait, e.g.
+  /// "waiting for rank table /data/hcl.json: it does not exist (did you mean
+  /// 'hccl.json'?); waited 1 s of 300 s; Ctrl-C stops, --wait-timeout 0 does
+  /// not wait". May be empty. An exception it throws ends the wait and
+  /// propagates.
   std::function<void(const std::string&)> progress;
-  /// Called before every retry (about once per retry_interval) while waiting;
+  /// How the user turns waiting off, in the front end's words, which the
+  /// progress lines quote: the CLI gives "--wait-timeout 0", Python
+  /// "wait_timeout=0". Default "wait_timeout 0" (the field above).
+  std::string no_wait_setting = "wait_timeout 0";
+  /// How the user ends the wait, in the front end's words, which the
+  /// progress lines quote: "Ctrl-C" (the default), a notebook's "interrupt
+  /// (the stop button)". keep_waiting is how a caller honours it.
+  std::string stop_name = "Ctrl-C";
+  /// Called at least every 50 ms while waiting (and before every retry);
   /// may be empty. Throwing ends the wait and propagates: the way for a
   /// caller to honour Ctrl-C promptly.
   std::function<void()> keep_waiting;
@@ -54,14 +70,21 @@ struct LoadedRankTable {
 /// the end of the text included (a finished file that is broken: kind
 /// syntax, naming the file, line and column).
 ///
+/// A path whose folder does not exist (or is not a folder) is not waited
+/// for: a platform writes its table into a folder that exists, so the path
+/// is mistyped. The error (kind io, at once) names that folder and the
+/// nearest folder up that exists, with a name there alike the missing one.
+///
 /// Throws RankTableError: what parse_rank_table throws; kind io when the file
-/// cannot be read (a directory with neither file: naming both). When the wait
-/// times out, the detail starts "timed out after <T> s waiting for the rank
-/// table: " and says the last state seen (the source names the file); the kind is io for a missing file,
-/// bad_value for status "initializing", else that of the last error (empty,
-/// syntax). With waiting off, a table whose status is not "completed" is
-/// returned as is, as is (waiting or not) one whose status is neither
-/// "initializing" nor "completed": the caller decides.
+/// cannot be read (a missing file: with the name alike in its folder; a
+/// directory with neither file: naming both and what it holds) or its folder
+/// does not exist. When the wait times out, the detail starts "timed out
+/// after <T> s waiting for the rank table: " and says the last state seen
+/// as the progress lines do (the source names the file); the kind is io for
+/// a missing file, bad_value for status "initializing", else that of the
+/// last error (empty, syntax). With waiting off, a table whose status is not
+/// "completed" is returned as is, as is (waiting or not) one whose status is
+/// neither "initializing" nor "completed": the caller decides.
 LoadedRankTable wait_for_rank_table(const std::string& path_or_dir, const RankTableLoadOptions& options = {});
 
 }  // namespace davincirun

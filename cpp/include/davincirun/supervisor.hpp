@@ -215,16 +215,18 @@ class Supervisor {
   ServerLink link_;
   Journal journal_;
   std::atomic<JobState> state_{JobState::starting};
-  // What the job's record says of its stop (the first event that named it).
-  StopReason stop_reason_ = StopReason::none;
-  JobState stopped_in_ = JobState::done;
-  std::optional<PeerStop> peer_stop_;
-  std::string stop_why_;         // the stop's notice starts so
+  // What the job's record says of its stop: the first event that named it.
+  struct StopRecord {
+    StopReason reason = StopReason::none;
+    JobState in = JobState::done;
+    std::string why;  // the stop's notice starts so
+    std::optional<PeerStop> peer;
+    int signal = 0;
+    SignalOrigin origin;
+    std::optional<std::size_t> first_failure;
+  };
+  StopRecord stop_;
   std::vector<Event> deferred_;  // events a short state keeps for the next
-  int stop_signal_ = 0;
-  SignalOrigin signal_origin_;
-  std::optional<std::size_t> first_failure_;
-  bool dropped_ = false;  // a kill because the launcher dropped the job
   std::chrono::steady_clock::time_point run_started_;
   std::atomic<std::int64_t> last_output_ns_{0};  // steady clock, 0: none yet
   StreamScratch scratch_;

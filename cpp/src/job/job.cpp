@@ -205,8 +205,8 @@ JobResult Job::wait() {
       tag_.empty() ? 0 : detail::kill_tagged_processes("DAVINCIRUN_JOB_TAG=" + tag_, std::chrono::seconds(5));
   if (broken) std::rethrow_exception(broken);
   throw Error(
-      fmt::format("the job supervisor process (pid {}) ended with {} before reporting the result; its "
-                  "ranks were killed with it{}",
+      fmt::format("the job supervisor process (pid {}) ended with {} before reporting the result; every "
+                  "rank still running was killed with it, and the kernel freed its devices{}",
                   host_pid, host_status.describe(),
                   swept ? fmt::format("; {} more process(es) of the job were still running and are killed", swept)
                         : std::string()));

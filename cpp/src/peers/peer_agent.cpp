@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -39,9 +40,16 @@ constexpr milliseconds handshake_timeout{10'000};
 // Output a peer does not read (it hangs, or its link is gone) is bounded:
 // past this the peer counts as lost.
 constexpr std::size_t max_unsent_bytes = 1 << 20;
-// A member still joining says so: first after this, then every join_line_period.
+// Servers still joining are named: first after this, then every join_line_period.
 constexpr milliseconds first_join_line{5'000};
 constexpr milliseconds join_line_period{30'000};
+// After a stop, an agent goes on telling the servers not there yet for at
+// most this long: enough for one already starting to connect, short enough
+// that a stop ends the job within a second. Those that come later find the
+// job gone (never joined, or the hub not reached) at their wait timeout.
+constexpr milliseconds stop_linger{1'000};
+// The hub names refused connections at most this often.
+constexpr milliseconds refusal_line_period{30'000};
 
 }  // namespace
 
@@ -143,7 +151,21 @@ void PeerAgent::drop(Connection& c, const std::string& why) {
   if (c.closed) return;
   c.closed = true;
   c.fd.reset();
-  if (!why.empty()) on_notice_(why, false);
+  if (!config_.hub && c.state != Connection::State::connecting && c.state != Connection::State::joined) {
+    next_connect_ = std::max(next_connect_, Clock::now() + reconnect_delay_);
+    reconnect_delay_ = std::min(reconnect_delay_ * 2, max_reconnect_delay);
+  }
+  if (why.empty()) return;
+  // A stranger, or a server started twice, may knock again and again: its
+  // refusal is said once, then at most every refusal_line_period with a count.
+  const auto now = Clock::now();
+  if (now - last_refusal_line_ < refusal_line_period) {
+    ++refusals_unsaid_;
+    return;
+  }
+  last_refusal_line_ = now;
+  const std::size_t unsaid = std::exchange(refusals_unsaid_, 0);
+  on_notice_(unsaid == 0 ? why : fmt::format("{} ({} more refused since the last line)", why, unsaid), false);
 }
 
 void PeerAgent::lost(Connection& c, const std::string& why) {
@@ -221,7 +243,7 @@ void PeerAgent::tick() {
     check_never_joined(now);
     check_stall();
   }
-  if (!config_.hub) say_not_joined(now);
+  say_not_joined(now);
   connections_.erase(std::remove_if(connections_.begin(), connections_.end(), [](const auto& c) { return c->closed; }),
                      connections_.end());
   update_waiting_for();
@@ -287,20 +309,21 @@ void PeerAgent::check_never_joined(Clock::time_point now) {
   }
 }
 
-// The job is silent when every server is: the least silence of them all,
-// each member's as its last heartbeat said (never extrapolated: output
-// since then would make that a false alarm).
+// The job is silent when every server still running is: the least silence
+// of them all, each member's as its last heartbeat said (never
+// extrapolated: output since then would make that a false alarm). Once the
+// hub's own ranks are done, only the members still running count.
 void PeerAgent::check_stall() {
-  if (stopping_ || local_finished_ || config_.stall_timeout.count() <= 0 || !silence_) return;
-  std::uint64_t silent = silence_();
+  if (stopping_ || config_.stall_timeout.count() <= 0 || !silence_) return;
   for (std::uint32_t i = 0; i < member_joined_.size(); ++i) {
     if (i != config_.server_index && !member_joined_[i]) return;  // not everyone is here to say
   }
+  std::uint64_t silent = local_finished_ ? UINT64_MAX : silence_();
   for (const auto& c : connections_) {
     if (c->closed || c->done || c->state != Connection::State::joined) continue;
     silent = std::min(silent, c->silent_ms == UINT64_MAX ? 0 : c->silent_ms);
   }
-  if (silent < static_cast<std::uint64_t>(config_.stall_timeout.count())) return;
+  if (silent == UINT64_MAX || silent < static_cast<std::uint64_t>(config_.stall_timeout.count())) return;
   PeerEvent event;
   event.kind = PeerEventKind::stalled;
   event.server_id = config_.server_ids.at(config_.server_index);
@@ -309,11 +332,13 @@ void PeerAgent::check_stall() {
   stop_job(event, false, nullptr);
 }
 
-// A member that has not joined yet says so while the job runs, so that a
-// wrong MASTER_ADDR or a hub that never came up is seen long before the
-// wait timeout.
+// While the job runs, servers not joined yet are named, by the hub and by
+// a member: a wrong MASTER_ADDR, or a server that never came up, is seen
+// long before the wait timeout.
 void PeerAgent::say_not_joined(Clock::time_point now) {
-  if (joined_ || stopping_ || local_finished_ || now < next_join_line_) return;
+  if (stopping_ || local_finished_ || now < next_join_line_) return;
+  const bool missing = config_.hub ? std::count(member_joined_.begin(), member_joined_.end(), false) > 1 : !joined_;
+  if (!missing) return;
   next_join_line_ = now + join_line_period;
   on_notice_(fmt::format("not joined yet: {}; waited {} of {}", waiting_for(),
                          seconds_text(std::chrono::duration_cast<milliseconds>(now - started_)),
@@ -322,18 +347,24 @@ void PeerAgent::say_not_joined(Clock::time_point now) {
 }
 
 void PeerAgent::update_waiting_for() {
+  // After a stop, the agents wait a while (lingered()) only to tell it to
+  // those not there yet; before, until the wait timeout.
+  const std::string limit = stopping_
+                                ? fmt::format("to tell it of the stop, for at most {} after it",
+                                              seconds_text(std::min(stop_linger, config_.connect_timeout)))
+                                : fmt::format("giving up {} after the start", seconds_text(config_.connect_timeout));
   std::string text;
   if (!config_.hub) {
     text = fmt::format("the agent of rank 0's server at {}:{}", config_.hub_address, config_.port);
     if (!joined_) {
-      text += fmt::format(" (not reached{}; giving up {} after the start)",
-                          last_connect_error_.empty() ? "" : ": " + last_connect_error_,
-                          seconds_text(config_.connect_timeout));
+      text += fmt::format(" (not reached{}; {})", last_connect_error_.empty() ? "" : ": " + last_connect_error_, limit);
     }
   } else {
     std::vector<std::string> waiting;
+    bool unjoined = false;
     for (std::uint32_t i = 0; i < member_joined_.size(); ++i) {
       if (i == config_.server_index || member_done_[i]) continue;
+      unjoined = unjoined || !member_joined_[i];
       waiting.push_back(fmt::format("{} ({})", config_.server_ids[i], member_joined_[i] ? "running" : "not joined"));
     }
     constexpr std::size_t shown = 8;
@@ -341,6 +372,7 @@ void PeerAgent::update_waiting_for() {
     for (std::size_t i = 0; i < waiting.size() && i < shown; ++i) text += (i > 0 ? ", " : "") + waiting[i];
     if (waiting.size() > shown) text += fmt::format(" and {} more", waiting.size() - shown);
     if (waiting.empty()) text = "the other servers";
+    if (unjoined) text += fmt::format(" ({})", limit);
   }
   std::lock_guard<std::mutex> lock(mutex_);
   waiting_for_ = std::move(text);
@@ -377,7 +409,7 @@ bool PeerAgent::done() const {
 }
 
 bool PeerAgent::lingered(std::chrono::steady_clock::time_point now) const {
-  return now - stopped_at_ >= std::min(config_.peer_timeout, config_.connect_timeout);
+  return now - stopped_at_ >= std::min(stop_linger, config_.connect_timeout);
 }
 
 void PeerAgent::flush_before_exit() {
@@ -426,7 +458,6 @@ void PeerAgent::poll_once() {
         if (!connect_finished(c.fd.get(), error)) {
           last_connect_error_ = error;
           drop(c, "");
-          next_connect_ = Clock::now() + milliseconds(200);
           continue;
         }
         c.state = Connection::State::handshake;

@@ -137,6 +137,9 @@ class PeerAgent {
   std::chrono::steady_clock::time_point started_;
   std::chrono::steady_clock::time_point next_heartbeat_;
   std::chrono::steady_clock::time_point next_connect_;
+  std::chrono::milliseconds reconnect_delay_{200};  // member: after the hub answered and let go
+  std::chrono::steady_clock::time_point last_refusal_line_{};
+  std::size_t refusals_unsaid_ = 0;
   std::string last_connect_error_;
 
   mutable std::mutex mutex_;  // guards the commands, stop_event_ and waiting_for_

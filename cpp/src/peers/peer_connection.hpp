@@ -14,6 +14,13 @@
 
 namespace davincirun::detail {
 
+/// A member tries to reach the hub again after first_reconnect_delay while
+/// nobody listens (the hub is starting); one the hub answered and let go
+/// before it joined (refused, cut off) waits twice as long each time, up to
+/// max_reconnect_delay: never a busy loop against the hub.
+inline constexpr std::chrono::milliseconds first_reconnect_delay{200};
+inline constexpr std::chrono::milliseconds max_reconnect_delay{5'000};
+
 /// "2.0 s": a duration in the agent's messages.
 inline std::string seconds_text(std::chrono::milliseconds ms) {
   return fmt::format("{:.1f} s", static_cast<double>(ms.count()) / 1000.0);

@@ -45,6 +45,10 @@ std::string encode_heartbeat(const PeerHeartbeat& h) { return encode(h); }
 
 PeerHeartbeat decode_heartbeat(std::string_view payload) { return decoded<PeerHeartbeat>("heartbeat", payload); }
 
+std::string encode_refusal(const PeerRefusal& r) { return encode(r); }
+
+PeerRefusal decode_refusal(std::string_view payload) { return decoded<PeerRefusal>("refusal", payload); }
+
 std::optional<RawPeerFrame> PeerFrameParser::next() {
   if (buffered() < peer_header_bytes) return std::nullopt;
   const std::string_view head(buffer_.data() + start_, peer_header_bytes);

@@ -46,8 +46,9 @@ enum class PeerFrame : std::uint8_t {
   heartbeat = 4,  ///< both ways: PeerHeartbeat
   event = 5,      ///< member → hub: something happened here; hub → member: stop (PeerEvent)
   done = 6,       ///< member → hub: every process of that server exited 0
+  refused = 7,    ///< hub → member: why it may not join (its server joined already); then the hub closes
 };
-DAVINCIRUN_ENUM_NAMES_FROM(PeerFrame, 1, "challenge", "hello", "welcome", "heartbeat", "event", "done");
+DAVINCIRUN_ENUM_NAMES_FROM(PeerFrame, 1, "challenge", "hello", "welcome", "heartbeat", "event", "done", "refused");
 
 /// What happened, in a PeerEvent.
 enum class PeerEventKind : std::uint8_t {
@@ -99,12 +100,20 @@ constexpr auto fields_of(const PeerHeartbeat*) {
   return std::make_tuple(field("silent_ms", &PeerHeartbeat::silent_ms));
 }
 
+/// Why the hub refuses a member (PeerFrame::refused).
+struct PeerRefusal {
+  std::string reason;  ///< "server 10.0.0.12 has joined already"
+};
+constexpr auto fields_of(const PeerRefusal*) { return std::make_tuple(field("reason", &PeerRefusal::reason)); }
+
 std::string encode_event(const PeerEvent& event);
 PeerEvent decode_event(std::string_view payload);
 std::string encode_hello(const PeerHello& hello);
 PeerHello decode_hello(std::string_view payload);
 std::string encode_heartbeat(const PeerHeartbeat& heartbeat);
 PeerHeartbeat decode_heartbeat(std::string_view payload);
+std::string encode_refusal(const PeerRefusal& refusal);
+PeerRefusal decode_refusal(std::string_view payload);
 
 /// A frame that is malformed (bad magic, version, type or length) or fails
 /// its tag: the connection is closed, with this message in the log.

@@ -42,7 +42,13 @@ void PeerAgent::hub_frame(Connection& c, const RawPeerFrame& f) {
       throw PeerProtocolError(
           fmt::format("it says it is server {} (index {}), which this job's table does not have", hello.server_id, i));
     }
-    if (member_joined_[i]) throw PeerProtocolError(fmt::format("server {} has joined already", hello.server_id));
+    if (member_joined_[i]) {
+      // The same server started twice (two pods, two copies of a job):
+      // authenticated, so it is told why, and gives up instead of retrying.
+      const std::string why = fmt::format("server {} has joined already", hello.server_id);
+      send(c, PeerFrame::refused, encode_refusal({why}));
+      throw PeerProtocolError(why);
+    }
     member_joined_[i] = true;
     c.server_index = i;
     c.state = Connection::State::joined;
@@ -75,9 +81,9 @@ void PeerAgent::hub_frame(Connection& c, const RawPeerFrame& f) {
 void PeerAgent::member_connect() {
   std::string error;
   UniqueFd fd = connect_to(config_.hub_address, config_.port, error);
+  next_connect_ = Clock::now() + first_reconnect_delay;  // while nobody listens: soon again
   if (!fd) {
     last_connect_error_ = error;
-    next_connect_ = Clock::now() + milliseconds(200);
     return;
   }
   auto c = std::make_unique<Connection>(std::move(fd), config_.job_key, 'M',
@@ -104,10 +110,22 @@ void PeerAgent::member_frame(Connection& c, const RawPeerFrame& f) {
     return;
   }
   if (c.state == Connection::State::welcoming) {
+    if (f.type == PeerFrame::refused) {
+      // A final answer: trying again would be refused again.
+      PeerEvent event;
+      event.kind = PeerEventKind::unreachable;
+      event.server_id = config_.server_ids.at(config_.hub_index);
+      event.detail =
+          fmt::format("refused this server: {} (is the same server started twice?)", decode_refusal(f.payload).reason);
+      drop(c, "");
+      stop_job(event, false, nullptr);
+      return;
+    }
     if (f.type != PeerFrame::welcome) throw PeerProtocolError("expected a welcome");
     c.state = Connection::State::joined;
     c.joined_at = Clock::now();
     joined_ = true;
+    reconnect_delay_ = first_reconnect_delay;
     next_heartbeat_ = Clock::now();  // the hub hears this server's silence at once
     on_notice_(fmt::format("joined the agents of the job at {}, the server of rank 0 ({} after start)", c.peer,
                            seconds_text(std::chrono::duration_cast<milliseconds>(Clock::now() - started_))),

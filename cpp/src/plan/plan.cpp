@@ -180,6 +180,8 @@ LoadedRankTable load_completed_table(const LaunchOptions& options, const Environ
   RankTableLoadOptions load;
   load.wait_timeout = options.wait_timeout;
   load.progress = options.progress;
+  load.no_wait_setting = options.no_wait_setting;
+  load.stop_name = options.supervisor.stop_request_name;
   load.keep_waiting = options.keep_waiting;
   LoadedRankTable loaded = wait_for_rank_table(path, load);
   if (loaded.table.status != "completed") {

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/edit_distance.hpp"
+
 namespace davincirun::detail {
 
 /// The directories of `path_list` (a PATH value) in order, an empty entry
@@ -17,12 +19,6 @@ std::vector<std::string> path_directories(const std::string& path_list);
 
 /// `path` is a regular file (after symlinks) this process may execute.
 bool is_executable_file(const std::string& path);
-
-/// The edit distance between `a` and `b` (insertions, deletions,
-/// substitutions and swaps of two neighbouring characters, each 1: the
-/// optimal string alignment distance), or `limit` + 1 when it is larger
-/// than `limit`.
-std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t limit);
 
 /// Up to `count` executables in the directories of `path_list` (a PATH
 /// value) whose names are at most 2 edits from `name`: the nearest first,

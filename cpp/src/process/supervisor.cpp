@@ -219,15 +219,15 @@ void Supervisor::wait_and_dispatch(std::uint64_t& round_bytes) {
 
 JobResult Supervisor::result() const {
   JobResult result;
-  result.stop_reason = stop_reason_;
-  result.stopped_in = stopped_in_;
-  result.stop_detail = stop_why_;
-  result.peer_stop = peer_stop_;
-  if (stop_reason_ == StopReason::signaled) {
-    result.stop_signal = stop_signal_;
-    result.stop_signal_origin = signal_origin_;
+  result.stop_reason = stop_.reason;
+  result.stopped_in = stop_.in;
+  result.stop_detail = stop_.why;
+  result.peer_stop = stop_.peer;
+  if (stop_.reason == StopReason::signaled) {
+    result.stop_signal = stop_.signal;
+    result.stop_signal_origin = stop_.origin;
   }
-  result.first_failure = first_failure_;
+  result.first_failure = stop_.first_failure;
   result.leftover_processes_killed = leftovers_killed_;
   result.tracking = tracking_;
   result.tracking_fallback = tracking_fallback_;

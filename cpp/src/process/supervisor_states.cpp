@@ -79,7 +79,7 @@ void Supervisor::on(const Event& event) {
     case JobAnswer::stop:
     case JobAnswer::escalate: break;
   }
-  const bool names = stop_reason_ == StopReason::none;
+  const bool names = stop_.reason == StopReason::none;
   if (names) begin_stop(event);
   if (cell.next != from) {
     enter(cell.next, event);
@@ -90,21 +90,22 @@ void Supervisor::on(const Event& event) {
   // Told once this server's SIGTERMs are out: the peer channel then reads
   // the failed rank's log for its root cause.
   if (cell.tells_peers && names && link_.local_stop) {
-    link_.local_stop(stop_reason_, first_failure_ ? &ranks_->ranks[*first_failure_].result : nullptr, stop_why_);
+    link_.local_stop(stop_.reason, stop_.first_failure ? &ranks_->ranks[*stop_.first_failure].result : nullptr,
+                     stop_.why);
   }
 }
 
 // The first event of a stop names it, for the record and the notices.
 void Supervisor::begin_stop(const Event& e) {
-  stop_reason_ = reason_of(e.kind);
-  stopped_in_ = state();
-  if (e.kind == JobEvent::rank_failed) first_failure_ = e.rank;
-  if (e.peer) peer_stop_ = e.peer;
+  stop_.reason = reason_of(e.kind);
+  stop_.in = state();
+  if (e.kind == JobEvent::rank_failed) stop_.first_failure = e.rank;
+  if (e.peer) stop_.peer = e.peer;
   if (e.kind == JobEvent::engine_signal) {
-    stop_signal_ = e.signal;
-    signal_origin_ = e.origin;
+    stop_.signal = e.signal;
+    stop_.origin = e.origin;
   }
-  stop_why_ = e.why.empty() ? describe_event(e) : e.why;
+  stop_.why = e.why.empty() ? describe_event(e) : e.why;
 }
 
 std::string Supervisor::describe_event(const Event& e) const {
@@ -162,7 +163,7 @@ void Supervisor::enter_stopping(const Event& cause) {
   const bool failure = cause.kind == JobEvent::rank_failed;
   const detail::RankSet::Reached reached = ranks_->terminate_running();
   if (reached.none()) {
-    log_notice(stop_why_ + (failure ? "; no other rank is running" : ": no rank is running"));
+    log_notice(stop_.why + (failure ? "; no other rank is running" : ": no rank is running"));
     return;
   }
   clocks_->kill_deadline = Clock::now() + options_.grace_period;
@@ -172,9 +173,9 @@ void Supervisor::enter_stopping(const Event& cause) {
   const std::string whom =
       reached.ranks == 0 ? std::string("the scheduler")
                          : fmt::format("{} rank(s){}", reached.ranks, reached.scheduler ? " and the scheduler" : "");
-  log_notice(fmt::format("{}{}{} (SIGTERM); {}", stop_why_,
+  log_notice(fmt::format("{}{}{} (SIGTERM); {}", stop_.why,
                          failure && reached.ranks > 0 ? "; stopping the other " : ": stopping ", whom,
-                         detail::kill_hint(options_.grace_period, asker(), stop_reason_ == StopReason::requested)));
+                         detail::kill_hint(options_.grace_period, asker(), stop_.reason == StopReason::requested)));
 }
 
 void Supervisor::enter_killing(const Event& cause) {
@@ -220,7 +221,7 @@ void Supervisor::enter_waiting() {
     clocks_->servers_done = true;  // a job of one server has nobody to wait for
     return;
   }
-  bool success = stop_reason_ == StopReason::none;
+  bool success = stop_.reason == StopReason::none;
   for (const auto& r : ranks_->ranks) success = success && r.result.status.success();
   link_.local_done(success);
   clocks_->next_wait_line = Clock::now() + first_wait_line;
@@ -368,21 +369,23 @@ void Supervisor::report_still_running() {
   const auto left = std::chrono::ceil<milliseconds>(*clocks_->kill_deadline - Clock::now());
   log_notice(fmt::format(
       "still running {:g} s after SIGTERM: {}; {}", std::chrono::duration<double>(detail::stop_report_delay).count(),
-      detail::describe_running(running), detail::kill_hint(left, asker(), stop_reason_ == StopReason::requested)));
+      detail::describe_running(running), detail::kill_hint(left, asker(), stop_.reason == StopReason::requested)));
 }
 
 void Supervisor::say_waiting() {
   const auto waited = std::chrono::duration_cast<milliseconds>(Clock::now() - clocks_->entered);
   const std::string request = asker();
-  log_notice(fmt::format("this server's ranks are done; waiting for {} ({} so far){}",
-                         link_.waiting_for ? link_.waiting_for() : std::string("the other servers"),
-                         seconds_text(waited), request.empty() ? "" : "; " + request + " stops the job"),
-             true);
+  log_notice(
+      fmt::format("{}; waiting for {}; waited {}{}",
+                  stop_.reason == StopReason::none ? "this server's ranks are done" : "this server's job is stopped",
+                  link_.waiting_for ? link_.waiting_for() : std::string("the other servers"), seconds_text(waited),
+                  request.empty() ? "" : "; " + request + " stops the job"),
+      true);
 }
 
 // Who can still ask for a stop: nobody once the launcher is gone.
 std::string Supervisor::asker() const {
-  return stop_reason_ == StopReason::launcher_gone ? std::string() : options_.stop_request_name;
+  return stop_.reason == StopReason::launcher_gone ? std::string() : options_.stop_request_name;
 }
 
 void Supervisor::log_notice(const std::string& text, bool info) {

@@ -13,11 +13,14 @@
 #include <cstring>
 #include <memory>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "davincirun/unique_fd.hpp"
+#include "rank_table/rank_table_absence.hpp"
 #include "rank_table/rank_table_checker.hpp"
 
 namespace davincirun {
@@ -26,6 +29,8 @@ namespace {
 
 using Kind = RankTableError::Kind;
 using Clock = std::chrono::steady_clock;
+// keep_waiting is called at least this often while waiting.
+constexpr std::chrono::milliseconds keep_waiting_slice{50};
 using std::chrono::milliseconds;
 
 constexpr std::size_t max_file_bytes = std::size_t{64} << 20;  // real ones: a few KiB per server
@@ -84,15 +89,45 @@ std::string seconds(milliseconds duration) {
   return fmt::format("{:g} s", std::chrono::duration<double>(duration).count());
 }
 
+// What is absent, for the words that say what is there instead.
+enum class Absent { nothing, file, table_in_dir };
+
 // One look at the table: either it is usable, or why not yet (a state worth
 // waiting on). Any other problem is thrown.
 struct Attempt {
   std::optional<LoadedRankTable> loaded;
-  std::string file;                     // the file looked at (path_or_dir when none was found)
-  std::string state;                    // e.g. "its status is still 'initializing'"
-  Kind kind = Kind::io;                 // of the error to throw if the wait ends in this state
-  std::optional<RankTableError> error;  // what to throw when not waiting
+  std::string file;                 // the file looked at (path_or_dir when none was found)
+  std::string state;                // e.g. "its status is still 'initializing'"
+  Absent absent = Absent::nothing;  // with state, when the file or the table is not there
+  Kind kind = Kind::io;             // of the error to throw if the wait ends in this state
 };
+
+// The state, and for a missing file or table what is there instead: read
+// only when said, as a large folder takes a while to list.
+std::string described(const Attempt& seen) {
+  switch (seen.absent) {
+    case Absent::file: return seen.state + detail::absent_file_note(seen.file);
+    case Absent::table_in_dir: {
+      const std::vector<std::string_view> wanted(std::begin(table_names), std::end(table_names));
+      return seen.state + detail::directory_note(seen.file, wanted);
+    }
+    case Absent::nothing: break;
+  }
+  return seen.state;
+}
+
+// The error of a table found absent with waiting off.
+RankTableError absence_error(const Attempt& seen) {
+  if (seen.absent == Absent::table_in_dir) {
+    return RankTableError(Kind::io, seen.file, std::nullopt, "no rank table in this directory: " + described(seen));
+  }
+  if (seen.absent == Absent::file) {
+    return RankTableError(
+        Kind::io, seen.file, std::nullopt,
+        fmt::format("cannot open the rank table: {}{}", std::strerror(ENOENT), detail::absent_file_note(seen.file)));
+  }
+  throw std::logic_error("wait_for_rank_table: no table and no error");
+}
 
 Attempt attempt(const std::string& path_or_dir, bool waiting) {
   Attempt out;
@@ -106,7 +141,7 @@ Attempt attempt(const std::string& path_or_dir, bool waiting) {
     });
     if (found == std::end(table_names)) {
       out.state = fmt::format("neither {} nor {} exists in the directory", table_names[0], table_names[1]);
-      out.error = RankTableError(Kind::io, path_or_dir, std::nullopt, "no rank table in this directory: " + out.state);
+      out.absent = Absent::table_in_dir;
       return out;
     }
     out.file = dir + *found;
@@ -114,7 +149,7 @@ Attempt attempt(const std::string& path_or_dir, bool waiting) {
   const std::optional<std::string> text = read_if_exists(out.file);
   if (!text) {
     out.state = "it does not exist";
-    out.error = io_error(out.file, "cannot open the rank table", ENOENT);
+    out.absent = Absent::file;
     return out;
   }
   try {
@@ -167,30 +202,46 @@ LoadedRankTable wait_for_rank_table(const std::string& path_or_dir, const RankTa
   const milliseconds timeout = std::max(options.wait_timeout, milliseconds(0));
   const milliseconds interval = std::max(options.retry_interval, milliseconds(1));
   const bool waiting = timeout > milliseconds(0);
+  if (const std::optional<std::string> missing = detail::missing_folder(path_or_dir)) {
+    throw RankTableError(Kind::io, path_or_dir, std::nullopt,
+                         fmt::format("cannot open the rank table: {}{}", *missing,
+                                     waiting ? "; not waited for, as a platform writes its table into a folder "
+                                               "that exists"
+                                             : ""));
+  }
   const auto start = Clock::now();
   const auto deadline = start + timeout;
   auto next_progress = start;
-  for (;;) {
+  for (bool first_look = true;; first_look = false) {
     Attempt seen = attempt(path_or_dir, waiting);
     if (seen.loaded) return std::move(*seen.loaded);
-    if (!waiting) {
-      if (seen.error) throw *seen.error;
-      throw std::logic_error("wait_for_rank_table: no table and no error");
-    }
+    if (!waiting) throw absence_error(seen);
     const auto now = Clock::now();
     if (now >= deadline) {
       throw RankTableError(
           seen.kind, seen.file, std::nullopt,
-          fmt::format("timed out after {} waiting for the rank table: {}", seconds(timeout), seen.state));
+          fmt::format("timed out after {} waiting for the rank table: {}", seconds(timeout), described(seen)));
     }
-    const auto left = std::chrono::duration_cast<milliseconds>(deadline - now);
-    if (options.progress && now >= next_progress) {
-      const auto left_s = (left.count() + 999) / 1000;  // rounded up: "0 s" would read as over
-      options.progress(fmt::format("waiting for rank table {}: {}; giving up in {} s", seen.file, seen.state, left_s));
+    // The first line comes with the second look, not the first: a table a
+    // platform rewrites at that moment (truncated, then written, within
+    // milliseconds) is found whole by the next look and nothing is said,
+    // while one still missing a look later (a mistyped name, a platform
+    // still starting) is reported within retry_interval.
+    if (options.progress && !first_look && now >= next_progress) {
+      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - start).count();
+      options.progress(fmt::format("waiting for rank table {}: {}; waited {} s of {}; {} stops, {} does not wait",
+                                   seen.file, described(seen), waited, seconds(timeout), options.stop_name,
+                                   options.no_wait_setting));
       next_progress = now + std::max(options.progress_interval, milliseconds(1));
     }
-    if (options.keep_waiting) options.keep_waiting();
-    std::this_thread::sleep_for(std::min(interval, left));
+    // The pause before the next look, in slices: a stop request is answered
+    // within one slice, not a whole retry_interval.
+    const auto next_look = std::min(now + interval, deadline);
+    do {
+      if (options.keep_waiting) options.keep_waiting();
+      std::this_thread::sleep_for(
+          std::min(keep_waiting_slice, std::chrono::duration_cast<milliseconds>(next_look - Clock::now())));
+    } while (Clock::now() < next_look);
   }
 }
 

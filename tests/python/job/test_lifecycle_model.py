@@ -63,7 +63,8 @@ def run_case(key, directory):
 
 
 def key_id(key):
-    return "%s: %s in %s" % key
+    topology, state, event = key
+    return "%s: %s in %s" % (topology, event, state)
 
 
 @pytest.fixture(scope="module")

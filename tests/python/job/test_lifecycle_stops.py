@@ -4,7 +4,8 @@ done and that waits for an absent rank 0's server is stopped by SIGTERM,
 by SIGINT, by two SIGINTs and by SIGKILL of davincirun, each leaving
 nothing behind and its devices free within a second; a davincirun started
 with SIGINT ignored (a script's background job) still stops on SIGINT;
-nohup's SIGHUP stays ignored; a stop while waiting for the rank table."""
+nohup's SIGHUP stays ignored; a stop while waiting for the rank table; a
+SIGINT during the job timeout's stop leaves the timeout's exit status."""
 
 import os
 import signal
@@ -162,3 +163,61 @@ def test_a_stop_while_waiting_for_the_rank_table_ends_the_wait(scenario, signo):
     assert launch.ended - sent < 1.5
     assert "while waiting for the rank table: nothing was started" in launch.text(), launch.text()
     assert s.left() == []
+
+
+def test_a_sigint_after_the_job_timeout_keeps_the_timeouts_exit_status(scenario):
+    # The first stop names the job's end, its exit status too: the SIGINT
+    # that comes while the timeout's stop goes on kills at once, and the
+    # status stays summary.json's 124.
+    s = scenario()
+    launch = s.start("ignore", "--job-timeout", "1", "--grace-period", "20")
+    assert launch.wait_for_state("stopping"), launch.text()
+    launch.signal(signal.SIGINT)
+    assert launch.wait(timeout=15) == 124, launch.text()
+    summary = launch.summary()
+    assert (summary["stop_reason"], summary["exit_code"]) == ("timed_out", 124)
+    assert all(r["killed_by_launcher"] for r in summary["ranks"])
+    assert "stopping -> killing on stop_request" in launch.journal()
+    assert s.wait_all_gone() == []
+
+
+def test_a_member_stopped_before_any_hub_came_ends_within_a_second(scenario):
+    # One Ctrl-C while its ranks run: it tells rank 0's server for at most a
+    # second (one already starting would join in that time), then ends.
+    s = scenario(SERVERS)
+    member = s.start("working", "--wait-timeout", "60", server=1)
+    assert member.wait_for(" up")
+    sent = time.monotonic()
+    member.signal(signal.SIGINT)
+    assert member.wait(timeout=15) == 130, member.text()
+    assert member.ended - sent < 2.0, member.text()
+    assert s.wait_all_gone() == [] and s.devices_free(server=1)
+
+
+def test_a_failure_before_any_hub_came_is_reported_within_a_second(scenario):
+    s = scenario(SERVERS)
+    member = s.start("fail1", "--wait-timeout", "60", server=1, seconds=0.3)
+    assert member.wait(timeout=15) == 3, member.text()
+    assert member.ended - member.started < 3.0, member.text()
+    assert "ValueError: rank 1 broke on purpose" in member.text()
+
+
+def test_the_hub_names_the_servers_that_have_not_joined(scenario):
+    s = scenario(SERVERS)
+    hub = s.start("working", "--wait-timeout", "60", server=0)
+    assert hub.wait_for("peers: not joined yet: server 127.0.0.2 (not joined) (giving up 60.0 s after the start)",
+                        timeout=10), hub.text()
+    hub.signal(signal.SIGINT)
+    assert hub.wait(timeout=15) == 130
+
+
+def test_a_member_silent_while_the_hub_waits_for_it_stalls_the_job(scenario):
+    # Rank 0's server is done; the other hangs silently (a last barrier): the hub still watches it.
+    s = scenario(SERVERS)
+    hub = s.start("exit", "--stall-timeout", "1.5", server=0, seconds=0.2)
+    member = s.start("quiet", "--stall-timeout", "1.5", server=1)
+    assert hub.wait(timeout=30) == 124, hub.text()
+    assert member.wait(timeout=30) == 124, member.text()
+    assert (hub.summary()["stop_reason"], hub.summary()["stopped_in"]) == ("stalled", "waiting_for_servers")
+    assert member.summary()["stop_reason"] == "stalled"
+    assert s.wait_all_gone() == []

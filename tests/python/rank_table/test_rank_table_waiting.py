@@ -1,6 +1,8 @@
 """Waiting for a rank table: a file still being written is waited for, one
 that is finished but broken fails at once (not after the 300 s wait),
-naming the file, line and column."""
+naming the file, line and column; a path whose folder does not exist fails
+at once, and a misspelled file is waited for with lines naming the name
+alike and how not to wait, in the front end's words."""
 
 import json
 import shutil
@@ -11,7 +13,7 @@ import time
 
 import pytest
 
-from davincirunsdk import RankTableError
+from davincirunsdk import RankTableError, start_and_wait_distributed_train
 from davincirunsdk.rank_table import generate_rank_table
 
 DAVINCIRUN = shutil.which("davincirun")
@@ -77,10 +79,11 @@ def test_a_table_written_in_two_halves_is_waited_for(tmp_path):
     table = tmp_path / "hccl.json"
     half = TABLE.index('"device_id": "1"') + 8  # inside a key
     table.write_text(TABLE[:half])
-    # Another process finishes the file while davincirun waits.
+    # Another process finishes the file while davincirun waits, after the
+    # second look (1 s in), which prints the first waiting line.
     writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
         import sys, time
-        time.sleep(1.5)
+        time.sleep(2.5)
         with open(sys.argv[1], "a") as f:
             f.write(sys.argv[2])
         """), str(table), TABLE[half:]])
@@ -94,4 +97,67 @@ def test_a_table_written_in_two_halves_is_waited_for(tmp_path):
     assert "davincirun: waiting for rank table %s: it is not valid JSON yet (not valid JSON at line" % table \
         in proc.stderr
     assert 1.0 < took < 50
+    assert "; waited 1 s of 60 s; Ctrl-C stops, --wait-timeout 0 does not wait" in proc.stderr
     assert "rank 1" in proc.stdout
+
+
+@needs_cli
+def test_a_missing_folder_fails_at_once_from_the_cli(tmp_path):
+    (tmp_path / "tables").mkdir()
+    path = tmp_path / "tabels" / "hccl.json"
+    start = time.monotonic()
+    proc = dry_run(path, tmp_path)  # the default wait: 300 s
+    assert time.monotonic() - start < 30
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        "davincirun: unusable rank table: {path}: cannot open the rank table: the folder {tmp}/tabels does not exist "
+        "(the nearest that exists is {tmp}; did you mean {tmp}/tables?); not waited for, as a platform writes its "
+        "table into a folder that exists\n".format(path=path, tmp=tmp_path))
+
+
+@needs_cli
+def test_a_misspelled_table_is_waited_for_naming_the_name_alike(tmp_path):
+    (tmp_path / "hccl.json").write_text(TABLE)
+    path = tmp_path / "hcl.json"
+    start = time.monotonic()
+    proc = dry_run(path, tmp_path, "--wait-timeout", "3")
+    assert time.monotonic() - start < 30
+    assert proc.returncode == 2
+    lines = proc.stderr.splitlines()
+    # The first line one second in (the second look), and no other before the end.
+    assert lines == [
+        "davincirun: waiting for rank table %s: it does not exist (did you mean 'hccl.json'?); waited 1 s of 3 s; "
+        "Ctrl-C stops, --wait-timeout 0 does not wait" % path,
+        "davincirun: unusable rank table: %s: timed out after 3 s waiting for the rank table: it does not exist "
+        "(did you mean 'hccl.json'?)" % path,
+    ]
+
+
+def test_python_names_its_own_keyword_for_not_waiting(tmp_path, monkeypatch, capsys):
+    (tmp_path / "hccl.json").write_text(TABLE)
+    path = tmp_path / "hcl.json"
+    monkeypatch.setenv("RANK_TABLE_FILE", str(path))
+    monkeypatch.delenv("RANK_TABLE_FILE_V_1_0", raising=False)
+    line = ("[davincirun] waiting for rank table %s: it does not exist (did you mean 'hccl.json'?); waited 1 s of 2 s; "
+            "Ctrl-C stops, wait_timeout=0 does not wait\n" % path)
+    with pytest.raises(RankTableError, match=r"timed out after 2 s .*\(did you mean 'hccl.json'\?\)") as info:
+        generate_rank_table(wait_timeout=2)
+    assert info.value.kind == "io" and info.value.source == str(path)
+    assert capsys.readouterr().err == line
+    # A launch says the same (the table is read before anything starts).
+    with pytest.raises(RankTableError, match="timed out after 2 s"):
+        start_and_wait_distributed_train(["true"], log_dir=str(tmp_path / "log"), rank_table=str(path),
+                                         output_notebook=False, wait_timeout=2)
+    assert capsys.readouterr().err == line
+    assert not (tmp_path / "log").exists()
+
+
+def test_a_missing_folder_fails_at_once_from_python(tmp_path):
+    start = time.monotonic()
+    with pytest.raises(RankTableError) as info:
+        start_and_wait_distributed_train(["true"], log_dir=str(tmp_path / "log"),
+                                         rank_table=str(tmp_path / "nope" / "hccl.json"), output_notebook=False)
+    assert time.monotonic() - start < 30
+    assert info.value.kind == "io"
+    assert "the folder %s/nope does not exist (the nearest that exists is %s)" % (tmp_path, tmp_path) \
+        in str(info.value)

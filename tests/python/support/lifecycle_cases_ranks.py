@@ -228,6 +228,18 @@ def _(s):
     ended(s, launch, 0, "none", journal=["waiting_for_servers -> done on servers_done"])
 
 
+@case("draining", "repeated_stop_request")
+def _(s):
+    # Stopped by a first Ctrl-C, the ranks gone, held in draining: a second one ends it.
+    launch = s.start("working", hold="draining:4000")
+    ranks_up(launch)
+    launch.signal(signal.SIGINT)
+    assert launch.wait_for_state("draining"), launch.text()
+    since = deliver(s, launch, "stop_request")
+    ended(s, launch, 130, "requested", stopped_in="running", within=PROMPT, since=since,
+          journal=["draining -> done on repeated_stop_request"])
+
+
 # --- Done: the result is out; what comes later changes nothing.
 
 

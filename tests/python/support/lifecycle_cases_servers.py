@@ -100,6 +100,19 @@ for event in ("peer_failed", "peer_stopped", "peer_lost", "peer_never_joined"):
         assert s.wait_all_gone() == []
 
 
+@case("waiting_for_servers", "repeated_stop_request", "two servers")
+def _(s):
+    # Stopped by Ctrl-C before the other server joined, the hub waits for it
+    # to learn the stop (up to the peer timeout, 30 s); a second Ctrl-C ends the wait.
+    a = s.start("working", server=A)
+    ranks_up(a, 1)
+    a.signal(signal.SIGINT)
+    assert a.wait_for_state("waiting_for_servers"), a.text()
+    since = deliver(s, a, "stop_request")
+    ended(s, a, 130, "requested", stopped_in="running", within=PROMPT, since=since,
+          journal=["waiting_for_servers -> done on repeated_stop_request"])
+
+
 @case("waiting_for_servers", "servers_done", "two servers")
 def _(s):
     a, b = pair(s, "exit", "exit", seconds_a=0.2, seconds_b=1.5)
@@ -214,3 +227,11 @@ def _(s):
     since = deliver(s, launch, "stop_request")
     summary = ended(s, launch, 130, "requested", stopped_in="draining", within=PROMPT, since=since)
     assert scheduler(summary)["exit_code"] == 0
+
+
+@case("waiting_for_servers", "stall", "two servers")
+def _(s):
+    # The hub's ranks are done; the other server's hang silently: the hub still watches them.
+    a, b = pair(s, "exit", "quiet", "--stall-timeout", "1.5", seconds_a=0.2)
+    ended(s, a, 124, "stalled", stopped_in="waiting_for_servers", journal=["waiting_for_servers -> done on stall"])
+    assert b.wait(timeout=20) == 124, b.text()
