@@ -78,10 +78,11 @@ std::string enum_choices(const char* last = " or ") {
 
 }  // namespace davincirun
 
-/// Declares the names of `Enum`'s values 0, 1, ... and its to_string().
+/// Declares the names of `Enum`'s values 0, 1, ... and its to_string()
+/// (maybe unused: an enum of one file may need only the wire's range check).
 #define DAVINCIRUN_ENUM_NAMES(Enum, ...) DAVINCIRUN_ENUM_NAMES_FROM(Enum, 0, __VA_ARGS__)
 
 /// The same for an enum whose first value is `first_value`.
 #define DAVINCIRUN_ENUM_NAMES_FROM(Enum, first_value, ...)                                                             \
   constexpr auto davincirun_enum_names(Enum) { return ::davincirun::make_enum_names<Enum>(first_value, __VA_ARGS__); } \
-  inline const char* to_string(Enum value) noexcept { return ::davincirun::enum_name(value); }
+  [[maybe_unused]] inline const char* to_string(Enum value) noexcept { return ::davincirun::enum_name(value); }
