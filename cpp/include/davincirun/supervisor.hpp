@@ -49,7 +49,7 @@ struct RankLaunch {
 
 /// One line on what stopped the job from another server: "rank 5 on server
 /// 10.0.0.12 failed with exit code 1", "server 10.0.0.12 was stopped (stop
-/// requested)", "server 10.0.0.12 was lost: ...", "the job stalled: ..."
+/// requested)", "server 10.0.0.12 was lost 4.2 s after the agents met: ...", "the job stalled: ..."
 /// (`reason`: peer_failed, peer_stopped, peer_lost or stalled).
 std::string describe(StopReason reason, const PeerStop& stop);
 

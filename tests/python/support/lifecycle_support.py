@@ -7,6 +7,7 @@ left, and its devices are free for the next job."""
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -209,9 +210,18 @@ class Launch:
             self.proc.wait()
 
 
+def free_port():
+    """A TCP port no listener holds now (the kernel's pick)."""
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
 class Scenario:
     """The processes, devices and files of one scenario: a marker every
-    process of its jobs carries, a lock directory of its own, its table."""
+    process of its jobs carries, a lock directory of its own, its table,
+    and a peer port of its own (ports derived from the job id may meet
+    when scenarios run side by side)."""
 
     def __init__(self, directory, servers=("127.0.0.1",), devices=1, subnet=None):
         self.directory = directory
@@ -226,6 +236,7 @@ class Scenario:
         with open(self.script, "w") as f:
             f.write(RANKS)
         self.launches = []
+        self.peer_port = free_port()
 
     def env(self, server=0, **extra):
         """The environment of server `server`'s launcher: each server locks
@@ -234,7 +245,8 @@ class Scenario:
         lock_dir = os.path.join(self.lock_dir, "server%d" % server)
         os.makedirs(lock_dir, exist_ok=True)
         env.update({MARKER_VARIABLE: self.marker, "DAVINCIRUN_LOCK_DIR": lock_dir,
-                    "DAVINCIRUN_CACHE_ROOT": "off", "PYTHONUNBUFFERED": "1"})
+                    "DAVINCIRUN_CACHE_ROOT": "off", "PYTHONUNBUFFERED": "1",
+                    "DAVINCIRUN_PEER_PORT": str(self.peer_port)})
         env.pop("DAVINCIRUN_TEST_HOLD", None)
         env.update({k: str(v) for k, v in extra.items()})
         return env
