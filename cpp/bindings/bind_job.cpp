@@ -206,12 +206,18 @@ void bind_job(py::module_& m) {
       .def_property_readonly(
           "error_code", [](const RootCause& c) { return lenient_text(c.error_code); },
           "The most telling CANN error-code line (\"EI0006: ...\"); empty without one.")
-      .def_readonly("found", &RootCause::found, "A traceback, an error code or an error section was found.");
+      .def_readonly("found", &RootCause::found, "A traceback, an error code or an error section was found.")
+      .def_readonly("source", &RootCause::source, "\"its log\", or \"its torch error file\".")
+      .def_readonly("hint", &RootCause::hint,
+                    "What to do where the framework's own message misleads (MindSpore's 'use mpirun' on a machine "
+                    "without NPUs); empty otherwise.");
   m.def(
-      "root_cause", [](const std::string& path, std::size_t tail_lines) { return read_root_cause(path, tail_lines); },
+      "root_cause", [](const std::string& path, std::size_t tail_lines) { return rank_root_cause(path, tail_lines); },
       py::arg("path"), py::arg("tail_lines") = RootCauseLimits::default_tail_lines,
       py::call_guard<py::gil_scoped_release>(),
-      "The root cause in the last 256 KiB of a log file (empty if unreadable), with its last `tail_lines` lines.");
+      "A rank's root cause: from the torch error file beside its log (written by torch's @record) when there is "
+      "one, else from the last 256 KiB of the log file at `path` (empty if unreadable), with its last `tail_lines` "
+      "lines.");
   m.def(
       "find_root_cause",
       [](const std::string& text, std::size_t tail_lines) { return find_root_cause(text, tail_lines); },

@@ -58,6 +58,13 @@ Rule violations raise LaunchConfigError naming the option.)");
       .def_property_readonly("master_port", [](const LaunchPlan& p) { return p.job.master_port; })
       .def_property_readonly("server_id", [](const LaunchPlan& p) { return p.table.servers[p.server_index].server_id; })
       .def_readonly("warnings", &LaunchPlan::warnings, "What was accepted with a warning, one sentence each.")
+      .def_readonly("notes", &LaunchPlan::notes,
+                    "What the launcher chose for the ranks unasked (an OMP_NUM_THREADS default), one sentence each.")
+      .def_property_readonly(
+          "device_lock_dir", [](const LaunchPlan& p) { return fs_text(p.device_lock_dir); },
+          "Where the devices are locked; \"\" when they are not (see device_locks_off).")
+      .def_readonly("device_locks_off", &LaunchPlan::device_locks_off,
+                    "Why the devices are not locked (no NPU on this machine, or off as asked); \"\" when they are.")
       .def_readonly("ranks", &LaunchPlan::ranks,
                     "This server's ranks, by rank, then (dynamic-cluster mode) MindSpore's scheduler.")
       .def_property_readonly("launch_mode",

@@ -28,7 +28,7 @@ std::string describe_plan(const LaunchPlan& plan, const std::vector<std::string>
       to_string(plan.table.format), server.server_id, plan.table.servers.size(), plan.job.rank_start,
       plan.job.rank_start + plan.job.local_world_size - 1, plan.job.world_size, detail::shell_quote(command),
       plan.job.master_addr, plan.job.master_port, plan.work_dir, plan.log_dir, server.server_id, plan.server_reason,
-      plan.device_lock_dir.empty() ? "off" : plan.device_lock_dir,
+      plan.device_lock_dir.empty() ? plan.device_locks_off : plan.device_lock_dir,
       plan.cache_dir.empty() ? "not used" : plan.cache_dir);
   if (plan.job.dynamic_cluster) {
     out += fmt::format("launch mode dynamic-cluster: MindSpore's scheduler at {}:{}{}\n", plan.job.master_addr,
@@ -41,7 +41,7 @@ std::string describe_plan(const LaunchPlan& plan, const std::vector<std::string>
         std::chrono::duration<double>(plan.peers.peer_timeout).count(),
         plan.peers.key_from_environment ? "from DAVINCIRUN_JOB_KEY" : "derived from the table and JOB_ID");
   } else if (plan.table.servers.size() > 1) {
-    out += "peer channel: off (--no-peers): each server's job runs on its own\n";
+    out += "peer channel: off (--no-peers, peers=False or DAVINCIRUN_PEERS=0): each server's job runs on its own\n";
   }
   if (plan.peers.stall_timeout.count() > 0) {
     out += fmt::format("stall watchdog: stop after {:g} s without output from any rank\n",

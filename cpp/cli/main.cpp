@@ -117,6 +117,7 @@ int run(const davincirun::cli::CliOptions& cli) {
   using namespace davincirun;
   verbosity = cli.verbosity;
   install_signal_handlers();  // before the wait for the rank table: every state answers a stop
+  for (const auto& note : cli.notes) inform(note);
   Environment inherited = Environment::current();
   inherited.unset("DAVINCIRUN_PYTHON");  // the launcher's own choice (python_interpreter()), not the ranks'
   LaunchOptions options = cli.launch;

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "davincirun/errors.hpp"
+#include "foreign_flags.hpp"
 
 namespace davincirun::cli {
 
@@ -51,8 +52,13 @@ ignored when davincirun started (nohup) stays ignored; SIGINT always stops,
 even when ignored at start (a script's davincirun ... &).
 SIGUSR1 and SIGUSR2 are forwarded to every rank.
 
-A job locks its devices in $DAVINCIRUN_LOCK_DIR (default /tmp/davincirun-locks;
-"off": no locking): one started on a device another job uses fails at once.
+The flags of msrun and torchrun that have a meaning here are taken as ours
+(--nproc_per_node, --local_worker_num, --log_dir, --cluster_time_out...); the
+others (--master_addr, --node_rank...) are refused naming what does their work.
+
+A job locks its devices in $DAVINCIRUN_LOCK_DIR (default /tmp/davincirun-locks,
+unused on a machine without NPUs; "off": no locking): one started on a device
+another job uses fails at once.
 
 Exit status: 0 when every rank exited 0; else the first failed rank's exit
 code, or 128+N when it was killed by signal N; 128+N when davincirun itself
@@ -195,6 +201,21 @@ bool set_flag(LaunchOptions& options, std::string_view name, Value&& value) {
   return found;
 }
 
+// Another launcher's flag: refused with what does its work here, or taken as
+// ours with a note. msrun's --join takes a Python literal, True or False.
+template <typename Value>
+void take_foreign_flag(CliOptions& out, const ForeignFlag& foreign, int& i, int argc, char** argv, Value&& value) {
+  if (foreign.ours.empty()) throw UsageError(refused_flag_message(foreign));
+  if (foreign.ours == "-") {
+    const bool inline_value = std::string_view(argv[i]).find('=') != std::string_view::npos;
+    const std::string_view next = i + 1 < argc ? argv[i + 1] : "";
+    if (!inline_value && (next == "True" || next == "False")) ++i;
+  } else {
+    set_flag(out.launch, foreign.ours, value);
+  }
+  out.notes.push_back(taken_flag_note(foreign));
+}
+
 }  // namespace
 
 std::string usage_text() {
@@ -246,6 +267,8 @@ CliOptions parse_command_line(int argc, char** argv) {
     } else if (name == "-v" || name == "--verbose") {
       if (out.verbosity == 0) throw UsageError("-q (quiet) and -v (verbose) contradict each other; give one");
       out.verbosity = 2;
+    } else if (const ForeignFlag* foreign = find_foreign_flag(name)) {
+      take_foreign_flag(out, *foreign, i, argc, argv, value);
     } else {
       throw UsageError(fmt::format("unknown option '{}' (see davincirun --help)", arg));
     }

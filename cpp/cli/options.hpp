@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "davincirun/errors.hpp"
 #include "davincirun/plan.hpp"
@@ -23,6 +24,8 @@ struct CliOptions {
   bool dry_run = false;  ///< print each rank's assignment and environment, start nothing
   int verbosity = 1;     ///< 0 quiet (errors only), 1 normal, 2 verbose
   TableTool tables;      ///< --write-rank-table / --merge-rank-tables: no launch
+  /// Information lines about the command line (another launcher's flag taken as ours).
+  std::vector<std::string> notes;
 };
 
 /// Parses argv. Options end at the first argument that is not an option, or

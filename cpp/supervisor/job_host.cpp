@@ -22,6 +22,7 @@
 #include "davincirun/device_lock.hpp"
 #include "davincirun/environment.hpp"
 #include "davincirun/errors.hpp"
+#include "davincirun/root_cause.hpp"
 #include "davincirun/supervisor.hpp"
 #include "davincirun/unique_fd.hpp"
 #include "job/job_protocol.hpp"
@@ -108,6 +109,8 @@ std::unique_ptr<Supervisor> start_ranks(const JobSpec& spec, const RunDir& run_d
     Environment env(spec.environments[i]);
     env.set("RANK_TABLE_FILE", run_dir.table_path());
     env.set("DAVINCIRUN_JOB_TAG", tag);
+    // torch's @record writes the rank's exception there, read first by the report.
+    if (a.role == ProcessRole::rank) env.set("TORCHELASTIC_ERROR_FILE", torch_error_file_for(launch.log_path));
     platform.prepare(env, a.rank);  // CANN's and MindSpore's directories (platform_environment.hpp)
     launch.process.env = env.entries();
     launch.process.work_dir = spec.work_dir;
@@ -235,6 +238,7 @@ int run_job_host(int lifeline_fd) {
     }
     journal.emplace(run_dir->events_path());
     supervisor->set_journal([&journal](const std::string& line) { journal->write(line); });
+    for (const auto& note : spec.notes) supervisor->post_notice(note, true);
     for (const auto& dir : platform->removed_after_job()) spec.remove_after_job.push_back(dir);
   } catch (const std::exception& e) {
     return abandon(e, true);
@@ -249,6 +253,7 @@ int run_job_host(int lifeline_fd) {
     const CommandListener listener(lifeline_fd, reader.take_buffered(), *supervisor);
     result = supervisor->run();
     if (peers) peers->stop();
+    platform->prune_empty();
   } catch (const std::exception& e) {
     // The event loop itself failed (epoll, signalfd): nothing to recover.
     return abandon(e, false);

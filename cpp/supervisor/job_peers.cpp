@@ -149,8 +149,9 @@ void JobPeers::on_local_stop(StopReason reason, const RankResult* failure, const
     event.role = failure->role;
     event.rank = failure->rank;
     event.status = failure->status;
-    const RootCause cause = read_root_cause(failure->log_path);
+    const RootCause cause = rank_root_cause(failure->log_path);
     event.detail = cause.found ? cause.text : std::string();
+    if (!cause.hint.empty()) event.detail += "hint: " + cause.hint + "\n";
     event.detail.resize(utf8_prefix_length(event.detail, max_detail_bytes));  // whole characters only
   } else {
     event.kind = PeerEventKind::stopped;

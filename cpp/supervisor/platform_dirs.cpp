@@ -1,6 +1,7 @@
 #include "platform_dirs.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -43,8 +44,21 @@ void PlatformDirs::prepare(Environment& env, int rank) {
     // another job by now: only this job's own directories are ever taken back.
     const bool in_run_dir = top.compare(0, paths_.run_dir.size() + 1, paths_.run_dir + "/") == 0;
     if (!top.empty()) created_.push_back(in_run_dir ? top : dir.path);
+    // Outside the run directory (<cache>/work/<run>), an empty directory stays where CANN expects it.
+    if (!top.empty() && in_run_dir) made_.emplace_back(dir.path, top);
     if (dir.remove_after_job) removed_after_job_.push_back(dir.path);
   }
+}
+
+void PlatformDirs::prune_empty() noexcept {
+  for (auto it = made_.rbegin(); it != made_.rend(); ++it) {
+    const auto& [path, top] = *it;
+    // rmdir(2) removes only an empty directory: a rank's file keeps it, and its parents.
+    for (std::string dir = path; dir.size() >= top.size() && ::rmdir(dir.c_str()) == 0;) {
+      dir.resize(dir.rfind('/'));
+    }
+  }
+  made_.clear();
 }
 
 void PlatformDirs::discard() noexcept {

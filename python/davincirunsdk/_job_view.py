@@ -156,6 +156,8 @@ class JobStatus:
             if read_root_cause is not None:
                 cause = read_root_cause(result.ranks[result.first_failure].log_path)
                 self.root_cause = [_clip(line) for line in (cause.exception, cause.error_code) if line.strip()]
+                if self.root_cause and cause.hint:
+                    self.root_cause.append("hint: " + plain(cause.hint))  # whole: it says what to do
                 if self.root_cause:
                     self.first_failure.last_line = self.root_cause[0]
                     self.first_failure.shown_at_end = True

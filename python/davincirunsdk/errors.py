@@ -172,6 +172,10 @@ class DistributedRuntimeError(DavincirunError, RuntimeError):
             (``"RuntimeError: ..."``); ``None`` without a traceback.
         root_cause_error_code (str | None): its most telling CANN error-code
             line (``"EI0006: ..."``); ``None`` without one.
+        hint (str | None): what to do where the framework's own message
+            misleads (MindSpore's "use 'mpirun'" on a machine without NPUs:
+            ``launch_mode="dynamic-cluster"``); ``None`` otherwise. The
+            message carries it too, as a ``hint:`` line.
         server_id (str | None): when another server of the job stopped it
             (``result.stop_reason`` ``"peer_failed"``, ``"peer_stopped"``,
             ``"peer_lost"``, ``"stalled"``): that server's id; ``rank``, ``role``,
@@ -193,5 +197,6 @@ class DistributedRuntimeError(DavincirunError, RuntimeError):
     root_cause: Optional[str] = None
     root_cause_exception: Optional[str] = None
     root_cause_error_code: Optional[str] = None
+    hint: Optional[str] = None
     server_id: Optional[str] = None
     result: Any = None  # _core.JobResult

@@ -206,7 +206,7 @@ class DistributedJob:
             self._live.wait()
         except SURFACED as error:  # Ctrl-C: raised as this method's own once every rank is stopped
             self._stop_after_interrupt()
-            raise surfaced(error)  # noqa: B904 (the same error, as raised here)
+            raise surfaced(error) from None
         except BaseException:  # anything else that ends the wait early
             self._stop_after_interrupt()
             raise
@@ -250,6 +250,7 @@ def runtime_error(result: _core.JobResult) -> DistributedRuntimeError:
         error.root_cause = cause.text if cause.found else None
         error.root_cause_exception = cause.exception or None
         error.root_cause_error_code = cause.error_code or None
+        error.hint = cause.hint or None
     elif result.peer_stop is not None:
         # Another server failed, was stopped or was lost: its words, its rank.
         peer = result.peer_stop

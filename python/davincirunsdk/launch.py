@@ -370,7 +370,7 @@ def start_distributed_train(
     try:
         return _start(background=True, **locals())
     except SURFACED as error:
-        raise surfaced(error)  # noqa: B904 (the same error, as raised here)
+        raise surfaced(error) from None
 
 
 def wait_distributed_train(
@@ -380,7 +380,7 @@ def wait_distributed_train(
     try:
         return fmk_manager.wait(destroy_when_finished=destroy_when_finished, raise_exception=raise_exception)
     except SURFACED as error:
-        raise surfaced(error)  # noqa: B904 (the same error, as raised here)
+        raise surfaced(error) from None
 
 
 def start_and_wait_distributed_train(
@@ -449,4 +449,4 @@ def start_and_wait_distributed_train(
     try:
         return _start(background=False, **launch).wait(**wait)
     except SURFACED as error:
-        raise surfaced(error)  # noqa: B904 (the same error, as raised here)
+        raise surfaced(error) from None

@@ -200,7 +200,7 @@ def write_rank_table(
         made = _core.machine_rank_table(server_id, ids, root)
         _core.write_rank_table_file(made.table, target)
     except SURFACED as error:
-        raise surfaced(error)  # noqa: B904 (the same error, as raised here)
+        raise surfaced(error) from None
     for warning in made.warnings:
         warnings.warn(warning, UserWarning, stacklevel=2)
     return made.table
@@ -245,5 +245,5 @@ def merge_rank_tables(output: PathLike, inputs: Iterable[PathLike]) -> _core.Ran
         table = _core.merge_rank_tables(files, target)
         _core.write_rank_table_file(table, target)
     except SURFACED as error:
-        raise surfaced(error)  # noqa: B904 (the same error, as raised here)
+        raise surfaced(error) from None
     return table

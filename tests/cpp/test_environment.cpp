@@ -271,9 +271,65 @@ TEST_CASE("the scheduler gets msrun's scheduler variables and no device or torch
   CHECK(env.at("RANK_SIZE") == "16");
   CHECK(env.at("JOB_ID") == "job-1234abcd");
   CHECK(env.at("KEEP") == "yes");
-  for (const char* gone : {"MS_NODE_ID", "DEVICE_ID", "ASCEND_DEVICE_ID", "RANK", "LOCAL_RANK", "WORLD_SIZE",
-                           "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RANK_START"}) {
+  for (const char* gone :
+       {"MS_NODE_ID", "DEVICE_ID", "ASCEND_DEVICE_ID", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+        "MASTER_ADDR", "MASTER_PORT", "RANK_START", "GROUP_RANK", "ROLE_RANK", "TORCHELASTIC_RESTART_COUNT"}) {
     INFO(gone);
     CHECK(env.count(gone) == 0);
   }
+}
+
+TEST_CASE("every rank gets torchrun's whole worker contract", "[environment]") {
+  JobEnvironment job = a_job();
+  job.group_rank = 1;
+  job.group_world_size = 2;
+  const Environment inherited({"GROUP_RANK=7", "ROLE_RANK=7", "TORCHELASTIC_RESTART_COUNT=3"});
+  const auto env = as_map(rank_environment(inherited, job, a_rank()));
+  // The names torch 2.x's local elastic agent gives each worker, with the values they mean here.
+  CHECK(env.at("GROUP_RANK") == "1");  // this server's position; an inherited value is another launch's
+  CHECK(env.at("GROUP_WORLD_SIZE") == "2");
+  CHECK(env.at("ROLE_NAME") == "default");
+  CHECK(env.at("ROLE_RANK") == "10");
+  CHECK(env.at("ROLE_WORLD_SIZE") == "16");
+  CHECK(env.at("TORCHELASTIC_RUN_ID") == "job-1234abcd");
+  CHECK(env.at("TORCHELASTIC_RESTART_COUNT") == "0");
+  CHECK(env.at("TORCHELASTIC_MAX_RESTARTS") == "0");
+  CHECK(env.at("TORCHELASTIC_USE_AGENT_STORE") == "False");
+  CHECK(env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "1");
+}
+
+TEST_CASE("the job-wide torchrun names and OMP_NUM_THREADS keep the user's values", "[environment]") {
+  const Environment inherited(
+      {"ROLE_NAME=trainer", "TORCHELASTIC_RUN_ID=mine", "TORCH_NCCL_ASYNC_ERROR_HANDLING=0", "OMP_NUM_THREADS=4"});
+  SECTION("inherited") {
+    const auto env = as_map(rank_environment(inherited, a_job(), a_rank()));
+    CHECK(env.at("ROLE_NAME") == "trainer");
+    CHECK(env.at("TORCHELASTIC_RUN_ID") == "mine");
+    CHECK(env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "0");
+    CHECK(env.at("OMP_NUM_THREADS") == "4");
+  }
+  SECTION("given as extra variables") {
+    const auto env = as_map(rank_environment(Environment(), a_job(), a_rank(), {{"OMP_NUM_THREADS", "2"}}));
+    CHECK(env.at("OMP_NUM_THREADS") == "2");
+  }
+}
+
+TEST_CASE("OMP_NUM_THREADS is 1 when unset and the server runs several ranks, as torchrun sets it", "[environment]") {
+  JobEnvironment job = a_job();
+  CHECK(as_map(rank_environment(Environment(), job, a_rank())).at("OMP_NUM_THREADS") == "1");
+  job.local_world_size = 1;  // one rank has every core to itself
+  CHECK(as_map(rank_environment(Environment(), job, a_rank())).count("OMP_NUM_THREADS") == 0);
+}
+
+TEST_CASE("MS_TOPO_TIMEOUT follows the wait timeout in dynamic-cluster mode, unless set", "[dynamic_cluster]") {
+  JobEnvironment job = a_dynamic_job();
+  job.topo_timeout_s = 300;
+  CHECK(as_map(rank_environment(Environment(), job, a_rank())).at("MS_TOPO_TIMEOUT") == "300");
+  CHECK(as_map(rank_environment(Environment({"MS_TOPO_TIMEOUT=60"}), job, a_rank())).at("MS_TOPO_TIMEOUT") == "60");
+  job.topo_timeout_s = 0;  // --wait-timeout 0: MindSpore's own default stands
+  CHECK(as_map(rank_environment(Environment(), job, a_rank())).count("MS_TOPO_TIMEOUT") == 0);
+  // Rank-table mode: MindSpore forms no cluster of its own.
+  JobEnvironment table_job = a_job();
+  table_job.topo_timeout_s = 300;
+  CHECK(as_map(rank_environment(Environment(), table_job, a_rank())).count("MS_TOPO_TIMEOUT") == 0);
 }

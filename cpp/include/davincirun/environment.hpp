@@ -58,9 +58,30 @@ struct JobEnvironment {
   /// sched_port, MS_WORKER_NUM = world_size, and MS_ROLE.
   bool dynamic_cluster = false;
   int sched_port = 0;  ///< MS_SCHED_PORT
+  /// MS_TOPO_TIMEOUT when unset (dynamic cluster): seconds MindSpore's
+  /// processes wait for the cluster to form, which msrun sets from its
+  /// --cluster_time_out (MindSpore 2.10 parallel/cluster/process_entity/_api.py);
+  /// here LaunchOptions::wait_timeout, rounded up, the time a server waits
+  /// for the others. 0: not set.
+  int topo_timeout_s = 0;
   /// PYTHONUNBUFFERED=1 by default (LaunchOptions::output_watched).
   bool python_unbuffered = true;
+  /// torchrun's node of the job: this server's position in the table
+  /// (GROUP_RANK) and the number of servers (GROUP_WORLD_SIZE).
+  int group_rank = 0;
+  int group_world_size = 1;
+  /// The job's restarts: TORCHELASTIC_MAX_RESTARTS, and this attempt's
+  /// number (TORCHELASTIC_RESTART_COUNT); 0 while jobs do not restart.
+  int max_restarts = 0;
+  int restart_count = 0;
 };
+
+/// OMP_NUM_THREADS a rank gets when it is unset and its server runs more
+/// than one rank: 1, as torchrun does (torch 2.x torch/distributed/run.py:
+/// "Setting OMP_NUM_THREADS environment variable for each process to be 1
+/// in default" when nproc_per_node > 1). Without it every rank starts as
+/// many OpenMP threads as the machine has cores.
+inline constexpr int default_omp_num_threads = 1;
 
 /// Variables of MindSpore's dynamic-cluster mode, removed from the inherited
 /// environment (and set anew in dynamic-cluster mode): a platform launcher
@@ -77,6 +98,14 @@ inline constexpr int default_hccl_connect_timeout_s = 1800;
 ///     scrubbed_variable_names();
 ///  2. defaults, kept when already set: HCCL_CONNECT_TIMEOUT=1800,
 ///     PYTHONUNBUFFERED=1 (with job.python_unbuffered), MA_CURRENT_HOST_IP=job.host_ip (when not empty);
+///     OMP_NUM_THREADS=1 when job.local_world_size > 1 (default_omp_num_threads);
+///     the job-wide part of torchrun's worker contract (torch 2.x
+///     torch/distributed/elastic/agent/server/local_elastic_agent.py,
+///     _start_workers): ROLE_NAME=default (torchrun's default role),
+///     TORCHELASTIC_RUN_ID=job.job_id, TORCHELASTIC_MAX_RESTARTS=job.max_restarts,
+///     TORCHELASTIC_USE_AGENT_STORE=False (no agent hosts a TCPStore here:
+///     rank 0 creates it at MASTER_PORT), TORCH_NCCL_ASYNC_ERROR_HANDLING=1;
+///     with job.dynamic_cluster and job.topo_timeout_s > 0, MS_TOPO_TIMEOUT;
 ///     with job.socket_interface, GLOO_SOCKET_IFNAME=<name>,
 ///     NCCL_SOCKET_IFNAME==<name>, and HCCL_SOCKET_IFNAME==<name> with
 ///     HCCL_IF_IP=<address>, each kept when set in `inherited` or `extra`;
@@ -85,7 +114,11 @@ inline constexpr int default_hccl_connect_timeout_s = 1800;
 ///  3. `extra` (the caller's explicit variables) overwrite;
 ///  4. identity, always overwritten: RANK_TABLE_FILE, RANK_ID, RANK_SIZE,
 ///     RANK_START, DEVICE_ID, ASCEND_DEVICE_ID, JOB_ID, RANK, LOCAL_RANK,
-///     WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; with
+///     WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and torchrun's
+///     per-rank names GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK (= RANK, one
+///     role), ROLE_WORLD_SIZE (= WORLD_SIZE), TORCHELASTIC_RESTART_COUNT
+///     (an inherited value belongs to another launch, such as a torchrun
+///     that started davincirun, and would be wrong for every rank); with
 ///     `job.dynamic_cluster` also MS_ROLE=MS_WORKER, MS_NODE_ID (= RANK_ID),
 ///     MS_SCHED_HOST, MS_SCHED_PORT, MS_WORKER_NUM, as msrun sets them
 ///     (MindSpore 2.10 parallel/cluster/process_entity/_api.py).
@@ -94,7 +127,10 @@ inline constexpr int default_hccl_connect_timeout_s = 1800;
 /// MS_SCHED_PORT, MS_WORKER_NUM, RANK_ID=0, RANK_SIZE, plus RANK_TABLE_FILE
 /// and JOB_ID; the per-device and torch names (DEVICE_ID, ASCEND_DEVICE_ID,
 /// RANK, LOCAL_RANK, RANK_START, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR,
-/// MASTER_PORT) are removed: it holds no device and is no torch rank.
+/// MASTER_PORT and torchrun's per-rank names) are removed: it holds no
+/// device and is no torch rank.
+/// TORCHELASTIC_ERROR_FILE is set per rank by the job's supervisor
+/// (torch_error_file_for() in root_cause.hpp), which knows the run directory.
 Environment rank_environment(const Environment& inherited, const JobEnvironment& job, const RankAssignment& rank,
                              const std::vector<std::pair<std::string, std::string>>& extra = {});
 

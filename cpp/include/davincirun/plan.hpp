@@ -125,7 +125,9 @@ struct LaunchOptions {
   /// naming one gives a warning in LaunchPlan::warnings). Names must be
   /// non-empty without '=' or NUL; values without NUL.
   std::vector<std::pair<std::string, std::string>> env;
-  /// Where /dev/davinciN are looked for. Default "/dev".
+  /// Where /dev/davinciN are looked for. Default "/dev", unless the launcher's DAVINCIRUN_DEVICE_DIR (absolute)
+  /// names another: a container that sees the host's device files
+  /// elsewhere, or a test's tree of regular files named davinciN.
   std::string device_dir = "/dev";
   /// The ranks whose output is shown live (console, notebook); the others
   /// go to their log files only. nullopt (the default): every rank. Ranks
@@ -140,8 +142,10 @@ struct LaunchOptions {
   /// connect to the agent on the server of rank 0 and stop together: a rank
   /// failing anywhere, a stop on one server, or an agent, host or link lost
   /// stops every server (docs/multi-server.md, "The peer channel").
-  /// false: each server's job runs on its own. Default true. One-server
-  /// jobs have no channel.
+  /// false: each server's job runs on its own. Default true, unless the
+  /// launcher's DAVINCIRUN_PEERS is 0, off, false or no (for code that
+  /// cannot pass false; another value is a ConfigError). One-server jobs
+  /// have no channel.
   bool peers = true;
   /// The TCP port the agent of rank 0's server listens on for the others.
   /// Default: the launcher's DAVINCIRUN_PEER_PORT, else a port derived from
@@ -355,7 +359,22 @@ struct LaunchPlan {
   /// else empty: the default log directory, ASCEND_WORK_PATH and ASCEND_CACHE_PATH go there.
   std::string cache_dir;
   std::string device_lock_dir;  ///< absolute; empty: the devices are not locked
+  /// Why device_lock_dir is empty ("" when the devices are locked): "off"
+  /// was asked for, or this machine has no NPU (no /dev/davinciN under
+  /// LaunchOptions::device_dir or DAVINCIRUN_DEVICE_DIR) and no lock
+  /// directory was named (LaunchOptions::device_lock_dir,
+  /// DAVINCIRUN_LOCK_DIR): the "devices" are numbers no hardware backs, and
+  /// the shared default directory would make unrelated CPU jobs (gloo,
+  /// MindSpore's CPU wheel; two notebooks, two users) refuse each other,
+  /// which torchrun never does. A named directory is still used: whoever
+  /// names one asks for the exclusion.
+  std::string device_locks_off;
   PeerPlan peers;
+  /// What the launcher chose for the ranks that the user did not ask for,
+  /// one sentence each, said once when the job starts (an information
+  /// notice: `-q` leaves it to events.txt) and kept in summary.json: an
+  /// OMP_NUM_THREADS default.
+  std::vector<std::string> notes;
   /// What was accepted with a warning, one sentence each: the table's
   /// (RankTable::warnings), then the options' (an identity variable in `env`).
   std::vector<std::string> warnings;

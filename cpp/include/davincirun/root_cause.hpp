@@ -108,6 +108,11 @@ struct RootCause {
   /// A traceback, an error code or a section was found: `text` is more
   /// than the last lines.
   bool found = false;
+  /// Where it was found: "its log", or "its torch error file" (rank_root_cause()).
+  std::string source = "its log";
+  /// What to do, where a framework's own message misleads (rank_root_cause()):
+  /// one sentence, or empty.
+  std::string hint;
 };
 
 /// The root cause in `log` (a log's text, or the end of it: a first line
@@ -121,5 +126,25 @@ RootCause find_root_cause(std::string_view log, std::size_t tail_lines = RootCau
 /// `path` (when the file is longer, its first line there, partial, is
 /// dropped). An empty RootCause when the file cannot be read or is empty.
 RootCause read_root_cause(const std::string& path, std::size_t tail_lines = RootCauseLimits::default_tail_lines);
+
+/// The file a rank's torch `@record` writes its exception to, which
+/// TORCHELASTIC_ERROR_FILE names: beside its log, the log's name with
+/// ".error.json" for ".log" ("rank_3.device_3.error.json").
+std::string torch_error_file_for(const std::string& log_path);
+
+/// A failed rank's root cause: from the error file torch's `@record`
+/// wrote (torch_error_file_for(log_path)) when there is one that parses,
+/// else read_root_cause(log_path). The error file is what torch 2.x
+/// torch/distributed/elastic/multiprocessing/errors/error_handler.py
+/// writes, {"message": {"message": "<Type>: <text>", "extraInfo":
+/// {"py_callstack": "<traceback>", "timestamp": "<seconds>"}}} (or a
+/// "message" that is a string); its first MiB is read. From the file, the
+/// block is the root cause of its traceback (find_root_cause()),
+/// `exception` its message, `source` "its torch error file". `hint` is set
+/// where a framework's message misleads: MindSpore's "... without using
+/// 'mpirun' ..." RuntimeError from communication.init() (MindSpore 2.x,
+/// collective_manager.cc), which its CPU build raises for a rank table: the
+/// hint names --launch-mode dynamic-cluster. Never throws but std::bad_alloc.
+RootCause rank_root_cause(const std::string& log_path, std::size_t tail_lines = RootCauseLimits::default_tail_lines);
 
 }  // namespace davincirun

@@ -48,10 +48,12 @@ std::string failure_report(const JobResult& result, std::size_t tail_lines) {
     out += fmt::format("{} (pid {}) failed with {} after {:.1f} s\n", process_name(f.role, f.rank), f.pid,
                        f.status.describe(), seconds_between(f.started, f.ended));
     out += fmt::format("log: {}\n", f.log_path);
-    const RootCause cause = read_root_cause(f.log_path, std::min(tail_lines, RootCauseLimits::default_tail_lines));
+    const RootCause cause = rank_root_cause(f.log_path, std::min(tail_lines, RootCauseLimits::default_tail_lines));
     if (cause.found) {
       const bool elided = cause.text.find("\n...\n") != std::string::npos;
-      out += fmt::format("root cause, from its log{}:\n{}", elided ? " (\"...\": lines skipped)" : "", cause.text);
+      out += fmt::format("root cause, from {}{}:\n{}", cause.source, elided ? " (\"...\": lines skipped)" : "",
+                         cause.text);
+      if (!cause.hint.empty()) out += fmt::format("hint: {}\n", cause.hint);
     } else if (std::string tail = read_log_tail(f.log_path, tail_lines); tail.empty()) {
       out += "(its log is empty)\n";
     } else {

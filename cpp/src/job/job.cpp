@@ -48,6 +48,7 @@ detail::JobSpec make_job_spec(const LaunchPlan& plan, detail::ConsoleRoute conso
   spec.remove_after_job = plan.options.remove_after_job;
   spec.cache_dir = plan.cache_dir;
   spec.peers = plan.peers;
+  spec.notes = plan.notes;
   return spec;
 }
 

@@ -65,9 +65,22 @@ void Environment::unset(std::string_view name) {
 }
 
 const std::vector<std::string_view>& identity_variable_names() {
-  static const std::vector<std::string_view> names = {"RANK_TABLE_FILE", "RANK_ID",          "RANK_SIZE",  "RANK_START",
-                                                      "DEVICE_ID",       "ASCEND_DEVICE_ID", "RANK",       "LOCAL_RANK",
-                                                      "WORLD_SIZE",      "LOCAL_WORLD_SIZE", "MASTER_ADDR"};
+  static const std::vector<std::string_view> names = {"RANK_TABLE_FILE",
+                                                      "RANK_ID",
+                                                      "RANK_SIZE",
+                                                      "RANK_START",
+                                                      "DEVICE_ID",
+                                                      "ASCEND_DEVICE_ID",
+                                                      "RANK",
+                                                      "LOCAL_RANK",
+                                                      "WORLD_SIZE",
+                                                      "LOCAL_WORLD_SIZE",
+                                                      "MASTER_ADDR",
+                                                      "GROUP_RANK",
+                                                      "GROUP_WORLD_SIZE",
+                                                      "ROLE_RANK",
+                                                      "ROLE_WORLD_SIZE",
+                                                      "TORCHELASTIC_RESTART_COUNT"};
   return names;
 }
 
@@ -114,6 +127,14 @@ Environment rank_environment(const Environment& inherited, const JobEnvironment&
   // ModelArts sets it; scripts written for ModelArts read it to find their machine.
   if (!job.host_ip.empty()) env.set_default("MA_CURRENT_HOST_IP", job.host_ip);
   if (!job.socket_interface.empty()) set_socket_interface(env, job, extra);
+  if (job.local_world_size > 1) env.set_default("OMP_NUM_THREADS", std::to_string(default_omp_num_threads));
+  env.set_default("ROLE_NAME", "default");
+  env.set_default("TORCHELASTIC_RUN_ID", job.job_id);
+  env.set_default("TORCHELASTIC_MAX_RESTARTS", std::to_string(job.max_restarts));
+  env.set_default("TORCHELASTIC_USE_AGENT_STORE", "False");  // Python's str(False), as torchrun writes it
+  env.set_default("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+  if (job.dynamic_cluster && job.topo_timeout_s > 0)
+    env.set_default("MS_TOPO_TIMEOUT", std::to_string(job.topo_timeout_s));
   for (const auto& [name, value] : extra) env.set(name, value);
 
   env.set("RANK_TABLE_FILE", job.rank_table_file);
@@ -128,7 +149,8 @@ Environment rank_environment(const Environment& inherited, const JobEnvironment&
   if (rank.role == ProcessRole::scheduler) {
     env.set("RANK_ID", "0");  // as msrun sets it for its scheduler
     for (const char* name : {"DEVICE_ID", "ASCEND_DEVICE_ID", "RANK", "LOCAL_RANK", "RANK_START", "WORLD_SIZE",
-                             "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) {
+                             "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK", "GROUP_WORLD_SIZE",
+                             "ROLE_RANK", "ROLE_WORLD_SIZE", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_ERROR_FILE"}) {
       env.unset(name);
     }
     return env;
@@ -147,6 +169,11 @@ Environment rank_environment(const Environment& inherited, const JobEnvironment&
   env.set("LOCAL_WORLD_SIZE", std::to_string(job.local_world_size));
   env.set("MASTER_ADDR", job.master_addr);
   env.set("MASTER_PORT", std::to_string(job.master_port));
+  env.set("GROUP_RANK", std::to_string(job.group_rank));
+  env.set("GROUP_WORLD_SIZE", std::to_string(job.group_world_size));
+  env.set("ROLE_RANK", rank_id);
+  env.set("ROLE_WORLD_SIZE", std::to_string(job.world_size));
+  env.set("TORCHELASTIC_RESTART_COUNT", std::to_string(job.restart_count));
   return env;
 }
 

@@ -21,6 +21,25 @@ int port_from(const Environment& launcher, const LaunchOptions& options, const s
   return derived_port(digest, job.job_id, "DAVINCIRUN_PEER_PORT");
 }
 
+// LaunchOptions::peers = false wins; else the launcher's DAVINCIRUN_PEERS,
+// for code that cannot pass peers=False (a 0.1.x-style script, a platform's
+// wrapper): 0/off/false/no turn the channel off, 1/on/true/yes keep it.
+bool peers_wanted(const LaunchOptions& options, const Environment& launcher) {
+  if (!options.peers) return false;
+  const std::string value = launcher.get("DAVINCIRUN_PEERS").value_or("");
+  if (value.empty()) return true;
+  for (const char* off : {"0", "off", "false", "no"}) {
+    if (value == off) return false;
+  }
+  for (const char* on : {"1", "on", "true", "yes"}) {
+    if (value == on) return true;
+  }
+  throw ConfigError(
+      fmt::format("DAVINCIRUN_PEERS must be 0, off, false or no (each server's job on its own), or 1, "
+                  "on, true or yes (the default: the servers' jobs stop together), got '{}'",
+                  value));
+}
+
 }  // namespace
 
 PeerPlan plan_peers(const LaunchOptions& options, const RankTable& table, std::size_t server_index,
@@ -32,7 +51,7 @@ PeerPlan plan_peers(const LaunchOptions& options, const RankTable& table, std::s
   peers.server_index = server_index;
   peers.server_count = table.servers.size();
   peers.hub = job.rank_start == 0;
-  peers.enabled = options.peers && table.servers.size() > 1;
+  peers.enabled = peers_wanted(options, launcher) && table.servers.size() > 1;
   if (!peers.enabled) return peers;
   peers.hub_address = job.master_addr;
   peers.port = port_from(launcher, options, digest, job);

@@ -150,18 +150,31 @@ bool plans_without_table(const LaunchOptions& options, const Environment& enviro
   return rank_table_named_by(environment).empty();
 }
 
+// Where /dev/davinciN are looked for: the option when not the default,
+// else the launcher's DAVINCIRUN_DEVICE_DIR (absolute), else /dev.
+std::string device_dir_from(const LaunchOptions& options, const Environment& env) {
+  static const LaunchOptions defaults;
+  if (options.device_dir != defaults.device_dir) return options.device_dir;
+  const std::string dir = env.get("DAVINCIRUN_DEVICE_DIR").value_or("");
+  if (dir.empty()) return options.device_dir;
+  if (dir[0] != '/') {
+    throw ConfigError(fmt::format("DAVINCIRUN_DEVICE_DIR must be an absolute path, got '{}'", dir));
+  }
+  return dir;
+}
+
 // The one-server table of a plan without a table (LaunchOptions::nproc).
-LoadedRankTable machine_table(const LaunchOptions& options) {
+LoadedRankTable machine_table(const LaunchOptions& options, const std::string& device_dir) {
   std::vector<int> devices;
   if (options.devices) {
     devices = *options.devices;
   } else {
     const int n = options.nproc.value_or(0);  // set: plans_without_table() said so
-    const std::vector<int> present = present_devices(options.device_dir);
+    const std::vector<int> present = present_devices(device_dir);
     if (!present.empty() && static_cast<std::size_t>(n) > present.size()) {
       throw OptionError("nproc",
                         fmt::format("nproc {} asks for more ranks than this machine has NPUs ({}: {} under {})", n,
-                                    present.size(), fmt::join(present, ","), options.device_dir));
+                                    present.size(), fmt::join(present, ","), device_dir));
     }
     for (int i = 0; i < n; ++i) devices.push_back(present.empty() ? i : present[static_cast<std::size_t>(i)]);
   }
@@ -199,7 +212,8 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   LaunchPlan plan;
   plan.options = options;
   const bool without_table = plans_without_table(options, environment);
-  LoadedRankTable loaded = without_table ? machine_table(options) : load_completed_table(options, environment);
+  LoadedRankTable loaded = without_table ? machine_table(options, device_dir_from(options, environment))
+                                         : load_completed_table(options, environment);
   plan.table = std::move(loaded.table);
   if (options.devices && !without_table) {
     plan.table = detail::narrowed_table(plan.table, *options.devices,
@@ -228,7 +242,9 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   plan.server_reason = local.reason;
   std::optional<std::vector<int>> rt_visible;
   if (auto v = with_extra.get("ASCEND_RT_VISIBLE_DEVICES")) rt_visible = parse_visible_devices(*v);
-  plan.ranks = allocate_ranks(local.server, present_devices(options.device_dir), rt_visible);
+  const std::string device_dir = device_dir_from(options, environment);
+  const std::vector<int> present = present_devices(device_dir);
+  plan.ranks = allocate_ranks(local.server, present, rt_visible);
   plan.work_dir = resolve_work_dir(options.work_dir);
   plan.cache_dir = usable_cache_dir(environment);
   plan.log_dir = absolute(options.log_dir.empty() ? default_log_dir(plan.cache_dir) : options.log_dir);
@@ -238,6 +254,8 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   job.world_size = plan.table.world_size;
   job.rank_start = local.server.rank_start;
   job.local_world_size = static_cast<int>(plan.ranks.size());  // before the scheduler joins them
+  job.group_rank = static_cast<int>(local.index);
+  job.group_world_size = static_cast<int>(plan.table.servers.size());
   // Several launchers (one per server, or per pod when pods share one) must
   // agree on the job id and the ports derived from it without talking: from
   // the table they all read.
@@ -256,6 +274,7 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   }
   job.dynamic_cluster = options.launch_mode == LaunchMode::dynamic_cluster;
   if (job.dynamic_cluster) {
+    job.topo_timeout_s = static_cast<int>((options.wait_timeout.count() + 999) / 1000);
     job.sched_port = rendezvous_port(with_extra, "MS_SCHED_PORT", job, several_launchers, digest);
     // Workers keep MASTER_PORT (set, never bound by MindSpore): the user's, or a free one.
     const auto user_port = with_extra.get("MASTER_PORT");
@@ -277,6 +296,25 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   }
   plan.options.supervisor.tracking = tracking_from(with_extra, options.supervisor.tracking);
   plan.device_lock_dir = device_lock_dir_from(environment, options.device_lock_dir);
+  const bool lock_dir_named =
+      !options.device_lock_dir.empty() || !environment.get("DAVINCIRUN_LOCK_DIR").value_or("").empty();
+  if (plan.device_lock_dir.empty()) {
+    plan.device_locks_off = "off, as DAVINCIRUN_LOCK_DIR or device_lock_dir asks";
+  } else if (present.empty() && !lock_dir_named) {
+    // The shared default directory would make unrelated CPU jobs (two
+    // notebooks, two users) refuse each other over devices no hardware backs.
+    plan.device_locks_off = fmt::format(
+        "none: this machine has no NPU (no {}/davinciN), so CPU jobs never refuse each other (name a lock "
+        "directory with DAVINCIRUN_LOCK_DIR to lock even here)",
+        device_dir);
+    plan.device_lock_dir.clear();
+  }
+  if (job.local_world_size > 1 && !with_extra.get("OMP_NUM_THREADS")) {
+    plan.notes.push_back(fmt::format(
+        "OMP_NUM_THREADS={} for each rank, as torchrun sets it when it is unset: set OMP_NUM_THREADS (or pass it "
+        "with --env / env=) to give each rank more threads",
+        default_omp_num_threads));
+  }
   plan.peers = detail::plan_peers(options, plan.table, plan.server_index, job, environment, digest);
   return plan;
 }

@@ -3,7 +3,7 @@ dynamic-cluster launch mode trains examples/mindspore/train_digits.py with a
 scheduler and two workers, from a shell and from a notebook kernel; a worker,
 the scheduler or the launcher killed mid-training ends the whole job at
 once; and rank-table mode, which MindSpore cannot use on the CPU, fails in
-seconds with MindSpore's own message."""
+seconds with MindSpore's own message and a hint naming dynamic-cluster mode."""
 
 import json
 import os
@@ -270,7 +270,7 @@ def test_launcher_killed_leaves_no_member_of_the_job(tmp_path, rank_table, job_e
     print("launcher SIGKILLed: the job gone after %.3f s" % gone_after)
 
 
-def test_rank_table_mode_on_cpu_fails_fast_with_mindspores_message(tmp_path, rank_table, job_env, mindspore_python):
+def test_rank_table_mode_on_a_cpu_machine_hints_at_dynamic_cluster(tmp_path, rank_table, job_env, mindspore_python):
     """The default mode gives MindSpore no MS_ROLE: init() on the CPU refuses to
     run (it only knows dynamic clusters there). The job ends in seconds, the
     error quoting MindSpore."""
@@ -285,6 +285,9 @@ def test_rank_table_mode_on_cpu_fails_fast_with_mindspores_message(tmp_path, ran
     error = info.value
     assert error.rank in (0, 1) and error.exit_code == 1
     assert "mindspore.communication.init()" in str(error) and "without using 'mpirun'" in str(error)
+    # MindSpore's words send the user to mpirun; the report says what works here.
+    assert error.hint and "--launch-mode dynamic-cluster" in error.hint
+    assert "\nhint: MindSpore reads a rank table only on NPUs" in str(error)
     # No scheduler in this mode: the job is the table's two ranks.
     summary = read_summary(str(tmp_path / "log" / "latest"))
     assert [r["rank"] for r in summary["ranks"]] == [0, 1]

@@ -216,14 +216,14 @@ def test_read_only_log_dir_is_a_config_error_before_any_rank_starts(
 # ---------------------------------------------------------------- a full filesystem
 
 
-def fill_job(tmp_path, rank_table, job_env, child, front, free_before_end, fill, ranks=4, size=1 * MiB):
+def fill_job(tmp_path, rank_table, job_env, child, front, free_before_end, fill, ranks=4, size=1 * MiB, mount="1m"):
     argv, side = child
     copies = tmp_path / "copies"
     copies.mkdir()
     go = str(tmp_path / "go")
     log_dir = str(tmp_path / "mnt" / "log")
     command = argv + ["fill", side, str(size), str(copies), go]
-    cfg = {"mount_options": "size=1m", "front": front, "stdout": str(tmp_path / "console.out"), "fill": fill,
+    cfg = {"mount_options": "size=" + mount, "front": front, "stdout": str(tmp_path / "console.out"), "fill": fill,
            "go": go, "ranks": ranks, "side_dir": side, "free_before_end": free_before_end}
     report = run_job_in_mount_namespace(tmp_path, cfg, rank_table(ranks), log_dir, command, job_env,
                                         output_notebook=True)
@@ -252,10 +252,14 @@ def check_cut_logs(report, data, side):
 def test_full_log_filesystem_cuts_logs_not_ranks(tmp_path, rank_table, job_env, child, mount_namespaces, front):
     if front == "cli" and DAVINCIRUN is None:
         pytest.skip("the davincirun command is not on PATH")
-    # 4 ranks write 1 MiB each into a 1 MiB tmpfs (a filler holds 256 KiB of
-    # it, freed once they have written, so that summary.json fits).
+    # 4 ranks write 1 MiB each into 768 KiB left free of a 2 MiB tmpfs (a
+    # filler holds the other 1.25 MiB, freed once they have written, so that
+    # summary.json fits). The ranks having written does not mean the job has
+    # read it all: up to a pipe's worth per rank may still reach the logs
+    # after the filler is gone, which a smaller filler (256 KiB) could not
+    # hold under load.
     report, data, side = fill_job(tmp_path, rank_table, job_env, child, front, free_before_end=True,
-                                  fill=768 * 1024)
+                                  fill=768 * 1024, mount="2m")
     assert report["error"] is None
     assert report["returncode"] == 0
     cut = check_cut_logs(report, data, side)

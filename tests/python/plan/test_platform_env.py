@@ -5,7 +5,6 @@ the user's value winning, 0.1.x's ModelArts rules, and the cache disk
 
 import json
 import os
-import stat
 import subprocess
 import sys
 import time
@@ -18,14 +17,16 @@ from davincirunsdk import start_distributed_train
 NAMES = ["ASCEND_PROCESS_LOG_PATH", "ASCEND_WORK_PATH", "ASCEND_CACHE_PATH", "MS_COMPILER_CACHE_PATH", "GLOG_v",
          "GLOG_log_dir", "SLOG_PRINT_TO_STDOUT"]
 
-# Each rank prints, as one JSON line, the variables of NAMES and whether the
-# directories they name exist while it runs.
+# Each rank prints, as one JSON line, the variables of NAMES, whether the
+# directories they name exist while it runs, and their modes.
 RANK_CODE = (
-    "import json, os\n"
+    "import json, os, stat\n"
     "names = %r\n"
     "values = dict((n, os.environ.get(n)) for n in names)\n"
     "dirs = dict((n, os.path.isdir(v)) for n, v in values.items() if v and v.startswith('/'))\n"
-    "print('PLATFORM=' + json.dumps({'values': values, 'dirs': dirs, 'cwd': os.getcwd()}))\n" % (NAMES,)
+    "modes = dict((n, stat.S_IMODE(os.stat(values[n]).st_mode)) for n, made in dirs.items() if made)\n"
+    "print('PLATFORM=' + json.dumps({'values': values, 'dirs': dirs, 'modes': modes, 'cwd': os.getcwd()}))\n"
+    % (NAMES,)
 )
 
 
@@ -53,11 +54,29 @@ def test_each_rank_has_its_own_process_log_directory_in_the_run_directory(tmp_pa
     job, reports = run_job(rank_table, job_env, ranks=3, log_dir=str(tmp_path / "log"))
     paths = [r["values"]["ASCEND_PROCESS_LOG_PATH"] for r in reports]
     assert paths == [os.path.join(job.run_dir, "ascend", "process_log", "rank_%d" % n) for n in range(3)]
-    for report, path in zip(reports, paths):
+    for report in reports:
         assert report["dirs"]["ASCEND_PROCESS_LOG_PATH"]  # made before the rank started
-        assert stat.S_IMODE(os.stat(path).st_mode) == 0o700
+        assert report["modes"]["ASCEND_PROCESS_LOG_PATH"] == 0o700
         # The cache disk is off (conftest): nothing is redirected, nothing else is set.
         assert report["values"]["ASCEND_WORK_PATH"] is None and report["values"]["GLOG_v"] is None
+
+
+def test_the_directories_no_rank_wrote_into_are_gone_after_the_job(tmp_path, rank_table, job_env):
+    """A run folder keeps what the ranks wrote, not a skeleton of empty
+    ascend/ and mindspore/om/ folders: rank 1 writes a process log, rank 0
+    nothing."""
+    code = ("import os\n"
+            "if os.environ['RANK'] == '1':\n"
+            "    open(os.path.join(os.environ['ASCEND_PROCESS_LOG_PATH'], 'plog.log'), 'w').write('x')\n")
+    job = start_distributed_train(python_command(code), rank_table=rank_table(2), env=job_env,
+                                  log_dir=str(tmp_path / "log"), output_notebook=False)
+    assert job.wait() == 0
+    run_dir = job.run_dir
+    assert os.path.isfile(os.path.join(run_dir, "ascend", "process_log", "rank_1", "plog.log"))
+    assert not os.path.exists(os.path.join(run_dir, "ascend", "process_log", "rank_0"))
+    assert not os.path.exists(os.path.join(run_dir, "mindspore"))
+    assert sorted(os.listdir(run_dir)) == ["ascend", "events.txt", "rank_0.device_0.log", "rank_1.device_1.log",
+                                           "rank_table.json", "summary.json"]
 
 
 def test_a_value_the_user_set_wins(tmp_path, rank_table, job_env, monkeypatch):

@@ -155,22 +155,97 @@ def test_an_unusable_lock_directory_is_a_config_error(tmp_path, rank_table, job_
     assert os.listdir(str(tmp_path / "real")) == []
 
 
+def fake_devices(directory, ids):
+    """A device tree of regular files davinci<N> (DAVINCIRUN_DEVICE_DIR), as a machine with these NPUs has."""
+    directory.mkdir()
+    for i in ids:
+        (directory / ("davinci%d" % i)).write_text("")
+    return str(directory)
+
+
+NO_NPU = "none: this machine has no NPU (no /dev/davinciN), so CPU jobs never refuse each other"
+
+
 @needs_cli
 @pytest.mark.parametrize(
-    "value, shown", [(None, "/tmp/davincirun-locks"), ("", "/tmp/davincirun-locks"), ("off", "off")]
+    "value, npu, shown",
+    [(None, True, "/tmp/davincirun-locks"), ("", True, "/tmp/davincirun-locks"), ("off", True, "off, as "),
+     (None, False, NO_NPU), ("", False, NO_NPU), ("named", False, "named")],
 )
-def test_dry_run_shows_the_lock_directory(tmp_path, rank_table, monkeypatch, value, shown):
+def test_dry_run_shows_the_lock_directory(tmp_path, rank_table, monkeypatch, value, npu, shown):
     if value is None:
         monkeypatch.delenv("DAVINCIRUN_LOCK_DIR")
+    elif value == "named":  # a directory named explicitly is used even without NPUs
+        (tmp_path / "named").mkdir()
+        monkeypatch.setenv("DAVINCIRUN_LOCK_DIR", str(tmp_path / "named"))
+        shown = str(tmp_path / "named")
     else:
         monkeypatch.setenv("DAVINCIRUN_LOCK_DIR", value)
+    if npu:
+        monkeypatch.setenv("DAVINCIRUN_DEVICE_DIR", fake_devices(tmp_path / "dev", [977]))
+    elif os.path.exists("/dev/davinci0"):
+        pytest.skip("this machine has NPUs")
     # A device no real job here uses: a dry run checks the (shared) default directory's lock.
     proc = subprocess.run([DAVINCIRUN, "--dry-run", "-r", rank_table(device_ids=[977]), "true"], cwd=str(tmp_path),
                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           timeout=30)
     assert proc.returncode == 0, proc.stderr
-    assert "device locks: %s\n" % (shown or os.path.join(str(tmp_path), value)) in proc.stdout
-    assert not (tmp_path / "rel").exists()
+    assert "device locks: %s" % shown in proc.stdout
+
+
+def test_cpu_jobs_on_a_machine_without_npus_never_refuse_each_other(tmp_path, rank_table, job_env, monkeypatch):
+    """Two notebooks, two users, a test suite: the same "devices" 0 and 1,
+    the default lock directory, and no NPU device file: both jobs run."""
+    if os.path.exists("/dev/davinci0"):
+        pytest.skip("this machine has NPUs")
+    monkeypatch.delenv("DAVINCIRUN_LOCK_DIR")
+    table = rank_table(2)
+    first = start_sleeping(tmp_path, table, job_env)
+    try:
+        assert first.plan.device_lock_dir == "" and first.plan.device_locks_off.startswith(NO_NPU)
+        second = start_sleeping(tmp_path, table, job_env, "second")
+        try:
+            assert second.poll() is None and first.poll() is None
+        finally:
+            stop(second)
+    finally:
+        stop(first)
+
+
+@needs_cli
+def test_two_nproc_2_commands_at_once_both_run_on_a_machine_without_npus(tmp_path, job_env, monkeypatch):
+    if os.path.exists("/dev/davinci0"):
+        pytest.skip("this machine has NPUs")
+    monkeypatch.delenv("DAVINCIRUN_LOCK_DIR")
+    env = dict(os.environ, **job_env)
+    # Each rank waits until both jobs' ranks are up: they ran side by side.
+    code = ("import os, sys, time\n"
+            "open(os.path.join(sys.argv[1], os.environ['JOB_ID'] + os.environ['RANK']), 'w').close()\n"
+            "deadline = time.time() + 30\n"
+            "while len(os.listdir(sys.argv[1])) < 4 and time.time() < deadline: time.sleep(0.05)\n"
+            "sys.exit(0 if len(os.listdir(sys.argv[1])) == 4 else 5)\n")
+    (tmp_path / "up").mkdir()
+    jobs = [subprocess.Popen([DAVINCIRUN, "--nproc", "2", "-l", str(tmp_path / name), sys.executable, "-c", code,
+                              str(tmp_path / "up")], env=env, cwd=str(tmp_path), stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name in ("a", "b")]
+    results = [job.communicate(timeout=60) for job in jobs]
+    for job, (_out, err) in zip(jobs, results):
+        assert job.returncode == 0, err
+        assert "in use by another job" not in err
+
+
+def test_with_npu_device_files_the_default_directory_still_refuses(tmp_path, rank_table, job_env, monkeypatch):
+    monkeypatch.delenv("DAVINCIRUN_LOCK_DIR")
+    monkeypatch.setenv("DAVINCIRUN_DEVICE_DIR", fake_devices(tmp_path / "dev", [961, 962]))
+    table = rank_table(device_ids=[961, 962])  # ids no real job here uses, in the shared default directory
+    first = start_sleeping(tmp_path, table, job_env)
+    try:
+        assert first.plan.device_lock_dir == "/tmp/davincirun-locks" and first.plan.device_locks_off == ""
+        with pytest.raises(DeviceBusyError) as info:
+            start_sleeping(tmp_path, table, job_env, "second")
+        assert info.value.devices == [961, 962]
+    finally:
+        stop(first)
 
 
 @needs_cli
