@@ -125,6 +125,21 @@ class CommandNotExecutableError(SpawnError, PermissionError):
         return Exception.__str__(self)
 
 
+class NotCarriedOverError(DavincirunError, NotImplementedError):
+    """A name of davincirunsdk 0.1.x that has no meaning any more was used
+    (called, instantiated, or an attribute of it read). Importing it still
+    works, so that 0.1.x code loads; the message names what replaces it
+    (docs/migration.md, "Not carried over"). Also a ``NotImplementedError``.
+
+    Attributes:
+        name (str): the 0.1.x name, e.g. ``"davincirunsdk.manager.FMKManager"``.
+        replacement (str): what to use instead.
+    """
+
+    name: Optional[str] = None
+    replacement: Optional[str] = None
+
+
 class LauncherSystemError(DavincirunError, OSError):
     """A system call of the launcher itself failed (pipes, epoll, log files)."""
 

@@ -4,19 +4,53 @@ export it (``init_rank_table``, or its two halves ``generate_rank_table``
 and ``set_rank_env``), read the exported one (``get_rank_table``). And
 tables made by hand, as MindSpore's hccl_tools.py and merge_hccl.py made
 them: this machine's (``write_rank_table``), several servers' as one
-(``merge_rank_tables``)."""
+(``merge_rank_tables``).
+
+Also 0.1.x's classes of this module (``RankTable``, ``RankTableV0``,
+``RankTableV1``, ``Group``, ``Instance``, ``Device``), as views over this
+package's parsing (_rank_table_01x.py)."""
 
 from __future__ import annotations
 
 import os
-import tempfile
 import warnings
-from typing import Dict, Iterable, Optional, Sequence, Union
+from typing import Dict, Iterable, Optional, Sequence, Tuple, Union
 
-from . import _core
+from . import _core, _exported_table
 from ._console import in_ipython_kernel, stop_request_name
+from ._rank_table_01x import Device, Group, Instance, RankTable, RankTableV0, RankTableV1
 from .errors import SURFACED, NoRankTableError, OptionTypeError, surfaced
 from .launch import _NO_WAIT, PathLike, _device_list, _option_error
+
+__all__ = [
+    "DEFAULT_RANK_TABLE_PATHS",
+    "default_rank_table",
+    "Device",
+    "Group",
+    "Instance",
+    "RankTable",
+    "RankTableV0",
+    "RankTableV1",
+    "generate_rank_table",
+    "get_rank_table",
+    "init_rank_table",
+    "merge_rank_tables",
+    "set_rank_env",
+    "write_rank_table",
+]
+
+# Where the platform puts the rank table when no variable names one, in the
+# order they are tried: ModelArts training jobs (Cloud Container Engine's
+# ring controller writes a 0.1 table there), as davincirunsdk 0.1.x read it.
+DEFAULT_RANK_TABLE_PATHS: Tuple[str, ...] = ("/user/config/jobstart_hccl.json",)
+
+
+def default_rank_table() -> Optional[str]:
+    """The first of :data:`DEFAULT_RANK_TABLE_PATHS` that exists, else ``None``."""
+    for path in DEFAULT_RANK_TABLE_PATHS:
+        if os.path.exists(path):
+            return path
+    return None
 
 
 def generate_rank_table(wait_timeout: float = 300) -> Optional[_core.RankTable]:
@@ -24,12 +58,16 @@ def generate_rank_table(wait_timeout: float = 300) -> Optional[_core.RankTable]:
 
     The table ``RANK_TABLE_FILE_V_1_0`` names, else the one ``RANK_TABLE_FILE``
     names (a file, or a directory holding ``jobstart_hccl.json`` or
-    ``hccl.json``), in any format (0.1, 1.0, 1.2), waiting up to
-    ``wait_timeout`` seconds while the platform is still writing it.
+    ``hccl.json``), else, when neither is set, the first of
+    :data:`DEFAULT_RANK_TABLE_PATHS` that exists
+    (``/user/config/jobstart_hccl.json``); in any format (0.1, 1.0, 1.2),
+    waiting up to ``wait_timeout`` seconds while the platform is still
+    writing it.
 
     Returns:
         RankTable | None: the table (``format``, ``world_size``, ``servers``...),
-        to pass to :func:`set_rank_env`; ``None`` when neither variable is set.
+        to pass to :func:`set_rank_env`; ``None`` when neither variable is set
+        and no default path exists.
         (0.1.x returned its own RankTableV0/V1 objects: ``world_size`` replaces
         ``get_device_num()``, ``servers`` the ``server_list``.)
 
@@ -38,7 +76,7 @@ def generate_rank_table(wait_timeout: float = 300) -> Optional[_core.RankTable]:
         LaunchConfigError: ``wait_timeout`` out of range.
     """
     # Where 0.1.x looked, in its order (the core's, as for a launch).
-    source = _core.rank_table_named_by_environment()
+    source = _core.rank_table_named_by_environment() or default_rank_table()
     if not source:
         return None
     table, _resolved = _core.wait_for_rank_table(source, wait_timeout, _NO_WAIT, stop_request_name(in_ipython_kernel()))
@@ -48,8 +86,10 @@ def generate_rank_table(wait_timeout: float = 300) -> Optional[_core.RankTable]:
 def set_rank_env(rank_table: _core.RankTable) -> Dict[str, str]:
     """Exports `rank_table` for processes started by hand, as in 0.1.x.
 
-    Writes its 1.0 (or 1.2) form, scalars as decimal strings, to a new
-    private file (mode 0600, in a fresh 0700 temporary directory) and sets in
+    Writes its 1.0 (or 1.2) form, scalars as decimal strings, to this
+    process's one private file (mode 0600, ``hccl.json`` in a 0700 directory
+    ``davincirun-rank-table-*`` under ``TMPDIR``, the same for every call,
+    replaced atomically, removed when the process exits) and sets in
     ``os.environ`` (this helper exists to set them): ``RANK_TABLE_FILE``
     (that file), ``RANK_SIZE``, ``RANK_START`` (the first rank of this
     machine's server, or of this pod when pods share a host) and
@@ -58,7 +98,8 @@ def set_rank_env(rank_table: _core.RankTable) -> Dict[str, str]:
 
     Args:
         rank_table (RankTable): from :func:`generate_rank_table`,
-            :func:`get_rank_table` or ``load_rank_table(path)``.
+            :func:`get_rank_table` or ``load_rank_table(path)``; or 0.1.x's
+            ``RankTableV0`` / ``RankTableV1`` of this module.
 
     Returns:
         dict: the variables set (0.1.x returned nothing).
@@ -69,6 +110,8 @@ def set_rank_env(rank_table: _core.RankTable) -> Dict[str, str]:
             its server holds several pods and none is named this pod's
             (``MA_CURRENT_INSTANCE_NAME``).
     """
+    if isinstance(rank_table, RankTable) and rank_table.table is not None:
+        rank_table = rank_table.table  # a 0.1.x view: the table it shows
     if not isinstance(rank_table, _core.RankTable):
         raise TypeError(
             "set_rank_env: expected a RankTable (from generate_rank_table(), get_rank_table() or "
@@ -76,9 +119,7 @@ def set_rank_env(rank_table: _core.RankTable) -> Dict[str, str]:
         )
     # This machine's server, narrowed to this pod's devices when pods of a 0.1 table share it.
     server = _core.find_local_server(rank_table).server
-    directory = tempfile.mkdtemp(prefix="davincirun-rank-table-")
-    path = os.path.join(directory, "hccl.json")
-    _core.write_normalized_rank_table(rank_table, path)
+    path = _exported_table.export(rank_table)
     exported = {
         "RANK_TABLE_FILE": path,
         "RANK_SIZE": str(rank_table.world_size),
@@ -115,14 +156,18 @@ def init_rank_table(wait_timeout: float = 300) -> Union[Dict[str, str], bool]:
 
     Reads the table ``RANK_TABLE_FILE_V_1_0``, else ``RANK_TABLE_FILE``,
     names (a file, or a directory holding ``jobstart_hccl.json`` or
-    ``hccl.json``), waiting up to ``wait_timeout`` seconds for the platform
-    to finish writing it; writes its 1.0 (or 1.2) form to a new private file
-    and sets ``RANK_TABLE_FILE``, ``RANK_SIZE``, ``RANK_START`` and (unless
+    ``hccl.json``), else the first of :data:`DEFAULT_RANK_TABLE_PATHS` that
+    exists (``/user/config/jobstart_hccl.json``, where 0.1.x looked too),
+    waiting up to ``wait_timeout`` seconds for the platform to finish
+    writing it; writes its 1.0 (or 1.2) form to this process's one private
+    file (see :func:`set_rank_env`: the same file for every call, removed
+    when the process exits) and sets ``RANK_TABLE_FILE``, ``RANK_SIZE``, ``RANK_START`` and (unless
     set) ``MA_CURRENT_HOST_IP`` in ``os.environ``.
 
     Returns:
         dict | bool: a copy of the resulting ``os.environ``, or ``False`` when
-        neither variable is set (no table: nothing to do).
+        neither variable is set and no default path exists (no table:
+        nothing to do).
 
     Raises:
         RankTableError: the table is invalid, or did not become ready in time.
