@@ -17,6 +17,8 @@ from typing import Optional
 
 from ._not_carried_over import refuse, stand_in_class
 
+__all__ = ["BatchEnv", "HwHiAiUser", "ModelArts", "ModelArtsLog", "OpEnv", "RankTableEnv", "SigHandler", "logo"]
+
 logo = "ModelArts"
 
 

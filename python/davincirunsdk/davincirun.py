@@ -13,6 +13,8 @@ from typing import List, NoReturn, Optional
 
 from .errors import LaunchConfigError
 
+__all__ = ["main", "program"]
+
 PROGRAM = "davincirun"
 
 

@@ -12,6 +12,7 @@ package's parsing (_rank_table_01x.py)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
 from typing import Dict, Iterable, Optional, Sequence, Tuple, Union
@@ -33,11 +34,15 @@ __all__ = [
     "RankTableV1",
     "generate_rank_table",
     "get_rank_table",
+    "log",
     "init_rank_table",
     "merge_rank_tables",
     "set_rank_env",
     "write_rank_table",
 ]
+
+# 0.1.x's logger of this module (its name, "ModelArts"); nothing here logs.
+log = logging.getLogger("ModelArts")
 
 # Where the platform puts the rank table when no variable names one, in the
 # order they are tried: ModelArts training jobs (Cloud Container Engine's
