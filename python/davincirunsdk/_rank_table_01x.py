@@ -157,8 +157,9 @@ class RankTable:
         if self.table is None:
             raise TypeError("get_current_instance: this RankTable holds no table (use RankTableV0 or RankTableV1)")
         server = _core.find_local_server(self.table).server
-        pods = server.pod_names
-        return Instance(pods[0] if len(pods) == 1 else "", server.server_id, [Device.of(d) for d in server.devices])
+        pods = {d.pod_name for d in server.devices}  # the narrowed server's own pods
+        pod = pods.pop() if len(pods) == 1 else None
+        return Instance(pod or "", server.server_id, [Device.of(d) for d in server.devices])
 
 
 class RankTableV0(RankTable):

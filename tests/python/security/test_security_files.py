@@ -176,8 +176,10 @@ def test_another_user_cannot_read_a_log(tmp_path, rank_table, job_env):
 def test_init_rank_table_writes_a_private_file_whatever_the_umask(tmp_path, rank_table):
     temp = tmp_path / "tmp"
     temp.mkdir()
+    # The modes are read by the process itself: its file is removed when it exits.
     code = ("import json, os\nos.umask(0)\nfrom davincirunsdk import init_rank_table\n"
-            "print(json.dumps(init_rank_table(wait_timeout=0)['RANK_TABLE_FILE']))\n")
+            "path = init_rank_table(wait_timeout=0)['RANK_TABLE_FILE']\n"
+            "print(json.dumps([path, os.lstat(os.path.dirname(path)).st_mode, os.lstat(path).st_mode]))\n")
     paths = []
     for _ in range(2):
         proc = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, TMPDIR=str(temp),
@@ -185,12 +187,11 @@ def test_init_rank_table_writes_a_private_file_whatever_the_umask(tmp_path, rank
                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               timeout=60)
         assert proc.returncode == 0, proc.stderr
-        paths.append(json.loads(proc.stdout))
-    for path in paths:
+        path, directory_mode, file_mode = json.loads(proc.stdout)
         assert os.path.dirname(os.path.dirname(path)) == str(temp)
-        assert stat.S_IMODE(os.lstat(os.path.dirname(path)).st_mode) == 0o700
-        assert stat.S_IMODE(os.lstat(path).st_mode) == 0o600
-    assert paths[0] != paths[1]  # a fresh directory each time
+        assert stat.S_IMODE(directory_mode) == 0o700 and stat.S_IMODE(file_mode) == 0o600
+        paths.append(path)
+    assert paths[0] != paths[1]  # a directory of its own for each process
 
 
 @pytest.mark.parametrize("value", ["rel/locks", "locks", "./locks", "~/locks", " /tmp/locks"])
