@@ -100,8 +100,8 @@ void LaunchOptions::validate() const {
   }
   if (nproc && !rank_table.empty()) {
     throw OptionError("nproc",
-                      "nproc plans ranks on this machine without a rank table: give nproc or rank_table, "
-                      "not both");
+                      "nproc plans ranks on this machine without a rank table, and a rank table was given "
+                      "too: give one or the other");
   }
   if (devices) {
     if (devices->empty()) throw OptionError("devices", "devices is empty: name at least one device, e.g. 0,1");
