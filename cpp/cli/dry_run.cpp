@@ -41,7 +41,7 @@ std::string describe_plan(const LaunchPlan& plan, const std::vector<std::string>
         std::chrono::duration<double>(plan.peers.peer_timeout).count(),
         plan.peers.key_from_environment ? "from DAVINCIRUN_JOB_KEY" : "derived from the table and JOB_ID");
   } else if (plan.table.servers.size() > 1) {
-    out += "peer channel: off (--no-peers, peers=False or DAVINCIRUN_PEERS=0): each server's job runs on its own\n";
+    out += "peer channel: off (--no-peers or DAVINCIRUN_PEERS=0): each server's job runs on its own\n";
   }
   if (plan.peers.stall_timeout.count() > 0) {
     out += fmt::format("stall watchdog: stop after {:g} s without output from any rank\n",

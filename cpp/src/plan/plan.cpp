@@ -311,8 +311,8 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   }
   if (job.local_world_size > 1 && !with_extra.get("OMP_NUM_THREADS")) {
     plan.notes.push_back(fmt::format(
-        "OMP_NUM_THREADS={} for each rank, as torchrun sets it when it is unset: set OMP_NUM_THREADS (or pass it "
-        "with --env / env=) to give each rank more threads",
+        "OMP_NUM_THREADS={} for each rank, as torchrun sets it when it is unset: set OMP_NUM_THREADS for the job "
+        "to give each rank more threads",
         default_omp_num_threads));
   }
   plan.peers = detail::plan_peers(options, plan.table, plan.server_index, job, environment, digest);

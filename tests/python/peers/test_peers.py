@@ -273,4 +273,4 @@ def test_the_dry_run_shows_where_the_agents_meet(tmp_path):
     assert "job key derived from the table and JOB_ID" in out
     assert "meet at 127.0.0.1:23456" in dry_run("--peer-port", "23456")
     assert "job key from DAVINCIRUN_JOB_KEY" in dry_run(env=dict(os.environ, DAVINCIRUN_JOB_KEY="a secret"))
-    assert "peer channel: off (--no-peers)" in dry_run("--no-peers")
+    assert "peer channel: off (--no-peers or DAVINCIRUN_PEERS=0)" in dry_run("--no-peers")

@@ -29,7 +29,9 @@ ROLE_SCRIPT = (
     "import json, os, sys, time\n"
     "names = ['MS_ROLE', 'MS_NODE_ID', 'MS_SCHED_HOST', 'MS_SCHED_PORT', 'MS_WORKER_NUM', 'RANK_ID',\n"
     "         'RANK_SIZE', 'DEVICE_ID', 'RANK', 'MASTER_PORT', 'JOB_ID', 'ASCEND_PROCESS_LOG_PATH']\n"
-    "print('VARS ' + json.dumps({n: os.environ.get(n) for n in names}), flush=True)\n"
+    "seen = {n: os.environ.get(n) for n in names}\n"
+    "seen['plog_dir_made'] = os.path.isdir(os.environ.get('ASCEND_PROCESS_LOG_PATH', ''))\n"
+    "print('VARS ' + json.dumps(seen), flush=True)\n"
     "role = 'SCHED' if os.environ.get('MS_ROLE') == 'MS_SCHED' else os.environ['RANK_ID']\n"
     "action = os.environ.get('ACTION_' + role)\n"
     "if action == 'fail':\n"
@@ -66,7 +68,7 @@ def test_workers_and_the_scheduler_get_their_roles(tmp_path, rank_table, job_env
     assert sched["DEVICE_ID"] is None and sched["RANK"] is None and sched["MS_NODE_ID"] is None
     # CANN's plog files of each process land in the run directory, the scheduler's apart.
     assert sched["ASCEND_PROCESS_LOG_PATH"] == os.path.join(job.run_dir, "ascend", "process_log", "scheduler")
-    assert os.path.isdir(sched["ASCEND_PROCESS_LOG_PATH"])
+    assert sched["plog_dir_made"]  # made for the process (and pruned after the job when left empty)
     for rank in (0, 1):
         worker = seen["rank_%d.device_%d.log" % (rank, rank)]
         assert worker["MS_ROLE"] == "MS_WORKER"
