@@ -436,14 +436,28 @@ TEST_CASE("device locks: the plan takes an absolute lock directory only, empty m
   TempDir tmp;
   write_file(tmp / "table.json", R"({"version": "1.0", "server_count": "1", "status": "completed", "server_list": [)"
                                  R"({"server_id": "127.0.0.1", "device": [{"device_id": "0", "rank_id": "0"}]}]})");
+  // A machine with an NPU: a device tree holding davinci0 (only the name is read).
+  REQUIRE(::mkdir((tmp / "dev").c_str(), 0700) == 0);
+  write_file(tmp / "dev/davinci0", "");
   LaunchOptions options;
   options.command = {"true"};
   options.rank_table = tmp / "table.json";
   options.wait_timeout = std::chrono::milliseconds(0);
+  options.device_dir = tmp / "dev";
   Environment env;
   SECTION("empty: the default") {
     env.set("DAVINCIRUN_LOCK_DIR", "");
-    CHECK(plan_launch(options, env).device_lock_dir == default_device_lock_dir);
+    const LaunchPlan plan = plan_launch(options, env);
+    CHECK(plan.device_lock_dir == default_device_lock_dir);
+    CHECK(plan.device_locks_off.empty());
+  }
+  SECTION("no NPU on this machine and no directory named: no locks, and the plan says why") {
+    options.device_dir = tmp / "no-such-dev";
+    const LaunchPlan plan = plan_launch(options, env);
+    CHECK(plan.device_lock_dir.empty());
+    CHECK_THAT(plan.device_locks_off, Catch::Contains("this machine has no NPU"));
+    env.set("DAVINCIRUN_LOCK_DIR", "/x/locks");  // named: CPU jobs that ask for locks get them
+    CHECK(plan_launch(options, env).device_lock_dir == "/x/locks");
   }
   SECTION("off") {
     env.set("DAVINCIRUN_LOCK_DIR", "off");

@@ -120,19 +120,30 @@ TEST_CASE("rank_environment sets each rank's identity over whatever was inherite
       {"LOCAL_WORLD_SIZE", "8"},
       {"MASTER_ADDR", "10.0.0.1"},
       {"MASTER_PORT", "29500"},
+      {"GROUP_RANK", "0"},
+      {"GROUP_WORLD_SIZE", "1"},
+      {"ROLE_RANK", "10"},
+      {"ROLE_WORLD_SIZE", "16"},
+      {"TORCHELASTIC_RESTART_COUNT", "0"},
   };
   for (const auto& [name, value] : identity) {
     INFO(name);
     REQUIRE(env.count(name) == 1);
     CHECK(env.at(name) == value);
   }
-  // Defaults when absent; everything else passes through untouched.
+  // Defaults when absent (torchrun's six among them); everything else passes through untouched.
+  CHECK(env.at("OMP_NUM_THREADS") == "1");  // 8 ranks on this server
+  CHECK(env.at("ROLE_NAME") == "default");
+  CHECK(env.at("TORCHELASTIC_RUN_ID") == "job-1234abcd");
+  CHECK(env.at("TORCHELASTIC_MAX_RESTARTS") == "0");
+  CHECK(env.at("TORCHELASTIC_USE_AGENT_STORE") == "False");
+  CHECK(env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "1");
   CHECK(env.at("HCCL_CONNECT_TIMEOUT") == "1800");
   CHECK(env.at("PYTHONUNBUFFERED") == "1");  // JobEnvironment::python_unbuffered defaults to true
   CHECK(env.at("PATH") == "/usr/bin");
   CHECK(env.at("MULTI") == "line1\nline2\n");
   CHECK(env.at("ODD") == " spaced =x");
-  CHECK(env.size() == identity.size() + 5);
+  CHECK(env.size() == identity.size() + 5 + 6);
 }
 
 TEST_CASE("rank_environment keeps the user's settings and lets extra override them", "[environment]") {

@@ -424,7 +424,8 @@ TEST_CASE("corrupt counts and out-of-range enums are refused", "[job_protocol]")
     return false;
   };
   JobSpec spec = sample_spec();
-  spec.remove_after_job.clear();  // the payload then ends: console (an enum), an empty list (strs)
+  spec.remove_after_job.clear();  // the payload then ends: console (an enum), two empty lists (strs)
+  spec.notes.clear();
   const std::string payload = encode_spec(spec);
   // Every value is a type byte and its bytes; a str is its 8-byte length and its bytes.
   const auto str_bytes = [](const std::string& s) { return 1 + 8 + s.size(); };
@@ -446,9 +447,9 @@ TEST_CASE("corrupt counts and out-of-range enums are refused", "[job_protocol]")
     CHECK(refused([&] { decode_spec(corrupt); }));
   }
   SECTION("a tracking value beyond the enum") {
-    // The end: tracking, stop_request_name, launcher_name, quiet, console, remove_after_job.
-    const std::size_t after =
-        str_bytes(spec.supervisor.stop_request_name) + str_bytes(spec.supervisor.launcher_name) + 2 + (1 + 8) + (1 + 8);
+    // The end: tracking, stop_request_name, launcher_name, quiet, console, remove_after_job, notes.
+    const std::size_t after = str_bytes(spec.supervisor.stop_request_name) +
+                              str_bytes(spec.supervisor.launcher_name) + 2 + (1 + 8) + (1 + 8) + (1 + 8);
     const std::size_t at = payload.size() - after - 8;
     REQUIRE(payload[at - 1] == static_cast<char>(WireType::enumeration));
     std::string corrupt = payload;
@@ -456,7 +457,7 @@ TEST_CASE("corrupt counts and out-of-range enums are refused", "[job_protocol]")
     CHECK(refused([&] { decode_spec(corrupt); }));
   }
   SECTION("a console route beyond the enum") {
-    const std::size_t at = payload.size() - (1 + 8) - 8;
+    const std::size_t at = payload.size() - (1 + 8) - (1 + 8) - 8;
     REQUIRE(payload[at - 1] == static_cast<char>(WireType::enumeration));
     std::string corrupt = payload;
     corrupt[at] = 3;
