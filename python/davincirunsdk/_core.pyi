@@ -350,6 +350,16 @@ class LaunchPlan:
         <cache root>/davincirun when the cache disk is in use, else "".
         """
     @property
+    def device_lock_dir(self) -> str:
+        """
+        Where the devices are locked; "" when they are not (see device_locks_off).
+        """
+    @property
+    def device_locks_off(self) -> str:
+        """
+        Why the devices are not locked (no NPU on this machine, or off as asked); "" when they are.
+        """
+    @property
     def environments(self) -> list[list[str]]:
         """
         Each rank's environment, as ["NAME=value"].
@@ -369,6 +379,11 @@ class LaunchPlan:
     @property
     def master_port(self) -> int:
         ...
+    @property
+    def notes(self) -> list[str]:
+        """
+        What the launcher chose for the ranks unasked (an OMP_NUM_THREADS default), one sentence each.
+        """
     @property
     def rank_table_file(self) -> str:
         ...
@@ -607,6 +622,16 @@ class RootCause:
         A traceback, an error code or an error section was found.
         """
     @property
+    def hint(self) -> str:
+        """
+        What to do where the framework's own message misleads (MindSpore's 'use mpirun' on a machine without NPUs); empty otherwise.
+        """
+    @property
+    def source(self) -> str:
+        """
+        "its log", or "its torch error file".
+        """
+    @property
     def text(self) -> str:
         """
         The block: lines of the log in its order, "..." where lines were skipped; '\\n'-terminated.
@@ -705,7 +730,7 @@ def read_log_tail(path: str, max_lines: typing.SupportsInt | typing.SupportsInde
     """
 def root_cause(path: str, tail_lines: typing.SupportsInt | typing.SupportsIndex = 5) -> RootCause:
     """
-    The root cause in the last 256 KiB of a log file (empty if unreadable), with its last `tail_lines` lines.
+    A rank's root cause: from the torch error file beside its log (written by torch's @record) when there is one, else from the last 256 KiB of the log file at `path` (empty if unreadable), with its last `tail_lines` lines.
     """
 def wait_for_rank_table(path: str, wait_timeout: typing.SupportsFloat | typing.SupportsIndex = 300.0, no_wait_setting: str = 'wait_timeout 0', stop_name: str = 'Ctrl-C') -> tuple[RankTable, str]:
     """
