@@ -20,7 +20,6 @@
 #include "davincirun/device_lock.hpp"
 #include "davincirun/environment.hpp"
 #include "davincirun/errors.hpp"
-#include "davincirun/plan.hpp"
 #include "davincirun/process.hpp"
 #include "test_support.hpp"
 
@@ -430,54 +429,6 @@ TEST_CASE("device locks: a hard link to another user's file is refused by either
   }
   CHECK(read_file(victim) == "precious\n");
   CHECK(stat_of(victim).st_mtim.tv_sec == 1'000'000'000);
-}
-
-TEST_CASE("device locks: the plan takes an absolute lock directory only, empty means the default", "[device_lock]") {
-  TempDir tmp;
-  write_file(tmp / "table.json", R"({"version": "1.0", "server_count": "1", "status": "completed", "server_list": [)"
-                                 R"({"server_id": "127.0.0.1", "device": [{"device_id": "0", "rank_id": "0"}]}]})");
-  // A machine with an NPU: a device tree holding davinci0 (only the name is read).
-  REQUIRE(::mkdir((tmp / "dev").c_str(), 0700) == 0);
-  write_file(tmp / "dev/davinci0", "");
-  LaunchOptions options;
-  options.command = {"true"};
-  options.rank_table = tmp / "table.json";
-  options.wait_timeout = std::chrono::milliseconds(0);
-  options.device_dir = tmp / "dev";
-  Environment env;
-  SECTION("empty: the default") {
-    env.set("DAVINCIRUN_LOCK_DIR", "");
-    const LaunchPlan plan = plan_launch(options, env);
-    CHECK(plan.device_lock_dir == default_device_lock_dir);
-    CHECK(plan.device_locks_off.empty());
-  }
-  SECTION("no NPU on this machine and no directory named: no locks, and the plan says why") {
-    options.device_dir = tmp / "no-such-dev";
-    const LaunchPlan plan = plan_launch(options, env);
-    CHECK(plan.device_lock_dir.empty());
-    CHECK_THAT(plan.device_locks_off, Catch::Contains("this machine has no NPU"));
-    env.set("DAVINCIRUN_LOCK_DIR", "/x/locks");  // named: CPU jobs that ask for locks get them
-    CHECK(plan_launch(options, env).device_lock_dir == "/x/locks");
-  }
-  SECTION("off") {
-    env.set("DAVINCIRUN_LOCK_DIR", "off");
-    CHECK(plan_launch(options, env).device_lock_dir.empty());
-  }
-  SECTION("absolute, from the variable or the option (which wins)") {
-    env.set("DAVINCIRUN_LOCK_DIR", "/a/./b/");
-    CHECK(plan_launch(options, env).device_lock_dir == "/a/b");
-    options.device_lock_dir = "/c";
-    CHECK(plan_launch(options, env).device_lock_dir == "/c");
-  }
-  for (const std::string relative : {"locks", "./locks", "~/locks", " /locks"}) {
-    SECTION("relative: refused, '" + relative + "'") {
-      env.set("DAVINCIRUN_LOCK_DIR", relative);
-      CHECK_THROWS_WITH(plan_launch(options, env),
-                        Contains("DAVINCIRUN_LOCK_DIR must be an absolute path (or \"off\"), got '" + relative + "'"));
-      options.device_lock_dir = relative;
-      CHECK_THROWS_WITH(plan_launch(options, env), Contains("LaunchOptions::device_lock_dir must be an absolute path"));
-    }
-  }
 }
 
 TEST_CASE("check_devices_free: names the holders like DeviceLocks, creates and locks nothing", "[device_lock]") {
