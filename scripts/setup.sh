@@ -1,17 +1,30 @@
 #!/usr/bin/env bash
 # Installs what davincirunsdk needs to build, test and run its example, then
-# builds and installs the package. Safe and quick to run again: each step
-# checks what is there and skips what is done, and the C++ build is
-# incremental (build/).
+# builds and installs the package. Every Python package goes into the
+# project's own virtual environment, build/venv, made from ${PYTHON:-python3}
+# (scripts/venv.sh); the system's Python packages are never touched, and a
+# check at the end fails the setup if they changed. Safe and quick to run
+# again: each step checks what is there and skips what is done, and the C++
+# build is incremental (build/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/venv.sh
 
 PYTHON=${PYTHON:-python3}
-export PIP_DISABLE_PIP_VERSION_CHECK=1
-# Debian's own Python refuses pip installs outside a venv (PEP 668); as root on
-# a dedicated machine that is what we want.
-export PIP_BREAK_SYSTEM_PACKAGES=1
-export PIP_ROOT_USER_ACTION=ignore
+# The interpreter the venv is made from: the real one behind a pyenv shim,
+# and never the venv itself (a PATH that has build/venv/bin first).
+base=$(VENV=$VENV "$PYTHON" -c '
+import os, sys
+inside = os.path.realpath(sys.prefix) == os.path.realpath(os.environ["VENV"])
+print(getattr(sys, "_base_executable", sys.executable) if inside else sys.executable)')
+# The base interpreter's installed distributions (its user site included),
+# compared at the end.
+base_packages() {
+  "$base" -c '
+import importlib.metadata as m
+print("\n".join(sorted({"%s==%s" % (d.metadata["Name"], d.version) for d in m.distributions()})))'
+}
+base_before=$(base_packages)
 
 # C++ dependencies from Debian.
 # clang and libclang-rt-14-dev build the fuzzer (scripts/fuzz.sh): libFuzzer's
@@ -37,39 +50,54 @@ if ((${#missing[@]})); then
   apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# The venv, made again when ${PYTHON} is another interpreter or version.
+made="$base $("$base" -c 'import sys; print(sys.version.split()[0])')"
+if ! [[ -x $VENV_PYTHON && -f $VENV/.made-from && $(<"$VENV/.made-from") == "$made" ]] ||
+  ! "$VENV_PYTHON" -c pass 2>/dev/null; then
+  echo "setup: creating the project venv build/venv ($base -m venv)"
+  rm -rf "$VENV"
+  "$base" -m venv "$VENV"
+  echo "$made" >"$VENV/.made-from"
+fi
+use_venv
+
 # Python dependencies from PyPI: scripts/requirements-dev.txt, and torch (for
 # the example and its test) pinned to a CPU build: an unpinned torch pulls a
-# multi-GB CUDA build. Installed again only when the file, the interpreter or
-# the torch pin changed (a stamp in build/.setup; remove it to force).
+# multi-GB CUDA build. Installed again only when the file or the torch pin
+# changed (a stamp in the venv; remove it to force).
 torch_requirement=torch==2.13.0
-mkdir -p build/.setup
-wanted=$({ cat scripts/requirements-dev.txt; echo "$torch_requirement"; "$PYTHON" -c 'import sys; print(sys.executable, sys.version)'; } | sha256sum | cut -c1-64)
-if [[ ! -f build/.setup/python-tools || $(<build/.setup/python-tools) != "$wanted" ]]; then
-  echo "setup: installing scripts/requirements-dev.txt (pip)"
-  "$PYTHON" -m pip install -q -r scripts/requirements-dev.txt
-  "$PYTHON" -c "import torch" 2>/dev/null || "$PYTHON" -m pip install -q "$torch_requirement"
-  echo "$wanted" >build/.setup/python-tools
+wanted=$({ cat scripts/requirements-dev.txt; echo "$torch_requirement"; } | sha256sum | cut -c1-64)
+if [[ ! -f $VENV/.setup-python-tools || $(<"$VENV/.setup-python-tools") != "$wanted" ]]; then
+  echo "setup: installing scripts/requirements-dev.txt and $torch_requirement into build/venv (pip)"
+  "$VENV_PYTHON" -m pip install -q -r scripts/requirements-dev.txt "$torch_requirement"
+  echo "$wanted" >"$VENV/.setup-python-tools"
 else
-  echo "setup: Python tools up to date (scripts/requirements-dev.txt)"
+  echo "setup: Python tools in build/venv up to date (scripts/requirements-dev.txt, $torch_requirement)"
 fi
 
 # The package itself (the C++ core, the `davincirun` command, the supervisor
 # program and the Python module), built once as a wheel (incrementally, in
 # build/notebook-env/cmake-build) by notebook_env.sh, which also installs it
-# into the two notebook-test venvs (ipykernel 6 and 7); then into $PYTHON,
+# into the two notebook-test venvs (ipykernel 6 and 7); then into build/venv,
 # unless that very wheel is installed there already.
-PYTHON="$PYTHON" bash scripts/notebook_env.sh
+bash scripts/notebook_env.sh
 wheel=$(ls build/notebook-env/wheel/davincirunsdk-*.whl)
-installed="$(sha256sum "$wheel" | cut -c1-64) $("$PYTHON" -c 'import sys; print(sys.executable)')"
-if [[ ! -f build/.setup/installed-wheel || $(<build/.setup/installed-wheel) != "$installed" ]] ||
-  ! "$PYTHON" -c "import davincirunsdk._core" 2>/dev/null; then
-  "$PYTHON" -m pip install -q --no-deps --force-reinstall "$wheel"
-  echo "$installed" >build/.setup/installed-wheel
-  echo "setup: installed ${wheel#"$PWD"/} into $PYTHON"
+installed=$(sha256sum "$wheel" | cut -c1-64)
+if [[ ! -f $VENV/.setup-wheel || $(<"$VENV/.setup-wheel") != "$installed" ]] ||
+  ! "$VENV_PYTHON" -c "import davincirunsdk._core" 2>/dev/null; then
+  "$VENV_PYTHON" -m pip install -q --no-deps --force-reinstall "$wheel"
+  echo "$installed" >"$VENV/.setup-wheel"
+  echo "setup: installed ${wheel} into build/venv"
 else
-  echo "setup: ${wheel} is installed in $PYTHON"
+  echo "setup: ${wheel} is installed in build/venv"
 fi
 
 # MindSpore's CPU wheel in a venv of its own (it needs numpy<2), for the
 # tests that train with it: scripts/mindspore_env.sh.
 bash scripts/mindspore_env.sh >/dev/null
+
+if [[ $(base_packages) != "$base_before" ]]; then
+  echo "setup: the packages of $base changed while setting up (only build/venv may change):" >&2
+  diff <(echo "$base_before") <(base_packages) >&2 || true
+  exit 1
+fi
