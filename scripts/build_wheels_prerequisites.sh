@@ -5,7 +5,7 @@
 # after minutes of building. Its tools from PyPI (scripts/requirements-wheels.txt)
 # are installed by the run itself.
 check_prerequisites() {
-  local missing=() base=${PYTHON:-python3} v exe include arch suite
+  local missing=() base=${PYTHON:-python3} v exe include has_pip arch suite
   need_command() {  # COMMAND DEBIAN-PACKAGE WHAT-FOR
     command -v "$1" >/dev/null || missing+=("$1 (Debian: $2), $3")
   }
@@ -31,10 +31,13 @@ check_prerequisites() {
       missing+=("CPython $v under $PYENV_ROOT/versions (pyenv: pyenv install $v)")
       continue
     fi
-    include=$("$exe" -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null) || include=?
+    # One interpreter start: its include directory, then whether it has pip.
+    read -r include has_pip < <("$exe" -c '
+import importlib.util, sysconfig
+print(sysconfig.get_paths()["include"], importlib.util.find_spec("pip") is not None)' 2>/dev/null) || include=?
     [[ -f $include/Python.h && -f $include/pyconfig.h ]] ||
       missing+=("the headers of $exe (Python.h and pyconfig.h in $include; pyenv: pyenv install --force $v)")
-    "$exe" -m pip --version >/dev/null 2>&1 || missing+=("pip of $exe ($exe -m ensurepip)")
+    [[ $has_pip == True ]] || missing+=("pip of $exe ($exe -m ensurepip)")
   done
 
   for arch in "${archs[@]}"; do
