@@ -17,14 +17,7 @@ base=$(VENV=$VENV "$PYTHON" -c '
 import os, sys
 inside = os.path.realpath(sys.prefix) == os.path.realpath(os.environ["VENV"])
 print(getattr(sys, "_base_executable", sys.executable) if inside else sys.executable)')
-# The base interpreter's installed distributions (its user site included),
-# compared at the end.
-base_packages() {
-  "$base" -c '
-import importlib.metadata as m
-print("\n".join(sorted({"%s==%s" % (d.metadata["Name"], d.version) for d in m.distributions()})))'
-}
-base_before=$(base_packages)
+base_before=$(installed_packages "$base")
 
 # C++ dependencies from Debian.
 # clang and libclang-rt-14-dev build the fuzzer (scripts/fuzz.sh): libFuzzer's
@@ -69,7 +62,8 @@ torch_requirement=torch==2.13.0
 wanted=$({ cat scripts/requirements-dev.txt; echo "$torch_requirement"; } | sha256sum | cut -c1-64)
 if [[ ! -f $VENV/.setup-python-tools || $(<"$VENV/.setup-python-tools") != "$wanted" ]]; then
   echo "setup: installing scripts/requirements-dev.txt and $torch_requirement into build/venv (pip)"
-  "$VENV_PYTHON" -m pip install -q -r scripts/requirements-dev.txt "$torch_requirement"
+  "$VENV_PYTHON" -m pip install -q -r scripts/requirements-dev.txt "$torch_requirement" \
+    2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
   echo "$wanted" >"$VENV/.setup-python-tools"
 else
   echo "setup: Python tools in build/venv up to date (scripts/requirements-dev.txt, $torch_requirement)"
@@ -96,8 +90,10 @@ fi
 # tests that train with it: scripts/mindspore_env.sh.
 bash scripts/mindspore_env.sh >/dev/null
 
-if [[ $(base_packages) != "$base_before" ]]; then
+# Nothing may have changed outside build/venv.
+base_after=$(installed_packages "$base")
+if [[ $base_after != "$base_before" ]]; then
   echo "setup: the packages of $base changed while setting up (only build/venv may change):" >&2
-  diff <(echo "$base_before") <(base_packages) >&2 || true
+  diff <(echo "$base_before") <(echo "$base_after") >&2 || true
   exit 1
 fi

@@ -14,6 +14,15 @@ export PIP_REQUIRE_VIRTUALENV=1
 unset PIP_BREAK_SYSTEM_PACKAGES
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 
+# installed_packages PYTHON: NAME==VERSION of every distribution PYTHON
+# imports from (its user site included), sorted: scripts/setup.sh compares
+# the base interpreter's before and after.
+installed_packages() {
+  "$1" -c '
+import importlib.metadata as m
+print("\n".join(sorted({"%s==%s" % (d.metadata["Name"], d.version) for d in m.distributions()})))'
+}
+
 # Puts the venv first in PATH, as `activate` would: python, pytest and the
 # tools installed there (cmake, ninja, ruff, clang-format, clang-tidy,
 # davincirun) are the venv's.
