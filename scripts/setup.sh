@@ -11,12 +11,13 @@ cd "$(dirname "$0")/.."
 source scripts/venv.sh
 
 PYTHON=${PYTHON:-python3}
-# The interpreter the venv is made from: the real one behind a pyenv shim,
-# and never the venv itself (a PATH that has build/venv/bin first).
+# The interpreter the venv is made from: the real one behind a pyenv shim or
+# a symbolic link, and never the venv itself (a PATH that has build/venv/bin
+# first, or PYTHON=build/venv/bin/python).
 base=$(VENV=$VENV "$PYTHON" -c '
 import os, sys
 inside = os.path.realpath(sys.prefix) == os.path.realpath(os.environ["VENV"])
-print(getattr(sys, "_base_executable", sys.executable) if inside else sys.executable)')
+print(os.path.realpath(getattr(sys, "_base_executable", sys.executable) if inside else sys.executable))')
 base_before=$(installed_packages "$base")
 
 # C++ dependencies from Debian.
