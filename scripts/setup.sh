@@ -33,6 +33,8 @@ apt_packages=(g++ nlohmann-json3-dev libfmt-dev catch2 clang libclang-rt-14-dev 
 # their own daemons from a temporary configuration). iproute2 and util-linux
 # (ip, nsenter, unshare) make the hosts.
 apt_packages+=(slurm-wlm munge openmpi-bin iproute2 util-linux)
+# Debian's python3 makes no venv (build/venv) without its venv module.
+apt_packages+=(python3-venv)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
