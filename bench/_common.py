@@ -22,7 +22,7 @@ def davincirun_path():
     PATH takes from the development build)."""
     path = shutil.which("davincirun")
     if not path:
-        sys.exit("davincirun is not on PATH: run `pip install .` (or scripts/setup.sh) first")
+        sys.exit("davincirun is not on PATH: pip install . (or scripts/setup.sh, then source build/venv/bin/activate)")
     return path
 
 

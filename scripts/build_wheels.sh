@@ -40,6 +40,8 @@
 #   `davincirunsdk.__version__`) and run a 2-rank job, and `pip uninstall`
 #   must remove both programs and the package.
 #   A build must not write into the (unpacked sdist's) source tree.
+# Every prerequisite is checked first (scripts/build_wheels_prerequisites.sh):
+# a missing one stops the run at once, naming its Debian or pyenv package.
 # Prints a table at the end: wheel, size, policy, newest GLIBC symbol and
 # the module's build time (wall / CPU), where each version's headers came
 # from, the core builds' times and the total.
@@ -77,6 +79,23 @@ cpu_mark() {
 }
 since() { awk "BEGIN {printf \"%.0f\", $2 - $1}"; }  # since START NOW: rounded seconds
 
+pyenv_python() {  # 3.X -> the newest pyenv 3.X.Y interpreter
+  local v
+  v=$(ls -d "$PYENV_ROOT"/versions/"$1".* 2>/dev/null | grep -E "/$1\.[0-9]+$" | sort -V | tail -1 || true)
+  [[ -n $v && -x $v/bin/python3 ]] || return 1
+  echo "$v/bin/python3"
+}
+
+debian_mirror() {
+  local m=${DEBIAN_MIRROR:-}
+  [[ -n $m ]] || m=$(sed -n 's/^URIs: *\([^ ]*\).*/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -m1 '/debian$' || true)
+  [[ -n $m ]] || m=$(awk '$1 == "deb" && $2 ~ /\/debian$/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+  echo "$m"
+}
+declare -A DEBIAN_SUITE=([3.9]=bullseye [3.11]=bookworm [3.13]=trixie)
+source scripts/build_wheels_prerequisites.sh
+check_prerequisites
+
 source scripts/wheel_tools.sh
 wheel_tools_setup
 DAVINCIRUN_ZIG=$(python -c 'import os, ziglang; print(os.path.join(os.path.dirname(ziglang.__file__), "zig"))')
@@ -108,14 +127,8 @@ touch "$work/src.synced"
 version=$(sed -n 's/^version = "\([^"]*\)".*/\1/p' "$src/pyproject.toml" | head -1)
 
 # Debian's root file systems (variant extract: the named packages and their
-# dependencies, unpacked), from this machine's Debian mirror.
-declare -A DEBIAN_SUITE=([3.9]=bullseye [3.11]=bookworm [3.13]=trixie)
-debian_mirror() {
-  local m=${DEBIAN_MIRROR:-}
-  [[ -n $m ]] || m=$(sed -n 's/^URIs: *\([^ ]*\).*/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -m1 '/debian$' || true)
-  [[ -n $m ]] || m=$(awk '$1 == "deb" && $2 ~ /\/debian$/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
-  echo "$m"
-}
+# dependencies, unpacked), from this machine's Debian mirror (DEBIAN_SUITE:
+# the suites, above).
 debian_root() {  # SUITE ARCH PYVERSION -> prints the root directory
   local dir=$work/debian/$1-$2
   if [[ ! -f $dir/.done ]]; then
@@ -124,18 +137,12 @@ debian_root() {  # SUITE ARCH PYVERSION -> prints the root directory
     [[ -n $mirror ]] || { echo "build_wheels: no Debian mirror (set DEBIAN_MIRROR)" >&2; return 1; }
     rm -rf "$dir" && mkdir -p "$work/debian"
     say "Debian $1 $2: unpacking libpython$3-dev (mmdebstrap, $mirror)" >&2
+    # No errexit inside $(...): a failure must return, not mark the root done.
     mmdebstrap --quiet --variant=extract --architectures="$2" --include="libpython$3-dev" "$1" "$dir" \
-      "deb $mirror $1 main" >&2
+      "deb $mirror $1 main" >&2 || { echo "build_wheels: mmdebstrap failed for Debian $1 $2" >&2; return 1; }
     touch "$dir/.done"
   fi
   echo "$dir"
-}
-
-pyenv_python() {  # 3.X -> the newest pyenv 3.X.Y interpreter
-  local v
-  v=$(ls -d "$PYENV_ROOT"/versions/"$1".* 2>/dev/null | grep -E "/$1\.[0-9]+$" | sort -V | tail -1)
-  [[ -n $v && -x $v/bin/python3 ]] || return 1
-  echo "$v/bin/python3"
 }
 
 rows=() failed=() core_times=() header_notes=()
@@ -146,8 +153,9 @@ for arch in "${archs[@]}"; do
   # What runs the aarch64 programs here: qemu-user with Debian's arm64 glibc.
   run=()
   if [[ $arch == aarch64 ]]; then
-    qemu=$(command -v qemu-aarch64-static || command -v qemu-aarch64 || true)
-    [[ -n $qemu ]] && run=("$qemu" -L "$(debian_root bookworm arm64 3.11)")
+    qemu=$(command -v qemu-aarch64-static || command -v qemu-aarch64)
+    arm_root=$(debian_root bookworm arm64 3.11) || exit 1
+    run=("$qemu" -L "$arm_root")
   fi
 
   # 2. The core library and the programs, once per architecture.
@@ -196,7 +204,8 @@ for arch in "${archs[@]}"; do
       check=()
       suite=${DEBIAN_SUITE[$pyver]:-}
       if ((debian_check)) && [[ -n $suite ]]; then
-        deb_x86=$(debian_root "$suite" amd64 "$pyver") deb_arm=$(debian_root "$suite" arm64 "$pyver")
+        deb_x86=$(debian_root "$suite" amd64 "$pyver") || exit 1
+        deb_arm=$(debian_root "$suite" arm64 "$pyver") || exit 1
         check=(--debian-amd64 "$deb_x86/usr/include/x86_64-linux-gnu/python$pyver/pyconfig.h"
           --debian-arm64 "$deb_arm/usr/include/aarch64-linux-gnu/python$pyver/pyconfig.h")
       fi

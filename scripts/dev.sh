@@ -14,6 +14,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
+# cmake, ninja, pybind11 and pytest from the project venv (scripts/setup.sh).
+source scripts/venv.sh
+use_venv
 [[ -f build/dev/CMakeCache.txt ]] || cmake --preset dev >/dev/null
 if [[ ${1:-} == --ctest ]]; then
   cmake --build --preset dev  # everything, the C++ tests included
@@ -26,8 +29,7 @@ case "${1:-}" in
   --ctest) shift; exec ctest --preset dev "$@" ;;
   --shell) exec "${SHELL:-bash}" ;;
 esac
-# The interpreter itself, not a pyenv shim: a shim puts its version's bin
-# directory first in PATH, where the `davincirun` of an installed wheel
-# would hide this build's.
-python=$("${PYTHON:-python3}" -c 'import sys; print(sys.executable)')
-exec "$python" -m pytest -p no:cacheprovider "$@"
+# The venv's interpreter by its path: its bin directory holds the
+# `davincirun` of the installed wheel, which must not hide this build's
+# (PATH above has this build's first).
+exec "$VENV_PYTHON" -m pytest -p no:cacheprovider "$@"

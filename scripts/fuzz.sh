@@ -14,6 +14,9 @@
 # target; exits non-zero on a finding.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# cmake and ninja from the project venv (scripts/setup.sh).
+source scripts/venv.sh
+use_venv
 
 duration=${1:-60}
 if ! [[ $duration =~ ^[1-9][0-9]*$ ]]; then

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Format and lint checks, in the test command so that they cannot rot; the
-# tools are the versions pinned in scripts/requirements-dev.txt.
+# tools are the versions pinned in scripts/requirements-dev.txt, from the
+# project venv build/venv (scripts/setup.sh).
 #
 #   bash scripts/lint.sh            every check (about two minutes on 2 cores, most of it clang-tidy)
 #   bash scripts/lint.sh --fast     all but clang-tidy (seconds)
@@ -14,7 +15,8 @@
 # not yet added to git count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-python3}
+source scripts/venv.sh
+use_venv
 mode=${1:-}
 failed=()
 check() {
@@ -34,10 +36,10 @@ fi
 
 check "clang-format" clang-format --dry-run --Werror $cpp_files
 check "ruff" ruff check --quiet .
-check "mypy" "$PYTHON" -m mypy --no-error-summary
+check "mypy" "$VENV_PYTHON" -m mypy --no-error-summary
 
 check "500 lines" bash scripts/check_lines.sh
-check "includes" "$PYTHON" scripts/check_includes.py
+check "includes" "$VENV_PYTHON" scripts/check_includes.py
 
 check "_core.pyi" bash scripts/stubs.sh --check
 

@@ -7,10 +7,10 @@
 # Its own venv, pinned to numpy 1.x: one early run with numpy 2 saw the
 # workers fail to unregister at exit and the scheduler exit 1 after 30 s;
 # later runs on numpy 2.2-2.4 did not repeat it (docs/mindspore.md), so the
-# pin stays as the pair these tests run with. $PYTHON carries torch with
-# numpy 2. The package under test is not
-# installed here: the tests start ranks with this venv's python from a
-# davincirun of $PYTHON, as a user's image starts its framework's python.
+# pin stays as the pair these tests run with. The project venv, build/venv,
+# carries torch with numpy 2. The package under test is not installed here:
+# the tests start ranks with this venv's python from a davincirun of
+# build/venv, as a user's image starts its framework's python.
 # The wheel (~800 MB, x86_64 CPython 3.11 only) comes from PyPI through
 # pip's cache, so a second setup downloads nothing. Safe to run again: a
 # stamp holding the requirements and the interpreter skips a finished setup.

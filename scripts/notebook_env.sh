@@ -7,13 +7,14 @@
 #   build/notebook-env/cmake-build/    its own incremental CMake build directory
 #   build/notebook-env/ipykernel6/     a venv: ipykernel>=6.29,<7 + that wheel
 #   build/notebook-env/ipykernel7/     a venv: ipykernel>=7,<8   + that wheel
-#                                      (both also see $PYTHON's site-packages,
-#                                      for torch and scikit-learn: see VENV_OPTIONS)
+#                                      (both also see build/venv's site-packages,
+#                                      for torch and scikit-learn: see PROJECT_PTH)
 #   build/notebook-env/kernels/share/jupyter/kernels/davincirun-ipykernel{6,7}/
 #                                      one kernelspec per venv (JUPYTER_PATH=
 #                                      build/notebook-env/kernels/share/jupyter)
 #
-# and nbclient + nbformat in $PYTHON (python3), which runs the notebooks.
+# and nbclient + nbformat in the project venv, build/venv (scripts/setup.sh
+# makes it first), which runs the notebooks.
 #
 # Safe to run again: each step checks what is there (a digest of the sources
 # the wheel was built from; the wheel's sha256, the ipykernel requirement and
@@ -28,11 +29,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
-PYTHON=${PYTHON:-python3}
+source scripts/venv.sh
 ENV_DIR=$REPO/build/notebook-env
-export PIP_DISABLE_PIP_VERSION_CHECK=1
-export PIP_ROOT_USER_ACTION=ignore
-export PIP_BREAK_SYSTEM_PACKAGES=1  # $PYTHON may be Debian's own (PEP 668)
 
 # ipykernel major version -> requirement installed in its venv.
 declare -A IPYKERNEL_REQUIREMENT=(
@@ -41,17 +39,20 @@ declare -A IPYKERNEL_REQUIREMENT=(
 )
 KERNEL_PREFIX=davincirun-ipykernel
 
-# How the venvs are made. --system-site-packages: a kernel also imports what
-# $PYTHON has installed, such as torch and scikit-learn, which
-# examples/notebook.ipynb trains with (far too big to install twice), just as
-# a platform's notebook kernel comes with its frameworks. What a venv installs
+# How the venvs are made: from the project venv's interpreter, and with a
+# .pth file (PROJECT_PTH) that adds build/venv's site-packages after the
+# venv's own, so that a kernel also imports what the project venv has, such
+# as torch and scikit-learn, which examples/notebook.ipynb trains with (far
+# too big to install twice), just as a platform's notebook kernel comes with
+# its frameworks; the system's site-packages stay out. What a venv installs
 # itself comes first on its sys.path: ipykernel and all its dependencies are
-# installed into it even when $PYTHON has them (--ignore-installed), and its
-# davincirunsdk must be its own (checked below), never $PYTHON's.
-# --without-pip: $PYTHON's pip installs into the venv, which so holds no
-# bundled pip and setuptools older than $PYTHON's to hide them (torch
-# requires a newer setuptools than venv bundles).
-VENV_OPTIONS=(--system-site-packages --without-pip)
+# installed into it even when build/venv has them (--ignore-installed), and
+# its davincirunsdk must be its own (checked below), never build/venv's.
+# --without-pip: build/venv's pip (seen through the .pth file) installs into
+# the venv, which so holds no bundled pip and setuptools older than
+# build/venv's to hide them (torch requires a newer setuptools than venv
+# bundles).
+VENV_OPTIONS=(--without-pip)
 
 # The wheel gets its own, kept build directory, for incremental rebuilds
 # (pyproject.toml sets none: `pip install .` builds in a temporary one).
@@ -88,11 +89,14 @@ quiet() {
   "$@" 2> >(grep -v -e 'is ignored: it is neither a file nor a directory' \
     -e 'The kernelspec may not be found' >&2)
 }
-# The real interpreter behind $PYTHON (a pyenv shim costs a fraction of a
-# second per call).
-PYTHON_EXE=$("$PYTHON" -c 'import sys; print(sys.executable)')
+use_venv
+PYTHON_EXE=$VENV_PYTHON
+PROJECT_SITE=$("$VENV_PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+# An "import" line of a .pth file runs: site.addsitedir also reads the .pth
+# files of build/venv's site-packages, as its own interpreter does.
+PROJECT_PTH="import site; site.addsitedir('$PROJECT_SITE')"
 
-# 1. The runner side: nbclient and nbformat in $PYTHON.
+# 1. The runner side: nbclient and nbformat in build/venv.
 runner_versions() {
   "$PYTHON_EXE" -c '
 import importlib.metadata as m, importlib.util as u
@@ -137,7 +141,7 @@ wheel_sha=$(sha256sum "$wheel" | cut -c1-64)
 # Prints: ipykernel version, davincirunsdk version ("-" when it cannot be
 # imported), IPython version, jupyter_client version, torch version. The
 # ipykernel and davincirunsdk versions are "-" unless the venv's own copy is
-# the one imported (the venv also sees $PYTHON's packages).
+# the one imported (the venv also sees build/venv's packages).
 venv_versions() {
   "$1" -c '
 import importlib.metadata as m, importlib.util as u, os, sys
@@ -170,8 +174,8 @@ for major in 6 7; do
   did=()
 
   # The venv is made again when it was made otherwise or from another
-  # interpreter (whose site-packages it sees).
-  venv_made="$PYTHON_EXE ${VENV_OPTIONS[*]}"
+  # interpreter, or sees other site-packages.
+  venv_made="$PYTHON_EXE ${VENV_OPTIONS[*]} $PROJECT_PTH"
   if ! [[ -x $vpy ]] || ! "$vpy" -c pass 2>/dev/null || ! [[ -f $venv/.venv-options ]] \
     || [[ $(<"$venv/.venv-options") != "$venv_made" ]]; then
     if [[ -d $venv ]]; then
@@ -181,6 +185,7 @@ for major in 6 7; do
     fi
     rm -rf "$venv"
     "$PYTHON_EXE" -m venv "${VENV_OPTIONS[@]}" "$venv"
+    echo "$PROJECT_PTH" >"$("$vpy" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/davincirun-project-venv.pth"
     echo "$venv_made" >"$venv/.venv-options"
     did+=("venv created")
   fi
@@ -189,10 +194,10 @@ for major in 6 7; do
   if [[ $ipykernel_v == - || ${ipykernel_v%%.*} != "$major" || ! -f $venv/.ipykernel-requirement \
     || $(<"$venv/.ipykernel-requirement") != "$requirement" ]]; then
     say "$name: installing $requirement"
-    # --no-warn-conflicts: pip would list $PYTHON's packages whose
+    # --no-warn-conflicts: pip would list build/venv's packages whose
     # requirements the venv's copies do not meet (e.g. an upper bound on
     # python-dateutil), though the venv's own set is resolved as a whole;
-    # torch and scikit-learn, imported from $PYTHON, are exercised by
+    # torch and scikit-learn, imported from build/venv, are exercised by
     # tests/python/frameworks/test_example_notebook.py.
     quiet "$vpy" -m pip install -q --ignore-installed --no-warn-conflicts "$requirement"
     echo "$requirement" >"$venv/.ipykernel-requirement"

@@ -3,18 +3,20 @@
 # from the module itself (pybind11-stubgen), so that IDEs and type checkers
 # see every class, field and signature the module really has.
 #
-#   bash scripts/stubs.sh           write the stub from the module $PYTHON imports
+#   bash scripts/stubs.sh           write the stub from the module the project venv imports
 #   bash scripts/stubs.sh --check   fail (showing the difference) when the stub
 #                                   and the module disagree: the module changed
 #                                   and the stub was not regenerated
 #
 # The module is this tree's: with a development build (build/dev/python, see
 # scripts/dev.sh) its module, brought up to date first; without one, the
-# installed package (scripts/setup.sh installs this tree's wheel). A build
+# installed package (scripts/setup.sh installs this tree's wheel into build/venv). A build
 # directory only configured (as clang-tidy leaves it) does not count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-python3}
+source scripts/venv.sh
+use_venv
+PYTHON=$VENV_PYTHON
 if [[ -d build/dev/python/davincirunsdk ]]; then
   cmake --build --preset dev --target dev_package >/dev/null
   export PYTHONPATH=$PWD/build/dev/python${PYTHONPATH:+:$PYTHONPATH}

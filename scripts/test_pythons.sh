@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The quick Python tests on the oldest and the newest CPython the package
-# ships for (3.7 and 3.13, from pyenv), beside the main run on $PYTHON. Each
+# ships for (3.7 and 3.13, from pyenv), beside the main run in the project venv. Each
 # version builds only the davincirunsdk._core module, against the core and
 # programs of an existing build (DAVINCIRUN_PREBUILT_CORE, by default
 # build/tests, which scripts/test.sh builds first), into build/py<version>/
@@ -11,13 +11,29 @@
 #   bash scripts/test_pythons.sh [pytest args]   (default: -m quick tests/python, the quick tests)
 #   TEST_PYTHONS="3.8 3.12" bash scripts/test_pythons.sh    other versions (PYENV_ROOT, default ~/.pyenv)
 #   DAVINCIRUN_PREBUILT_CORE=build/dev bash scripts/test_pythons.sh
+#   bash scripts/test_pythons.sh --missing   print the versions pyenv lacks (nothing: all there)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
-core=$(cd "${DAVINCIRUN_PREBUILT_CORE:-build/tests}" && pwd)
 versions=${TEST_PYTHONS-3.7 3.13}
 PYENV_ROOT=${PYENV_ROOT:-$HOME/.pyenv}
-export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
+# The newest installed X.Y.Z of pyenv's version X.Y, if any.
+installed() {
+  ls -d "$PYENV_ROOT"/versions/"$1".* 2>/dev/null | grep -E "/$1\.[0-9]+$" | sort -V | tail -1 || true
+}
+if [[ ${1:-} == --missing ]]; then
+  missing=()
+  for version in $versions; do
+    exe=$(installed "$version")
+    [[ -n $exe && -x $exe/bin/python3 ]] || missing+=("$version")
+  done
+  echo "${missing[*]}"
+  exit 0
+fi
+# cmake, ninja and pybind11's build side from the project venv (scripts/setup.sh).
+source scripts/venv.sh
+use_venv
+core=$(cd "${DAVINCIRUN_PREBUILT_CORE:-build/tests}" && pwd)
 (($#)) || set -- -m quick tests/python
 # The same compiler and build type as the core (cmake/prebuilt_core.cmake checks).
 compiler=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$core/CMakeCache.txt")
@@ -27,7 +43,7 @@ launcher=$(sed -n 's/^CMAKE_CXX_COMPILER_LAUNCHER:[A-Z]*=//p' "$core/CMakeCache.
 failed=()
 for version in $versions; do
   t0=$SECONDS
-  exe=$(ls -d "$PYENV_ROOT"/versions/"$version".* 2>/dev/null | grep -E "/$version\.[0-9]+$" | sort -V | tail -1)
+  exe=$(installed "$version")
   if [[ -z $exe || ! -x $exe/bin/python3 ]]; then
     echo "test_pythons: no CPython $version under $PYENV_ROOT/versions (pyenv install $version)" >&2
     failed+=("$version (not installed)")
