@@ -448,8 +448,8 @@ TEST_CASE("corrupt counts and out-of-range enums are refused", "[job_protocol]")
   }
   SECTION("a tracking value beyond the enum") {
     // The end: tracking, stop_request_name, launcher_name, quiet, console, remove_after_job, notes.
-    const std::size_t after = str_bytes(spec.supervisor.stop_request_name) +
-                              str_bytes(spec.supervisor.launcher_name) + 2 + (1 + 8) + (1 + 8) + (1 + 8);
+    const std::size_t after = str_bytes(spec.supervisor.stop_request_name) + str_bytes(spec.supervisor.launcher_name) +
+                              2 + (1 + 8) + (1 + 8) + (1 + 8);
     const std::size_t at = payload.size() - after - 8;
     REQUIRE(payload[at - 1] == static_cast<char>(WireType::enumeration));
     std::string corrupt = payload;

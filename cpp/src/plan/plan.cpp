@@ -155,7 +155,7 @@ bool plans_without_table(const LaunchOptions& options, const Environment& enviro
 std::string device_dir_from(const LaunchOptions& options, const Environment& env) {
   static const LaunchOptions defaults;
   if (options.device_dir != defaults.device_dir) return options.device_dir;
-  const std::string dir = env.get("DAVINCIRUN_DEVICE_DIR").value_or("");
+  std::string dir = env.get("DAVINCIRUN_DEVICE_DIR").value_or("");
   if (dir.empty()) return options.device_dir;
   if (dir[0] != '/') {
     throw ConfigError(fmt::format("DAVINCIRUN_DEVICE_DIR must be an absolute path, got '{}'", dir));
