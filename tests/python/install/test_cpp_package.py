@@ -36,10 +36,15 @@ def test_installed_package_builds_a_consumer(tmp_path, rank_table, job_env):
     assert (prefix / "libexec" / "davincirun" / "davincirun-supervisor").is_file()
     env = dict(os.environ, **job_env)
     env.pop("DAVINCIRUN_SUPERVISOR", None)
+    env.pop("OMP_NUM_THREADS", None)
     out = run([str(consumer / "consumer"), rank_table(3), str(tmp_path / "log"), "sh", "-c", "echo hi $RANK_ID"],
               env=env).stdout.splitlines()
     assert out[:4] == ["world size 3", "rank 0 device 0", "rank 1 device 1", "rank 2 device 2"]
-    assert sorted(out[4:-1]) == ["[rank 0] hi 0", "[rank 1] hi 1", "[rank 2] hi 2"]
+    # The launcher's notices (here: the OMP_NUM_THREADS default it chose) reach the consumer's console too.
+    notices = [line for line in out[4:-1] if line.startswith("[davincirun] ")]
+    assert [n.split(" for each rank")[0] for n in notices] == ["[davincirun] OMP_NUM_THREADS=1"]
+    ranks = sorted(line for line in out[4:-1] if line not in notices)
+    assert ranks == ["[rank 0] hi 0", "[rank 1] hi 1", "[rank 2] hi 2"]
     assert out[-1] == "exit code 0"
 
     # The command: <prefix>/bin/davincirun, a program that finds its
