@@ -116,3 +116,25 @@ def test_a_long_last_line_is_cut_by_display_columns(tmp_path, rank_table, job_en
     assert status.rows[0].last_line == "\u8bad" * 59 + "\u2026"  # 119 columns of the 120
     status.feed_last_line(0, "x" * 200)
     assert status.rows[0].last_line == "x" * 119 + "\u2026"
+
+
+# The line MindSpore 2.10's CPU build raises from init() in rank-table mode.
+MINDSPORE_INIT_ON_CPU = (
+    "import os\n"
+    "if os.environ['RANK_ID'] == '1':\n"
+    "    raise RuntimeError(\"Maybe you are trying to call 'mindspore.communication.init()' without using "
+    "'mpirun', which will make MindSpore load several environment variables and check their validation.\")\n"
+)
+
+
+def test_the_root_cause_shows_a_hint_where_the_frameworks_message_misleads(tmp_path, rank_table, job_env):
+    from davincirunsdk import _core
+
+    job = finished_job(rank_table, tmp_path, job_env, MINDSPORE_INIT_ON_CPU, n=2)
+    status = JobStatus(job.plan, job.pids, job.run_dir)
+    status.finish(job.result, read_root_cause=_core.root_cause)
+    text = status.text()
+    assert "root cause (rank 1" in text and "without using 'mpirun'" in text
+    hint = [line.strip() for line in text.splitlines() if line.strip().startswith("hint: ")]
+    assert len(hint) == 1 and "--launch-mode dynamic-cluster" in hint[0], text
+    assert "--launch-mode dynamic-cluster" in status.html()  # the notebook's rendering of the same view
