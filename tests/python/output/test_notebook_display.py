@@ -43,7 +43,7 @@ FLOOD = (
 )
 
 # Ranks say they are ready, then keep running for a while.
-READY_THEN_SLEEP = "import time\nprint('ready', flush=True)\ntime.sleep(1.5)\nprint('finished')\n"
+READY_THEN_SLEEP = "import time\nprint('ready', flush=True)\ntime.sleep(2.5)\nprint('finished')\n"
 
 # Ranks print a numbered line every 0.2 s for about 1.6 s.
 TICKING = (
@@ -138,12 +138,15 @@ def test_the_status_view_shows_every_rank_live_then_the_summary(kernel_name, tmp
     nb, messages = run_waiting_cell(kernel_name, tmp_path, READY_THEN_SLEEP, rank_table(3), job_env)
     updates = view_updates(messages, 1)
     assert len(updates) >= 3  # shown at the start, updated while running, final
-    live = [text for text in updates if "3 running" in text.splitlines()[0] and "ready" in text]
+    # An update that shows every rank running, its last line "ready" (the
+    # ranks start a little apart: earlier updates show some of them only).
+    live = [text for text in updates if "3 running" in text.splitlines()[0]
+            and all(line.split()[3] == "running" and line.split()[-1] == "ready"
+                    for line in text.splitlines()[2:5])]
     assert live, updates
     rows = [line.split() for line in live[-1].splitlines()[2:5]]
     assert [row[0] for row in rows] == ["0", "1", "2"]  # rank
     assert [row[1] for row in rows] == ["0", "1", "2"]  # device
-    assert all(row[3] == "running" and row[-1] == "ready" for row in rows)
     # At most two updates a second.
     times = [m.sent.timestamp() for m in messages if m.msg_type == "update_display_data" and m.cell_index == 1]
     assert all(b - a > 0.3 for a, b in zip(times, times[1:-1]))
