@@ -163,14 +163,15 @@ std::string device_dir_from(const LaunchOptions& options, const Environment& env
   return dir;
 }
 
-// The one-server table of a plan without a table (LaunchOptions::nproc).
-LoadedRankTable machine_table(const LaunchOptions& options, const std::string& device_dir) {
+// The one-server table of a plan without a table (LaunchOptions::nproc),
+// over the NPUs `present` under `device_dir`.
+LoadedRankTable machine_table(const LaunchOptions& options, const std::string& device_dir,
+                              const std::vector<int>& present) {
   std::vector<int> devices;
   if (options.devices) {
     devices = *options.devices;
   } else {
     const int n = options.nproc.value_or(0);  // set: plans_without_table() said so
-    const std::vector<int> present = present_devices(device_dir);
     if (!present.empty() && static_cast<std::size_t>(n) > present.size()) {
       throw OptionError("nproc",
                         fmt::format("nproc {} asks for more ranks than this machine has NPUs ({}: {} under {})", n,
@@ -212,8 +213,11 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   LaunchPlan plan;
   plan.options = options;
   const bool without_table = plans_without_table(options, environment);
-  LoadedRankTable loaded = without_table ? machine_table(options, device_dir_from(options, environment))
-                                         : load_completed_table(options, environment);
+  // Read once: the table made without one, the ranks' devices and the locks all follow it.
+  const std::string device_dir = device_dir_from(options, environment);
+  const std::vector<int> present = present_devices(device_dir);
+  LoadedRankTable loaded =
+      without_table ? machine_table(options, device_dir, present) : load_completed_table(options, environment);
   plan.table = std::move(loaded.table);
   if (options.devices && !without_table) {
     plan.table = detail::narrowed_table(plan.table, *options.devices,
@@ -242,8 +246,6 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   plan.server_reason = local.reason;
   std::optional<std::vector<int>> rt_visible;
   if (auto v = with_extra.get("ASCEND_RT_VISIBLE_DEVICES")) rt_visible = parse_visible_devices(*v);
-  const std::string device_dir = device_dir_from(options, environment);
-  const std::vector<int> present = present_devices(device_dir);
   plan.ranks = allocate_ranks(local.server, present, rt_visible);
   plan.work_dir = resolve_work_dir(options.work_dir);
   plan.cache_dir = usable_cache_dir(environment);
