@@ -22,6 +22,12 @@ or from Python, with RANK_TABLE_FILE pointing at the rank table:
 
 Every rank prints one line per epoch; rank 0 finally prints
 "final test accuracy: ..." and whether all model replicas ended identical.
+
+With --checkpoint DIR, rank 0 saves the model and optimizer after every
+epoch, and a run started again resumes after the last saved epoch: a job
+launched with `davincirun --max-restarts 3` goes on where it failed
+(docs/restarts.md). The result is the same as that of a run never
+interrupted: the data order of each epoch depends on the epoch only.
 """
 import argparse
 import datetime
@@ -82,13 +88,15 @@ def main():
     parser.add_argument("--fail-at-epoch", type=int, default=None,
                         help="make --fail-rank raise an exception at this epoch (fail-fast demo)")
     parser.add_argument("--fail-rank", type=int, default=0)
+    parser.add_argument("--checkpoint", default=None, metavar="DIR",
+                        help="save a checkpoint per epoch here; resume from it when started again")
     args = parser.parse_args()
 
     rank, world_size, device_id, addr, port = read_env()
     torch.set_num_threads(1)  # several ranks share a few CPU cores
     torch.manual_seed(0)  # identical initial weights everywhere (DDP also broadcasts them)
-    print("rank %d/%d: DEVICE_ID=%s (running on CPU), rendezvous tcp://%s:%s"
-          % (rank, world_size, device_id, addr, port), flush=True)
+    print("rank %d/%d (pid %d): DEVICE_ID=%s (running on CPU), rendezvous tcp://%s:%s"
+          % (rank, world_size, os.getpid(), device_id, addr, port), flush=True)
 
     dist.init_process_group(backend="gloo", init_method="tcp://%s:%s" % (addr, port),
                             rank=rank, world_size=world_size,
@@ -99,12 +107,21 @@ def main():
                                  shuffle=True, seed=0)
     loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler)
 
-    model = DistributedDataParallel(
-        nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)))
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    net = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    optimizer = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
+    first_epoch = 1
+    checkpoint = os.path.join(args.checkpoint, "digits.pt") if args.checkpoint else None
+    if checkpoint and os.path.exists(checkpoint):
+        state = torch.load(checkpoint)
+        net.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        first_epoch = state["epoch"] + 1
+        print("rank %d: resumed after epoch %d from %s (restart %s)"
+              % (rank, state["epoch"], checkpoint, os.environ.get("DAVINCIRUN_RESTART_COUNT", "0")), flush=True)
+    model = DistributedDataParallel(net)
     loss_fn = nn.CrossEntropyLoss()
 
-    for epoch in range(1, args.epochs + 1):
+    for epoch in range(first_epoch, args.epochs + 1):
         if epoch == args.fail_at_epoch and rank == args.fail_rank:
             raise RuntimeError("rank %d: injected failure at epoch %d (--fail-at-epoch)"
                                % (rank, epoch))
@@ -120,6 +137,12 @@ def main():
             seen += len(yb)
         print("rank %d epoch %2d/%d: train loss %.4f over %d samples"
               % (rank, epoch, args.epochs, loss_sum / seen, seen), flush=True)
+        if checkpoint and rank == 0:
+            # Whole or not at all: a rank killed while it writes leaves the last one.
+            os.makedirs(args.checkpoint, exist_ok=True)
+            torch.save({"epoch": epoch, "model": net.state_dict(), "optimizer": optimizer.state_dict()},
+                       checkpoint + ".tmp")
+            os.replace(checkpoint + ".tmp", checkpoint)
 
     # Evaluate: each rank scores its own strided shard of the test set, then the
     # correct/total counts are summed across ranks with all_reduce.
@@ -144,6 +167,7 @@ def main():
               % (counts[0].item() / counts[1].item(), int(counts[1].item()), world_size),
               flush=True)
         print("replicas in sync: %s" % in_sync, flush=True)
+        print("parameter checksum: %.17g" % checksum.item(), flush=True)
     dist.destroy_process_group()
     return 0
 

@@ -71,6 +71,11 @@ void bind_results(py::module_& m) {
           },
           "The signal that killed the failed rank, or None.");
 
+  py::class_<JobAttempt> attempt(m, "JobAttempt",
+                                 "One attempt of a job: its first run, or a restart of the whole job in place "
+                                 "(max_restarts; docs/restarts.md).");
+  def_fields<JobAttempt>(attempt);
+
   py::class_<JobResult> job(m, "JobResult", "How a job ended: every rank, the first failure, why it stopped.");
   def_fields<JobResult>(job);
   job.def_property_readonly(

@@ -36,6 +36,8 @@ constexpr ForeignFlag kFlags[] = {
      "how long to wait for the rank table and the other servers; in --launch-mode dynamic-cluster it also sets "
      "MS_TOPO_TIMEOUT when that is unset"},
     {"--join", "msrun", "-", "davincirun always waits for every rank and reports how each ended"},
+    {"--max_restarts", "torchrun", "--max-restarts",
+     "how often the whole job is restarted in place after a rank fails (docs/restarts.md)"},
     {"--bind_core", "msrun", "",
      "davincirun does not pin ranks to cores; start the command under taskset or numactl to do so"},
 };

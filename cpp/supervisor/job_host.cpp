@@ -22,6 +22,8 @@
 #include "davincirun/device_lock.hpp"
 #include "davincirun/environment.hpp"
 #include "davincirun/errors.hpp"
+#include "davincirun/plan.hpp"
+#include "davincirun/restart_policy.hpp"
 #include "davincirun/root_cause.hpp"
 #include "davincirun/supervisor.hpp"
 #include "davincirun/unique_fd.hpp"
@@ -94,8 +96,16 @@ std::optional<DeviceLocks> lock_devices(const JobSpec& spec) {
   return DeviceLocks(spec.device_lock_dir, devices, DeviceLockHolder{spec.job_id, spec.command});
 }
 
-std::unique_ptr<Supervisor> start_ranks(const JobSpec& spec, const RunDir& run_dir, const std::string& tag,
-                                        LineSink& console, PlatformDirs& platform) {
+// The processes of attempt `attempt` (1: the first run): a later one has
+// new logs, the restart count and its own rendezvous ports (AttemptPorts).
+std::vector<RankLaunch> launches_for(const JobSpec& spec, const RunDir& run_dir, const std::string& tag,
+                                     PlatformDirs& platform, int attempt) {
+  std::vector<std::pair<std::string, std::string>> ports;
+  if (attempt > 1) {
+    for (const auto& name : spec.attempt_ports.names) {
+      ports.emplace_back(name, std::to_string(port_for_attempt(spec.attempt_ports, spec.job_id, name, attempt)));
+    }
+  }
   std::vector<RankLaunch> launches;
   for (std::size_t i = 0; i < spec.ranks.size(); ++i) {
     const RankAssignment& a = spec.ranks[i];
@@ -103,12 +113,20 @@ std::unique_ptr<Supervisor> start_ranks(const JobSpec& spec, const RunDir& run_d
     launch.role = a.role;
     launch.rank = a.rank;
     launch.label = process_label(a);
-    launch.log_path = run_dir.log_path(a);
+    launch.log_path = run_dir.log_path(a, attempt);
     launch.show_on_console = i >= spec.show_on_console.size() || spec.show_on_console[i];
     launch.process.argv = spec.command;
     Environment env(spec.environments[i]);
     env.set("RANK_TABLE_FILE", run_dir.table_path());
     env.set("DAVINCIRUN_JOB_TAG", tag);
+    if (attempt > 1) {
+      const std::string restarts = std::to_string(attempt - 1);
+      env.set("DAVINCIRUN_RESTART_COUNT", restarts);
+      if (a.role == ProcessRole::rank) env.set("TORCHELASTIC_RESTART_COUNT", restarts);
+      for (const auto& [name, port] : ports) {
+        if (env.get(name)) env.set(name, port);  // the scheduler has no MASTER_PORT
+      }
+    }
     // torch's @record writes the rank's exception there, read first by the report.
     if (a.role == ProcessRole::rank) env.set("TORCHELASTIC_ERROR_FILE", torch_error_file_for(launch.log_path));
     platform.prepare(env, a.rank);  // CANN's and MindSpore's directories (platform_environment.hpp)
@@ -116,7 +134,24 @@ std::unique_ptr<Supervisor> start_ranks(const JobSpec& spec, const RunDir& run_d
     launch.process.work_dir = spec.work_dir;
     launches.push_back(std::move(launch));
   }
-  return std::make_unique<Supervisor>(std::move(launches), spec.supervisor, console);
+  return launches;
+}
+
+std::unique_ptr<Supervisor> start_ranks(const JobSpec& spec, const RunDir& run_dir, const std::string& tag,
+                                        LineSink& console, PlatformDirs& platform) {
+  auto supervisor =
+      std::make_unique<Supervisor>(launches_for(spec, run_dir, tag, platform, 1), spec.supervisor, console);
+  if (spec.supervisor.max_restarts > 0) {
+    Restarts restarts;
+    restarts.judge = [&spec](const JobResult& attempt, const std::string& ruled_out_by) {
+      return judge_attempt(attempt, ruled_out_by, spec.supervisor);
+    };
+    restarts.launches = [&spec, &run_dir, tag, &platform](int attempt) {
+      return launches_for(spec, run_dir, tag, platform, attempt);
+    };
+    supervisor->set_restarts(std::move(restarts));
+  }
+  return supervisor;
 }
 
 // The job's own outcome stands when its summary cannot be written: the

@@ -22,10 +22,28 @@ struct IsOptional : std::false_type {};
 template <typename T>
 struct IsOptional<std::optional<T>> : std::true_type {};
 
-// A plain value: enums by name, times in seconds since the epoch, nothing as null.
+// A list of structs that have a field list.
+template <typename T>
+struct IsFieldList : std::false_type {};
+template <typename T>
+struct IsFieldList<std::vector<T>> : std::bool_constant<has_fields<T>> {};
+
+template <typename T, typename Then>
+void put_fields(Json& j, const T& value, Then&& then);
+
+// A value: enums by name, times in seconds since the epoch, nothing as
+// null, a struct by its summary fields, a list of structs as an array.
 template <typename T>
 Json value_of(const T& value) {
-  if constexpr (std::is_enum_v<T>) {
+  if constexpr (has_fields<T>) {
+    Json j = Json::object();
+    put_fields(j, value, [](std::string_view) {});
+    return j;
+  } else if constexpr (IsFieldList<T>::value) {
+    Json list = Json::array();
+    for (const auto& each : value) list.push_back(value_of(each));
+    return list;
+  } else if constexpr (std::is_enum_v<T>) {
     return to_string(value);
   } else if constexpr (std::is_same_v<T, std::chrono::system_clock::time_point>) {
     return seconds_since_epoch(value);

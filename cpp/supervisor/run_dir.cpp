@@ -69,7 +69,9 @@ RunDir::RunDir(const std::string& log_dir, const std::string& job_id, const std:
   }
 }
 
-std::string RunDir::log_path(const RankAssignment& rank) const { return path_ + "/" + rank_log_file_name(rank); }
+std::string RunDir::log_path(const RankAssignment& rank, int attempt) const {
+  return path_ + "/" + rank_log_file_name(rank, attempt);
+}
 
 void RunDir::point_latest() const {
   const std::string latest = log_dir_ + "/latest";

@@ -27,7 +27,7 @@ class RunDir {
   /// The rank table the ranks read (RANK_TABLE_FILE).
   const std::string& table_path() const noexcept { return table_path_; }
   /// Where rank `rank` logs (rank_log_file_name()); the log is created by its RankLog.
-  std::string log_path(const RankAssignment& rank) const;
+  std::string log_path(const RankAssignment& rank, int attempt = 1) const;
   std::string summary_path() const { return path_ + "/summary.json"; }
   /// The job's journal on this server (job_journal.hpp); not named *.log,
   /// which is every rank's log and only theirs.

@@ -198,8 +198,15 @@ class DistributedRuntimeError(DavincirunError, RuntimeError):
             when none failed there), ``root_cause`` is the root cause its
             agent sent, or why, and ``log_file`` is ``None`` (the log is on
             that server). ``None`` for a failure on this server.
+        attempts (list[JobAttempt]): every attempt of the job, the first run
+            first (``attempt``, ``started``, ``ended``, ``stop_reason``,
+            ``stop_detail``, ``first_failure``, ``root_cause``,
+            ``restarted``, ``decision``); the attributes above describe the
+            last. One entry unless the job restarted (``max_restarts``;
+            docs/restarts.md).
         result: the job's full result (``ranks``, ``first_failure``,
-            ``stop_reason``, ``stop_detail``, ``stopped_in``, ``peer_stop``).
+            ``stop_reason``, ``stop_detail``, ``stopped_in``, ``peer_stop``,
+            ``attempts``).
     """
 
     rank: Optional[int] = None
@@ -214,4 +221,5 @@ class DistributedRuntimeError(DavincirunError, RuntimeError):
     root_cause_error_code: Optional[str] = None
     hint: Optional[str] = None
     server_id: Optional[str] = None
+    attempts: Any = ()  # list of _core.JobAttempt
     result: Any = None  # _core.JobResult

@@ -237,6 +237,7 @@ def runtime_error(result: _core.JobResult) -> DistributedRuntimeError:
     report = result.failure_report()
     error = DistributedRuntimeError("distributed training failed: " + report.rstrip("\n"))
     error.result = result
+    error.attempts = list(result.attempts)
     if result.first_failure is not None:
         failed = result.ranks[result.first_failure]
         error.rank = failed.rank

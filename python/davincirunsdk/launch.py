@@ -250,6 +250,9 @@ def start_distributed_train(
     peer_port: Optional[int] = None,
     stall_timeout: Optional[float] = None,
     drain_timeout: Optional[float] = None,
+    max_restarts: Optional[int] = None,
+    restart_delay: Optional[float] = None,
+    restart_on_same_error: bool = False,
 ) -> DistributedJob:
     """Starts one process per device of this machine's server in the rank table.
 
@@ -321,6 +324,22 @@ def start_distributed_train(
             after the rank exited, held by a process it left behind that
             escaped the job's sweep, before the job ends without the rest of
             it; default 2, at most 86400.
+        max_restarts (int | None): restart the whole job in place up to this
+            many times after a rank fails (or the stall watchdog stops it):
+            every rank is stopped, then started again after
+            ``restart_delay`` with the same ``JOB_ID``, work directory and
+            devices, ``DAVINCIRUN_RESTART_COUNT`` and
+            ``TORCHELASTIC_RESTART_COUNT`` one higher and new rendezvous
+            ports; each attempt's logs are kept (``.attempt2.log``...). A
+            stop request, a signal, the job timeout or this process's end
+            never restart. Default 0 (no restart), at most 10000; one server
+            only in this version (docs/restarts.md).
+        restart_delay (float | None): seconds between an attempt's end and
+            the next one's start; default 1, at most 86400.
+        restart_on_same_error (bool): restart even when an attempt fails as
+            the one before it did (the same rank, exit status and root
+            cause, and no line in its log that the attempt before had not
+            written). Default ``False``: such a failure ends the job, saying so.
         random_cache_dir (bool): give the ranks a fresh
             ``MS_COMPILER_CACHE_PATH`` (removed after the job) unless one is set.
         ranks_to_show (list[int] | int | None): show only these ranks' output
@@ -407,6 +426,9 @@ def start_and_wait_distributed_train(
     peer_port: Optional[int] = None,
     stall_timeout: Optional[float] = None,
     drain_timeout: Optional[float] = None,
+    max_restarts: Optional[int] = None,
+    restart_delay: Optional[float] = None,
+    restart_on_same_error: bool = False,
 ) -> int:
     """Starts distributed training on this machine and waits for it to end.
 
@@ -423,7 +445,8 @@ def start_and_wait_distributed_train(
         command, work_dir, log_dir, output_notebook, rank_table, server_id,
         env, grace_period, job_timeout, wait_timeout, ranks_to_show,
         launch_mode, nproc, devices, peers, peer_timeout, peer_port,
-        stall_timeout, drain_timeout: as for :func:`start_distributed_train`.
+        stall_timeout, drain_timeout, max_restarts, restart_delay,
+        restart_on_same_error: as for :func:`start_distributed_train`.
         random_cache_dir (bool): default True: a fresh MindSpore compiler
             cache directory for this job, removed afterwards (a
             ``MS_COMPILER_CACHE_PATH`` already set wins).
@@ -435,7 +458,8 @@ def start_and_wait_distributed_train(
 
     Raises:
         DistributedRuntimeError: a rank failed (names the rank, how it ended,
-            its log file and the end of its log).
+            its log file and the end of its log; with ``max_restarts``, the
+            last attempt's failure, and ``.attempts`` lists every attempt).
         KeyboardInterrupt: Ctrl-C, after every rank was stopped.
         RankTableError, LaunchConfigError, SpawnError: nothing was started
             (the subclasses as for :func:`start_distributed_train`).

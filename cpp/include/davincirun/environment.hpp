@@ -70,8 +70,10 @@ struct JobEnvironment {
   /// (GROUP_RANK) and the number of servers (GROUP_WORLD_SIZE).
   int group_rank = 0;
   int group_world_size = 1;
-  /// The job's restarts: TORCHELASTIC_MAX_RESTARTS, and this attempt's
-  /// number (TORCHELASTIC_RESTART_COUNT); 0 while jobs do not restart.
+  /// The job's restarts (SupervisorOptions::max_restarts):
+  /// TORCHELASTIC_MAX_RESTARTS, and the restarts so far
+  /// (DAVINCIRUN_RESTART_COUNT, TORCHELASTIC_RESTART_COUNT): 0 for the first
+  /// attempt, set anew for each later one by the job's supervisor process.
   int max_restarts = 0;
   int restart_count = 0;
 };
@@ -114,7 +116,8 @@ inline constexpr int default_hccl_connect_timeout_s = 1800;
 ///  3. `extra` (the caller's explicit variables) overwrite;
 ///  4. identity, always overwritten: RANK_TABLE_FILE, RANK_ID, RANK_SIZE,
 ///     RANK_START, DEVICE_ID, ASCEND_DEVICE_ID, JOB_ID, RANK, LOCAL_RANK,
-///     WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and torchrun's
+///     WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+///     DAVINCIRUN_RESTART_COUNT (job.restart_count), and torchrun's
 ///     per-rank names GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK (= RANK, one
 ///     role), ROLE_WORLD_SIZE (= WORLD_SIZE), TORCHELASTIC_RESTART_COUNT
 ///     (an inherited value belongs to another launch, such as a torchrun
@@ -124,8 +127,8 @@ inline constexpr int default_hccl_connect_timeout_s = 1800;
 ///     (MindSpore 2.10 parallel/cluster/process_entity/_api.py).
 /// For MindSpore's scheduler (`rank.role` ProcessRole::scheduler) layer 4 is
 /// what msrun gives its scheduler: MS_ROLE=MS_SCHED, MS_SCHED_HOST,
-/// MS_SCHED_PORT, MS_WORKER_NUM, RANK_ID=0, RANK_SIZE, plus RANK_TABLE_FILE
-/// and JOB_ID; the per-device and torch names (DEVICE_ID, ASCEND_DEVICE_ID,
+/// MS_SCHED_PORT, MS_WORKER_NUM, RANK_ID=0, RANK_SIZE, plus RANK_TABLE_FILE,
+/// JOB_ID and DAVINCIRUN_RESTART_COUNT; the per-device and torch names (DEVICE_ID, ASCEND_DEVICE_ID,
 /// RANK, LOCAL_RANK, RANK_START, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR,
 /// MASTER_PORT and torchrun's per-rank names) are removed: it holds no
 /// device and is no torch rank.

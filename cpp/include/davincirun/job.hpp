@@ -27,8 +27,10 @@ DAVINCIRUN_ENUM_NAMES(ConsoleTarget, "stdio", "none");
 
 /// The name of a rank's log file in the run directory:
 /// "rank_<rank>.device_<physical device id>.log"; "scheduler.log" for
-/// MindSpore's scheduler (the name msrun gives its log too).
-std::string rank_log_file_name(const RankAssignment& rank);
+/// MindSpore's scheduler (the name msrun gives its log too). A job that
+/// restarts keeps every attempt's logs: attempt 2 and later add
+/// ".attempt<N>" before ".log" ("rank_3.device_3.attempt2.log").
+std::string rank_log_file_name(const RankAssignment& rank, int attempt = 1);
 
 /// A running job.
 ///

@@ -200,8 +200,46 @@ enum class ProcessTracking {
 /// to_string(): "automatic", "pidfd" or "sigchld".
 DAVINCIRUN_ENUM_NAMES(ProcessTracking, "automatic", "pidfd", "sigchld");
 
+/// One attempt of a job: its first run, or a restart of the whole job in
+/// place (SupervisorOptions::max_restarts; docs/restarts.md).
+struct JobAttempt {
+  int attempt = 1;  ///< 1 for the first run, k + 1 after the k-th restart (DAVINCIRUN_RESTART_COUNT + 1)
+  std::chrono::system_clock::time_point started;  ///< its first rank started
+  std::chrono::system_clock::time_point ended;    ///< its last rank's output was drained
+  StopReason stop_reason = StopReason::none;      ///< as JobResult::stop_reason, for this attempt
+  std::string stop_detail;                        ///< as JobResult::stop_detail, for this attempt
+  /// The first process that failed, as JobResult::ranks holds it (its log
+  /// is this attempt's); none when no process failed.
+  std::optional<RankResult> first_failure;
+  /// The first failure's root cause in one line, from its torch error file
+  /// or its log (root_cause.hpp): its exception ("ValueError: bad input"),
+  /// else its CANN error code line; "" when neither was found.
+  std::string root_cause;
+  bool restarted = false;  ///< the job was started again after it
+  /// Why the job was restarted after it, or why not ("no restarts left
+  /// (max_restarts 3)", "it failed as attempt 1 did: ..."); "" for a job
+  /// that ran once and was never to restart.
+  std::string decision;
+};
+
+constexpr auto fields_of(const JobAttempt*) {
+  using A = JobAttempt;
+  return std::make_tuple(
+      field("attempt", &A::attempt, "1 for the first run, k + 1 after the k-th restart."),
+      field("started", &A::started, "Seconds since the epoch."), field("ended", &A::ended, "Seconds since the epoch."),
+      field("stop_reason", &A::stop_reason, "What stopped this attempt, as JobResult.stop_reason."),
+      field("stop_detail", &A::stop_detail, "What stopped this attempt, in words; \"\" when nothing did.")
+          .as(FieldText::any),
+      field("first_failure", &A::first_failure, "The first process that failed in this attempt (RankResult), or None."),
+      field("root_cause", &A::root_cause, "That failure's root cause in one line (its exception, else its CANN error code line), or \"\".").as(FieldText::any),
+      field("restarted", &A::restarted, "The job was started again after this attempt."),
+      field("decision", &A::decision,
+            "Why the job was restarted after this attempt, or why not; \"\" for a job never to restart.")
+          .as(FieldText::any));
+}
+
 struct JobResult {
-  std::vector<RankResult> ranks;             ///< in the order given to the supervisor
+  std::vector<RankResult> ranks;             ///< in the order given to the supervisor (the last attempt's)
   std::optional<std::size_t> first_failure;  ///< index in `ranks` of the earliest failure seen
   StopReason stop_reason = StopReason::none;
   /// The signal behind StopReason::signaled (e.g. 15), else 0.
@@ -238,6 +276,9 @@ struct JobResult {
   /// Set by a Job (job.hpp) when <run dir>/summary.json could not be
   /// written, e.g. "No space left on device"; the job's outcome is unaffected.
   std::optional<std::string> summary_error;
+  /// Every attempt, in order; the last is the one the other fields
+  /// describe. One for a job that did not restart.
+  std::vector<JobAttempt> attempts;
 
   /// Every rank exited 0 and nobody asked to stop.
   bool success() const noexcept;
@@ -292,6 +333,9 @@ constexpr auto fields_of(const JobResult*) {
           .only(wire_python),
       field("leftover_processes_killed", &J::leftover_processes_killed,
             "Processes the ranks left running outside their process groups, killed at the end."),
+      field("attempts", &J::attempts,
+            "Every attempt of the job (JobAttempt), the first run first; the other fields describe the last. One "
+            "unless the job restarted (max_restarts)."),
       field("summary_error", &J::summary_error, "Why summary.json could not be written, or None.").only(wire_python));
 }
 

@@ -5,8 +5,8 @@
 // A job lives in two processes: the launcher (the `davincirun` command, the
 // Python API or your program) waits for the rank table and plans; its
 // davincirun-supervisor process starts the ranks, runs them, stops them,
-// drains their output and, in a job of several servers, waits for the other
-// servers. The Supervisor (supervisor.hpp) is driven by this table: it looks
+// drains their output, in a job of several servers waits for the other
+// servers, and in a job that restarts (max_restarts) starts them again. The Supervisor (supervisor.hpp) is driven by this table: it looks
 // each event up in the state it is in, does what the row says, and moves to
 // the row's next state; entering a state does that state's work (SIGTERM on
 // entering `stopping`, SIGKILL on entering `killing`, ...).
@@ -31,12 +31,13 @@ enum class JobState : std::uint8_t {
   stopping,             ///< SIGTERM sent to every rank still running; SIGKILL when the grace period is over
   killing,              ///< SIGKILL sent; waiting for the kernel to end the ranks
   draining,             ///< every rank has exited: what they left is swept, their last output read
-  waiting_for_servers,  ///< this server is done; the other servers are not (several servers only)
+  waiting_for_servers,  ///< this server's attempt is over; the job decides what follows (the other servers, a restart)
+  restarting,           ///< the job restarts (max_restarts): the restart delay runs, then `starting` again
   done,                 ///< the result is known
 };
 /// to_string(): "waiting_for_table", "running", ...: the enumerator's name.
 DAVINCIRUN_ENUM_NAMES(JobState, "waiting_for_table", "planning", "starting", "running", "stopping", "killing",
-                      "draining", "waiting_for_servers", "done");
+                      "draining", "waiting_for_servers", "restarting", "done");
 
 /// What happens to a job. Every event has an answer in every state.
 enum class JobEvent : std::uint8_t {
@@ -50,6 +51,8 @@ enum class JobEvent : std::uint8_t {
   ranks_gone,      ///< the last rank still running has exited
   output_drained,  ///< every rank's output has been read to its end
   servers_done,    ///< hub: every other server is done; member: the hub knows this server is done
+  restart_ordered,  ///< the attempt that ended is restarted (this server's policy; several servers: the hub's order)
+  delay_over,       ///< the restart delay is over: the next attempt starts
   // Stops.
   stop_request,           ///< a person: Ctrl-C, the notebook's stop button, request_stop()
   repeated_stop_request,  ///< a person asking again
@@ -68,7 +71,7 @@ enum class JobEvent : std::uint8_t {
 };
 /// to_string(): "stop_request", "peer_failed", ...: the enumerator's name.
 DAVINCIRUN_ENUM_NAMES(JobEvent, "table_ready", "planned", "start_failed", "ranks_started", "rank_exited", "rank_failed",
-                      "ranks_gone", "output_drained", "servers_done", "stop_request", "repeated_stop_request",
+                      "ranks_gone", "output_drained", "servers_done", "restart_ordered", "delay_over", "stop_request", "repeated_stop_request",
                       "kill_request", "engine_signal", "launcher_gone", "supervisor_gone", "job_timeout", "grace_over",
                       "stall", "peer_failed", "peer_stopped", "peer_lost", "peer_never_joined", "hub_unreachable");
 
@@ -107,6 +110,14 @@ const JobTransition& job_transition(JobState state, JobEvent event) noexcept;
 /// Every cell, state by state in declaration order, each state's events in
 /// declaration order: job_state_count * job_event_count cells.
 const std::vector<JobTransition>& job_transitions();
+
+/// Whether a job that stops for `event` may restart (SupervisorOptions::
+/// max_restarts): a rank's failure (here or on another server), a server
+/// lost and the stall watchdog may; a person's stop, an engine's signal, the
+/// launcher's death and the job timeout never do, and one of them arriving
+/// during an attempt's stop (a `note` of the table) means the attempt is
+/// not restarted either. docs/restarts.md says why.
+bool restarts_after(JobEvent event) noexcept;
 
 /// For tests: keep a job in one state for a while, to send it events there.
 struct JobHold {

@@ -342,6 +342,31 @@ constexpr auto fields_of(const PeerPlan*) {
       field("connect_timeout", &P::connect_timeout), field("stall_timeout", &P::stall_timeout));
 }
 
+/// The rendezvous ports a job that restarts takes anew for each attempt
+/// after the first: the last attempt's processes may still hold theirs
+/// (a listening socket of a leftover, connections in TIME_WAIT).
+struct AttemptPorts {
+  /// The variables to set per attempt: MASTER_PORT and, in dynamic-cluster
+  /// mode, MS_SCHED_PORT, unless the user set them (a user's port is kept).
+  std::vector<std::string> names;
+  /// Several launchers (one per server or pod): what every one of them
+  /// derives the same port from (the table's digest, as for the first
+  /// attempt). Empty: this launcher starts every rank, and takes a free port.
+  std::string seed;
+  std::string host;  ///< where a free port is looked for: MASTER_ADDR
+};
+
+constexpr auto fields_of(const AttemptPorts*) {
+  return std::make_tuple(field("names", &AttemptPorts::names), field("seed", &AttemptPorts::seed),
+                         field("host", &AttemptPorts::host));
+}
+
+/// The port of variable `name` for attempt `attempt` (2, 3, ...) of job
+/// `job_id`: derived_port() of the seed, the job id and "<name>@<attempt>"
+/// (alike on every server), or a free port on `ports.host` when the seed is
+/// empty. Throws SystemError when no free port can be had.
+int port_for_attempt(const AttemptPorts& ports, std::string_view job_id, std::string_view name, int attempt);
+
 /// Everything decided before anything starts.
 struct LaunchPlan {
   LaunchOptions options;
@@ -370,6 +395,7 @@ struct LaunchPlan {
   /// names one asks for the exclusion.
   std::string device_locks_off;
   PeerPlan peers;
+  AttemptPorts attempt_ports;  ///< a job that restarts: its ports per attempt
   /// What the launcher chose for the ranks that the user did not ask for,
   /// one sentence each, said once when the job starts (an information
   /// notice: `-q` leaves it to events.txt) and kept in summary.json: an

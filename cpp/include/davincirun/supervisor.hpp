@@ -15,6 +15,10 @@
 // told on the console: how many ranks get SIGTERM and when SIGKILL follows,
 // then (after 3 s) which ranks still run. Processes a rank leaves behind in
 // its own process group are SIGKILLed when the rank exits.
+//
+// A job that restarts (SupervisorOptions::max_restarts, set_restarts()) goes
+// on from `waiting_for_servers` to `restarting` instead of `done` when its
+// judge says so, then starts every rank again (docs/restarts.md).
 #pragma once
 
 #include <sys/types.h>
@@ -81,6 +85,26 @@ struct ServerLink {
   std::function<std::string(const std::string& why)> before_stall_stop;
 };
 
+/// What the judge of a job that restarts says of an attempt that is over.
+struct AttemptVerdict {
+  bool restart = false;
+  std::string root_cause;  ///< JobAttempt::root_cause
+  std::string decision;    ///< JobAttempt::decision: why it restarts, or why not
+};
+
+/// How a job restarts (set by the supervisor process; without it, a job never does).
+struct Restarts {
+  /// Called on run()'s thread once every process of an attempt is gone and
+  /// its output drained, with the attempt's result (JobResult::attempts:
+  /// the earlier attempts, then this one, its decision empty) and, when
+  /// an event during the attempt rules a restart out (restarts_after()),
+  /// that event's words, else "". May read log files; must not block long.
+  std::function<AttemptVerdict(const JobResult& attempt, const std::string& ruled_out_by)> judge;
+  /// The processes of attempt `attempt` (2, 3, ...), as the constructor was
+  /// given those of the first: same order, new log files.
+  std::function<std::vector<RankLaunch>(int attempt)> launches;
+};
+
 class Supervisor {
  public:
   /// Starts every rank (the job's `starting` state). When one cannot be
@@ -132,6 +156,8 @@ class Supervisor {
 
   /// Sets the ServerLink; call before run().
   void set_server_link(ServerLink link);
+  /// Lets the job restart (SupervisorOptions::max_restarts > 0); call before run().
+  void set_restarts(Restarts restarts);
 
   /// Writes `text` as a notice line from run()'s thread, in order with the
   /// ranks' lines (and into events.txt when there is one): for other
@@ -169,6 +195,7 @@ class Supervisor {
   struct Event;
   struct Clocks;
   // The loop (supervisor.cpp).
+  void spawn(std::vector<RankLaunch> launches);
   void watch(int fd, std::uint64_t data);
   void unwatch(int fd);
   void wait_and_dispatch(std::uint64_t& round_bytes);
@@ -188,6 +215,10 @@ class Supervisor {
   void enter_killing(const Event& cause);
   void enter_draining();
   void enter_waiting();
+  void enter_restarting();
+  void enter_starting();
+  void say_restart_called_off(const Event& cause);
+  JobAttempt current_attempt() const;
   void enter_done(JobState from, const Event& cause);
   void take_requests();
   void check_clocks();
@@ -211,8 +242,10 @@ class Supervisor {
   ProcessTracking tracking_ = ProcessTracking::pidfd;
   std::optional<std::string> tracking_fallback_;
   bool child_subreaper_ = true;
+  bool may_fall_back_ = false;  // the first rank may fall back to SIGCHLD tracking
   std::size_t leftovers_killed_ = 0;
   ServerLink link_;
+  Restarts restarts_;
   Journal journal_;
   std::atomic<JobState> state_{JobState::starting};
   // What the job's record says of its stop: the first event that named it.
@@ -224,8 +257,17 @@ class Supervisor {
     int signal = 0;
     SignalOrigin origin;
     std::optional<std::size_t> first_failure;
+    JobEvent event = JobEvent::stop_request;  // the event that named it
   };
   StopRecord stop_;
+  // The attempts: those over (restarted), and the current one's number,
+  // start, verdict and what ruled its restart out.
+  std::vector<JobAttempt> attempts_;
+  int attempt_ = 1;
+  std::chrono::system_clock::time_point attempt_started_ = std::chrono::system_clock::now();
+  std::optional<AttemptVerdict> verdict_;
+  std::string ruled_out_;
+  bool restart_called_off_ = false;
   std::vector<Event> deferred_;  // events a short state keeps for the next
   std::chrono::steady_clock::time_point run_started_;
   std::atomic<std::int64_t> last_output_ns_{0};  // steady clock, 0: none yet

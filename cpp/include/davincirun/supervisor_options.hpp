@@ -33,6 +33,16 @@ inline constexpr std::chrono::milliseconds max_drain_timeout{86'400'000};
 /// year still fits the millisecond arithmetic).
 inline constexpr std::chrono::milliseconds max_job_timeout{365LL * 86'400'000};
 
+/// Default wait between one attempt's end and the next one's start in a job
+/// that restarts: 1 s. A fault a restart cures (a link flap, a device that
+/// resets itself) gets a moment to clear, and a failure that repeats at once
+/// costs a second per attempt instead of a busy loop; the job is still back
+/// within about a second.
+inline constexpr std::chrono::milliseconds default_restart_delay{1'000};
+
+/// Most restarts a job may be given.
+inline constexpr int max_max_restarts = 10'000;
+
 struct SupervisorOptions {
   std::chrono::milliseconds grace_period = default_grace_period;
   std::chrono::milliseconds drain_timeout = default_drain_timeout;
@@ -83,6 +93,21 @@ struct SupervisorOptions {
   /// `waiting_for_servers`.
   JobState hold_state = JobState::done;
   std::chrono::milliseconds hold{0};
+  /// How often the whole job is started again, in place, after an attempt
+  /// that a rank's failure (or the stall watchdog) stopped: every rank is
+  /// stopped, then started again with the same JOB_ID, work directory and
+  /// devices, DAVINCIRUN_RESTART_COUNT and TORCHELASTIC_RESTART_COUNT one
+  /// higher (docs/restarts.md). A stop request, a signal, the launcher's
+  /// death and the job timeout never restart. Default 0: no restart.
+  int max_restarts = 0;
+  /// Time between the end of an attempt and the start of the next. Default
+  /// 1 s (default_restart_delay).
+  std::chrono::milliseconds restart_delay = default_restart_delay;
+  /// Restart even when an attempt fails like the one before it (the same
+  /// rank, the same root cause, and no output line the earlier attempt did
+  /// not write): such a failure is a bug no restart cures, so by default
+  /// (false) the job ends there, saying so.
+  bool restart_on_same_error = false;
 };
 
 // What the launcher sends its supervisor process, and the launch options
@@ -114,7 +139,22 @@ constexpr auto fields_of(const SupervisorOptions*) {
             "what the process that started the job is called in messages (\"the notebook kernel is gone\"; "
             "default: {})")
           .only(on_wire | in_python),
-      field("quiet", &O::quiet).only(on_wire));
+      field("quiet", &O::quiet).only(on_wire),
+      field("max_restarts", &O::max_restarts,
+            "restart the whole job in place up to N times after a rank fails (or the stall watchdog stops it); "
+            "never after a stop request, a signal or the job timeout (default: {}; docs/restarts.md)")
+          .only(on_wire | in_python)
+          .flag("N", 0, "a number of restarts, e.g. 3")
+          .range(0, max_max_restarts),
+      field("restart_delay", &O::restart_delay, "seconds between an attempt's end and the next one's start (default: {})")
+          .only(on_wire | in_python)
+          .flag("SEC")
+          .range(0, max_grace_period.count()),
+      field("restart_on_same_error", &O::restart_on_same_error,
+            "restart even when an attempt fails as the one before it did (same rank, same root cause, no new "
+            "output); by default such a failure ends the job")
+          .only(on_wire | in_python)
+          .flag(""));
 }
 
 }  // namespace davincirun

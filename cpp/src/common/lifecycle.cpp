@@ -34,19 +34,21 @@ bool moves(A answer) { return answer == A::proceed || answer == A::stop || answe
 #define LAUNCHER S::waiting_for_table, S::planning
 #define RANKS_RUN S::running, S::stopping, S::killing
 #define AFTER_RANKS S::draining, S::waiting_for_servers, S::done
+// Between two attempts of a job that restarts: no rank runs.
+#define BETWEEN S::restarting
 
 // The rules. Read "in these states, this event: answer → next".
 const std::vector<Rule> rules = {
     // --- The job's own progress.
     {{S::waiting_for_table}, E::table_ready, A::proceed, S::planning, false, "plan the job"},
-    {{S::planning, S::starting, RANKS_RUN, AFTER_RANKS},
+    {{S::planning, S::starting, RANKS_RUN, AFTER_RANKS, BETWEEN},
      E::table_ready,
      A::impossible,
      S::done,
      false,
      "the table is read once, before planning"},
     {{S::planning}, E::planned, A::proceed, S::starting, false, "start the supervisor process"},
-    {{S::waiting_for_table, S::starting, RANKS_RUN, AFTER_RANKS},
+    {{S::waiting_for_table, S::starting, RANKS_RUN, AFTER_RANKS, BETWEEN},
      E::planned,
      A::impossible,
      S::done,
@@ -57,10 +59,15 @@ const std::vector<Rule> rules = {
      A::proceed,
      S::done,
      false,
-     "raise the error; what was started is killed and the new run directory removed"},
-    {{RANKS_RUN, AFTER_RANKS}, E::start_failed, A::impossible, S::done, false, "the job has started"},
+     "raise the error; what was started is killed (and a first attempt's new run directory removed)"},
+    {{RANKS_RUN, AFTER_RANKS, BETWEEN},
+     E::start_failed,
+     A::impossible,
+     S::done,
+     false,
+     "the attempt has started, or the next one starts on leaving restarting"},
     {{S::starting}, E::ranks_started, A::proceed, S::running, false, "relay output, watch exits"},
-    {{LAUNCHER, RANKS_RUN, AFTER_RANKS},
+    {{LAUNCHER, RANKS_RUN, AFTER_RANKS, BETWEEN},
      E::ranks_started,
      A::impossible,
      S::done,
@@ -68,7 +75,7 @@ const std::vector<Rule> rules = {
      "ranks are started once, while starting"},
     {{S::starting}, E::rank_exited, A::deferred, S::done, false, "exits are read once every rank has started"},
     {{RANKS_RUN}, E::rank_exited, A::note, S::done, false, "its exit status and output are recorded"},
-    {{LAUNCHER, AFTER_RANKS}, E::rank_exited, A::impossible, S::done, false, "no rank is running"},
+    {{LAUNCHER, AFTER_RANKS, BETWEEN}, E::rank_exited, A::impossible, S::done, false, "no rank is running"},
     {{S::starting}, E::rank_failed, A::deferred, S::done, false, "exits are read once every rank has started"},
     {{S::running},
      E::rank_failed,
@@ -82,14 +89,14 @@ const std::vector<Rule> rules = {
      S::done,
      false,
      "every rank still running was told to stop on entering stopping: how it ends is a consequence (rank_exited)"},
-    {{LAUNCHER, AFTER_RANKS}, E::rank_failed, A::impossible, S::done, false, "no rank is running"},
+    {{LAUNCHER, AFTER_RANKS, BETWEEN}, E::rank_failed, A::impossible, S::done, false, "no rank is running"},
     {{RANKS_RUN},
      E::ranks_gone,
      A::proceed,
      S::draining,
      false,
      "kill what the ranks left running, read their last output"},
-    {{LAUNCHER, S::starting, AFTER_RANKS},
+    {{LAUNCHER, S::starting, AFTER_RANKS, BETWEEN},
      E::ranks_gone,
      A::impossible,
      S::done,
@@ -101,7 +108,7 @@ const std::vector<Rule> rules = {
      S::waiting_for_servers,
      false,
      "a job of one server, or one whose stop is named, is done at once"},
-    {{LAUNCHER, S::starting, RANKS_RUN, S::waiting_for_servers, S::done},
+    {{LAUNCHER, S::starting, RANKS_RUN, S::waiting_for_servers, S::done, BETWEEN},
      E::output_drained,
      A::impossible,
      S::done,
@@ -114,6 +121,37 @@ const std::vector<Rule> rules = {
      S::done,
      false,
      "the agent is done only after this server is: it hears so on entering waiting_for_servers"},
+    {{BETWEEN},
+     E::servers_done,
+     A::impossible,
+     S::done,
+     false,
+     "a job that restarts is not done: the servers go on together"},
+    {{S::waiting_for_servers},
+     E::restart_ordered,
+     A::proceed,
+     S::restarting,
+     false,
+     "the attempt is over and the job restarts: the restart delay runs"},
+    {{LAUNCHER, S::starting, RANKS_RUN, S::draining},
+     E::restart_ordered,
+     A::impossible,
+     S::done,
+     false,
+     "a restart is decided once the attempt's ranks are gone and their output drained"},
+    {{BETWEEN, S::done},
+     E::restart_ordered,
+     A::impossible,
+     S::done,
+     false,
+     "one decision per attempt, and none once the job is over"},
+    {{BETWEEN}, E::delay_over, A::proceed, S::starting, false, "start every rank again: the next attempt"},
+    {{LAUNCHER, S::starting, RANKS_RUN, AFTER_RANKS},
+     E::delay_over,
+     A::impossible,
+     S::done,
+     false,
+     "the restart delay runs only while restarting"},
 
     // --- A person's stop: Ctrl-C, the notebook's stop button, request_stop().
     {{LAUNCHER}, E::stop_request, A::stop, S::done, false, "nothing was started: stop waiting, raise"},
@@ -130,7 +168,7 @@ const std::vector<Rule> rules = {
      S::killing,
      false,
      "a person asking while a stop is under way: SIGKILL now"},
-    {{S::killing}, E::stop_request, A::ignored, S::done, false, "SIGKILL is sent already"},
+    {{S::killing}, E::stop_request, A::note, S::done, false, "SIGKILL is sent already; the job is not restarted"},
     {{S::draining, S::waiting_for_servers},
      E::stop_request,
      A::stop,
@@ -138,6 +176,7 @@ const std::vector<Rule> rules = {
      true,
      "the ranks are gone: stop reading what their leftovers hold, stop waiting"},
     {{S::done}, E::stop_request, A::ignored, S::done, false, "the job is over"},
+    {{BETWEEN}, E::stop_request, A::stop, S::done, true, "no rank is running: the restart is called off"},
     {{S::starting},
      E::repeated_stop_request,
      A::deferred,
@@ -145,7 +184,13 @@ const std::vector<Rule> rules = {
      false,
      "taken once every rank has started, after the first"},
     {{S::stopping}, E::repeated_stop_request, A::escalate, S::killing, false, "a second Ctrl-C: SIGKILL now"},
-    {{S::killing, S::done}, E::repeated_stop_request, A::ignored, S::done, false, "nothing is left to kill"},
+    {{S::killing},
+     E::repeated_stop_request,
+     A::note,
+     S::done,
+     false,
+     "nothing is left to kill; the job is not restarted"},
+    {{S::done}, E::repeated_stop_request, A::ignored, S::done, false, "nothing is left to kill"},
     {{S::draining, S::waiting_for_servers},
      E::repeated_stop_request,
      A::stop,
@@ -159,10 +204,18 @@ const std::vector<Rule> rules = {
      S::done,
      false,
      "the first request has left this state"},
+    {{BETWEEN},
+     E::repeated_stop_request,
+     A::impossible,
+     S::done,
+     false,
+     "a stop request during an attempt means it is not restarted; one in restarting ends the job"},
     {{S::starting}, E::kill_request, A::deferred, S::done, false, "taken once every rank has started"},
     {{S::running, S::stopping}, E::kill_request, A::escalate, S::killing, false, "SIGKILL to every rank now"},
-    {{S::killing, S::done}, E::kill_request, A::ignored, S::done, false, "nothing is left to kill"},
+    {{S::killing}, E::kill_request, A::note, S::done, false, "nothing is left to kill; the job is not restarted"},
+    {{S::done}, E::kill_request, A::ignored, S::done, false, "nothing is left to kill"},
     {{S::draining, S::waiting_for_servers}, E::kill_request, A::stop, S::done, true, "the ranks are gone: end now"},
+    {{BETWEEN}, E::kill_request, A::stop, S::done, true, "no rank is running: the restart is called off"},
     {{LAUNCHER}, E::kill_request, A::impossible, S::done, false, "there is no Job to kill yet"},
 
     // --- A platform or an engine: SIGTERM, SIGHUP (unless ignored, as under nohup) or SIGQUIT.
@@ -171,11 +224,17 @@ const std::vector<Rule> rules = {
     {{S::running}, E::engine_signal, A::stop, S::stopping, true, "SIGTERM to every rank; never escalates"},
     {{S::stopping, S::killing},
      E::engine_signal,
-     A::ignored,
+     A::note,
      S::done,
      false,
-     "one stop: an engine signals every process of the job, and the grace period holds"},
+     "one stop: an engine signals every process of the job, and the grace period holds; the job is not restarted"},
     {{S::draining, S::waiting_for_servers}, E::engine_signal, A::stop, S::done, true, "the ranks are gone: end now"},
+    {{BETWEEN},
+     E::engine_signal,
+     A::stop,
+     S::done,
+     true,
+     "no rank is running: an engine's stop is never restarted"},
     {{S::done}, E::engine_signal, A::ignored, S::done, false, "the job is over"},
 
     // --- The launcher is gone: its end of the lifeline closed.
@@ -187,18 +246,24 @@ const std::vector<Rule> rules = {
      S::stopping,
      true,
      "SIGTERM to every rank, SIGKILL after the grace period: nobody is left to ask for it"},
-    {{S::stopping, S::killing}, E::launcher_gone, A::ignored, S::done, false, "the stop goes on as it is"},
+    {{S::stopping, S::killing},
+     E::launcher_gone,
+     A::note,
+     S::done,
+     false,
+     "the stop goes on as it is; the job is not restarted"},
     {{S::draining, S::waiting_for_servers},
      E::launcher_gone,
      A::stop,
      S::done,
      true,
      "the ranks are gone: end now, freeing the devices"},
+    {{BETWEEN}, E::launcher_gone, A::stop, S::done, true, "nobody is left to watch a next attempt: end now"},
     {{S::done}, E::launcher_gone, A::ignored, S::done, false, "the job is over"},
 
     // --- The supervisor process died (the launcher sees its lifeline close without a result).
     {{LAUNCHER}, E::supervisor_gone, A::impossible, S::done, false, "no supervisor process is started yet"},
-    {{S::starting, RANKS_RUN, S::draining, S::waiting_for_servers},
+    {{S::starting, RANKS_RUN, S::draining, S::waiting_for_servers, BETWEEN},
      E::supervisor_gone,
      A::stop,
      S::done,
@@ -216,12 +281,23 @@ const std::vector<Rule> rules = {
      false,
      "the job timeout counts from the start of the ranks"},
     {{S::running}, E::job_timeout, A::stop, S::stopping, true, "SIGTERM to every rank"},
-    {{S::stopping, S::killing}, E::job_timeout, A::ignored, S::done, false, "a stop is under way"},
+    {{S::stopping, S::killing},
+     E::job_timeout,
+     A::note,
+     S::done,
+     false,
+     "a stop is under way; the job is not restarted"},
     {{S::draining}, E::job_timeout, A::deferred, S::done, false, "taken once the output is drained"},
     {{S::waiting_for_servers}, E::job_timeout, A::stop, S::done, true, "stop waiting for the other servers"},
     {{S::done}, E::job_timeout, A::ignored, S::done, false, "the job is over"},
+    {{BETWEEN},
+     E::job_timeout,
+     A::stop,
+     S::done,
+     true,
+     "the job timeout counts from the first attempt's start: no next attempt"},
     {{S::stopping}, E::grace_over, A::proceed, S::killing, false, "SIGKILL to every rank still running"},
-    {{LAUNCHER, S::starting, S::running, S::killing, AFTER_RANKS},
+    {{LAUNCHER, S::starting, S::running, S::killing, AFTER_RANKS, BETWEEN},
      E::grace_over,
      A::impossible,
      S::done,
@@ -243,6 +319,12 @@ const std::vector<Rule> rules = {
      "every server still running is silent (the hub decides, its own ranks done): stop waiting"},
     {{S::done}, E::stall, A::ignored, S::done, false, "the job is over"},
     {{LAUNCHER, S::starting}, E::stall, A::impossible, S::done, false, "the watchdog starts with the ranks"},
+    {{BETWEEN},
+     E::stall,
+     A::impossible,
+     S::done,
+     false,
+     "the watchdog watches an attempt's ranks; it starts again with the next attempt"},
 };
 
 // --- Another server (several servers only): the same answer for each event.
@@ -280,6 +362,7 @@ std::vector<Rule> all_rules() {
                              S::done,
                              false,
                              "this server's part is over: what happens elsewhere later does not change it"});
+    out.push_back({{BETWEEN}, e, A::impossible, S::done, false, "a job of several servers does not restart"});
   }
   return out;
 }
@@ -287,6 +370,7 @@ std::vector<Rule> all_rules() {
 #undef LAUNCHER
 #undef RANKS_RUN
 #undef AFTER_RANKS
+#undef BETWEEN
 
 std::vector<JobTransition> expand() {
   const std::vector<Rule> all = all_rules();
@@ -342,6 +426,16 @@ std::optional<JobHold> test_hold_from_environment() {
   if (end == text.c_str() + colon + 1 || *end != '\0' || ms < 0 || ms > 3'600'000) throw bad();
   hold.duration = std::chrono::milliseconds(ms);
   return hold;
+}
+
+bool restarts_after(JobEvent event) noexcept {
+  switch (event) {
+    case E::rank_failed:
+    case E::stall:
+    case E::peer_failed:
+    case E::peer_lost: return true;
+    default: return false;
+  }
 }
 
 const JobTransition& job_transition(JobState state, JobEvent event) noexcept {

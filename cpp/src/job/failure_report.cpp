@@ -125,6 +125,15 @@ std::string failure_report(const JobResult& result, std::size_t tail_lines) {
       out += fmt::format("the log of {} is incomplete: {}\n", process_name(r.role, r.rank), *r.log_error);
     }
   }
+  // A job that restarts: every attempt, how it ended and what came of it.
+  if (result.attempts.size() > 1 || (!result.attempts.empty() && !result.attempts.back().decision.empty())) {
+    out += "attempts:\n";
+    for (const JobAttempt& a : result.attempts) {
+      out += fmt::format("  attempt {}: {}{}{}{}\n", a.attempt, a.stop_detail.empty() ? "ended" : a.stop_detail,
+                         a.root_cause.empty() ? "" : " (" + a.root_cause + ")", a.decision.empty() ? "" : "; ",
+                         a.decision);
+    }
+  }
   return out;
 }
 

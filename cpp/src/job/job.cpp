@@ -18,9 +18,10 @@
 
 namespace davincirun {
 
-std::string rank_log_file_name(const RankAssignment& rank) {
-  if (rank.role == ProcessRole::scheduler) return "scheduler.log";
-  return fmt::format("rank_{}.device_{}.log", rank.rank, rank.physical_device_id);
+std::string rank_log_file_name(const RankAssignment& rank, int attempt) {
+  const std::string suffix = attempt > 1 ? fmt::format(".attempt{}", attempt) : std::string();
+  if (rank.role == ProcessRole::scheduler) return "scheduler" + suffix + ".log";
+  return fmt::format("rank_{}.device_{}{}.log", rank.rank, rank.physical_device_id, suffix);
 }
 
 namespace {
@@ -49,6 +50,7 @@ detail::JobSpec make_job_spec(const LaunchPlan& plan, detail::ConsoleRoute conso
   spec.cache_dir = plan.cache_dir;
   spec.peers = plan.peers;
   spec.notes = plan.notes;
+  spec.attempt_ports = plan.attempt_ports;
   return spec;
 }
 

@@ -60,6 +60,7 @@ struct JobSpec {
   std::string cache_dir;                      ///< LaunchPlan::cache_dir
   PeerPlan peers;                             ///< LaunchPlan::peers
   std::vector<std::string> notes;             ///< LaunchPlan::notes
+  AttemptPorts attempt_ports;                 ///< LaunchPlan::attempt_ports
 };
 
 // summary.json shows the job's identity first; the rest is for the supervisor process.
@@ -75,7 +76,8 @@ constexpr auto fields_of(const JobSpec*) {
       field("ranks", &J::ranks).only(on_wire), field("show_on_console", &J::show_on_console).only(on_wire),
       field("environments", &J::environments).only(on_wire), field("peers", &J::peers).only(on_wire),
       field("supervisor", &J::supervisor).only(on_wire), field("console", &J::console).only(on_wire),
-      field("remove_after_job", &J::remove_after_job).only(on_wire), field("notes", &J::notes).only(summary));
+      field("remove_after_job", &J::remove_after_job).only(on_wire), field("notes", &J::notes).only(summary),
+      field("attempt_ports", &J::attempt_ports).only(on_wire));
 }
 
 /// One-byte commands, launcher → supervisor. `forward` is followed by the

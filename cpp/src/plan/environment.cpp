@@ -80,7 +80,8 @@ const std::vector<std::string_view>& identity_variable_names() {
                                                       "GROUP_WORLD_SIZE",
                                                       "ROLE_RANK",
                                                       "ROLE_WORLD_SIZE",
-                                                      "TORCHELASTIC_RESTART_COUNT"};
+                                                      "TORCHELASTIC_RESTART_COUNT",
+                                                      "DAVINCIRUN_RESTART_COUNT"};
   return names;
 }
 
@@ -140,6 +141,7 @@ Environment rank_environment(const Environment& inherited, const JobEnvironment&
   env.set("RANK_TABLE_FILE", job.rank_table_file);
   env.set("RANK_SIZE", std::to_string(job.world_size));
   env.set("JOB_ID", job.job_id);
+  env.set("DAVINCIRUN_RESTART_COUNT", std::to_string(job.restart_count));
   if (job.dynamic_cluster) {
     env.set("MS_ROLE", rank.role == ProcessRole::scheduler ? "MS_SCHED" : "MS_WORKER");
     env.set("MS_SCHED_HOST", job.master_addr);

@@ -285,6 +285,20 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   } else {
     job.master_port = rendezvous_port(with_extra, "MASTER_PORT", job, several_launchers, digest);
   }
+  plan.attempt_ports.seed = several_launchers ? digest : std::string();
+  plan.attempt_ports.host = job.master_addr;
+  for (const char* name : {"MASTER_PORT", "MS_SCHED_PORT"}) {
+    const bool used = job.dynamic_cluster || std::string_view(name) == "MASTER_PORT";
+    if (used && with_extra.get(name).value_or("").empty()) plan.attempt_ports.names.emplace_back(name);
+  }
+  job.max_restarts = options.supervisor.max_restarts;
+  if (job.max_restarts > 0 && plan.table.servers.size() > 1) {
+    throw OptionError("max_restarts",
+                      fmt::format("max_restarts: a job of several servers ({} in this table) does not restart in this "
+                                  "version; give max_restarts 0, or let the platform restart the job "
+                                  "(docs/restarts.md)",
+                                  plan.table.servers.size()));
+  }
   if (job.dynamic_cluster && job.rank_start == 0) {
     // MindSpore's scheduler runs with the server of rank 0, as msrun starts
     // it on the node whose address is --master_addr.

@@ -11,6 +11,7 @@
 
 #include "davincirun/environment.hpp"
 #include "davincirun/errors.hpp"
+#include "davincirun/plan.hpp"
 #include "davincirun/unique_fd.hpp"
 
 namespace davincirun {
@@ -59,6 +60,11 @@ int derived_port(std::string_view table_json, std::string_view job_id, std::stri
   constexpr std::uint64_t span =
       static_cast<std::uint64_t>(last_derived_port) - static_cast<std::uint64_t>(first_derived_port) + 1;
   return first_derived_port + static_cast<int>(hash % span);
+}
+
+int port_for_attempt(const AttemptPorts& ports, std::string_view job_id, std::string_view name, int attempt) {
+  if (ports.seed.empty()) return find_free_port(ports.host);
+  return derived_port(ports.seed, job_id, fmt::format("{}@{}", name, attempt));
 }
 
 void check_port_free(int port, std::string_view variable, std::string_view whose) {

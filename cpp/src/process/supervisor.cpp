@@ -99,19 +99,26 @@ Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions optio
     if (!child_fd_) throw SystemError("signalfd", errno);
     watch(child_fd_.get(), tag(0, Source::children));
   }
-  // A rank that cannot start throws; ranks_ then kills and reaps those
-  // already started (each ChildProcess does its own group).
   // Before the first rank: a job the limit cannot hold never starts.
   detail::make_room_for_ranks(launches.size());
+  may_fall_back_ = may_fall_back;
+  spawn(std::move(launches));
+}
+
+// Starts an attempt's processes. A rank that cannot start throws; ranks_
+// then kills and reaps those already started (each ChildProcess does its
+// own group).
+void Supervisor::spawn(std::vector<RankLaunch> launches) {
   auto& ranks = ranks_->ranks;
   ranks.reserve(launches.size());
   const std::size_t pipe_bytes = pipe_bytes_for(launches.size());
   for (auto& launch : launches) {
     const auto started = std::chrono::system_clock::now();
     launch.process.use_pidfd = tracking_ == ProcessTracking::pidfd;
-    // Decided once, by the first rank: when clone() refuses CLONE_PIDFD, no
-    // rank runs yet, and every rank is then tracked by SIGCHLD.
-    launch.process.pidfd_optional = may_fall_back && ranks.empty();
+    // Decided once, by the first rank of the first attempt: when clone()
+    // refuses CLONE_PIDFD, no rank runs yet, and every rank is then tracked
+    // by SIGCHLD.
+    launch.process.pidfd_optional = may_fall_back_ && ranks.empty() && attempt_ == 1;
     ChildProcess child = ChildProcess::spawn(launch.process, launch.rank);
     if (child.pidfd_refusal() != 0) {
       tracking_ = ProcessTracking::sigchld;
@@ -219,6 +226,9 @@ void Supervisor::wait_and_dispatch(std::uint64_t& round_bytes) {
 
 JobResult Supervisor::result() const {
   JobResult result;
+  result.attempts = attempts_;
+  // Stopped while restarting: the attempt last recorded is the last one.
+  if (!restart_called_off_) result.attempts.push_back(current_attempt());
   result.stop_reason = stop_.reason;
   result.stopped_in = stop_.in;
   result.stop_detail = stop_.why;
@@ -228,7 +238,7 @@ JobResult Supervisor::result() const {
     result.stop_signal_origin = stop_.origin;
   }
   result.first_failure = stop_.first_failure;
-  result.leftover_processes_killed = leftovers_killed_;
+  result.leftover_processes_killed = leftovers_killed_;  // every attempt's
   result.tracking = tracking_;
   result.tracking_fallback = tracking_fallback_;
   result.child_subreaper = child_subreaper_;

@@ -34,6 +34,9 @@ struct Supervisor::Clocks {
   std::optional<Time> report_deadline;  // stopping: name the ranks still running
   std::optional<Time> hold_until;       // SupervisorOptions::hold
   std::optional<Time> next_wait_line;   // waiting_for_servers: the next progress line
+  std::optional<Time> restart_at;       // restarting: the end of the restart delay
+  bool job_deadline_armed = false;      // the job timeout counts from the first attempt's start
+  bool restart_ordered = false;         // waiting_for_servers goes on to restarting
   Time entered{};                       // when the current state began
   bool servers_done = false;            // waiting_for_servers may end
   bool stall_fired = false;             // the stall watchdog fires once

@@ -25,6 +25,7 @@ void Supervisor::servers_done() noexcept { inbox_->servers_done(); }
 void Supervisor::forward_signal(int signal) noexcept { inbox_->forward(signal); }
 void Supervisor::post_notice(std::string text, bool info) { inbox_->post(std::move(text), info); }
 void Supervisor::set_server_link(ServerLink link) { link_ = std::move(link); }
+void Supervisor::set_restarts(Restarts restarts) { restarts_ = std::move(restarts); }
 
 std::uint64_t Supervisor::silent_ms() const noexcept {
   using namespace std::chrono;

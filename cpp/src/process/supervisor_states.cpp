@@ -64,6 +64,13 @@ bool Supervisor::held() const { return clocks_->hold_until && Clock::now() < *cl
 void Supervisor::on(const Event& event) {
   const JobState from = state();
   const JobTransition& cell = job_transition(from, event.kind);
+  // A person's stop, an engine's signal, the launcher gone or the job
+  // timeout during an attempt: it is not restarted (restarts_after()).
+  const bool counts = cell.answer == JobAnswer::stop || cell.answer == JobAnswer::escalate ||
+                      (cell.answer == JobAnswer::note && event.kind != JobEvent::rank_exited);
+  if (counts && !restarts_after(event.kind) && ruled_out_.empty()) {
+    ruled_out_ = event.why.empty() ? describe_event(event) : event.why;
+  }
   switch (cell.answer) {
     case JobAnswer::deferred: deferred_.push_back(event); [[fallthrough]];
     case JobAnswer::note:
@@ -98,6 +105,7 @@ void Supervisor::on(const Event& event) {
 // The first event of a stop names it, for the record and the notices.
 void Supervisor::begin_stop(const Event& e) {
   stop_.reason = reason_of(e.kind);
+  stop_.event = e.kind;
   stop_.in = state();
   if (e.kind == JobEvent::rank_failed) stop_.first_failure = e.rank;
   if (e.peer) stop_.peer = e.peer;
@@ -147,8 +155,13 @@ void Supervisor::enter(JobState next, const Event& cause) {
   if (journal_) journal_(fmt::format("{} -> {} on {}", to_string(from), to_string(next), to_string(cause.kind)));
   switch (next) {
     case JobState::running:
-      if (options_.job_timeout.count() > 0) clocks_->job_deadline = now + options_.job_timeout;
+      if (options_.job_timeout.count() > 0 && !clocks_->job_deadline_armed) {
+        clocks_->job_deadline = now + options_.job_timeout;
+      }
+      clocks_->job_deadline_armed = true;
       break;
+    case JobState::restarting: enter_restarting(); break;
+    case JobState::starting: enter_starting(); break;
     case JobState::stopping: enter_stopping(cause); break;
     case JobState::killing: enter_killing(cause); break;
     case JobState::draining: enter_draining(); break;
@@ -210,15 +223,17 @@ void Supervisor::enter_draining() {
   if (!child_subreaper_ && !options_.job_tag.empty()) {
     killed += detail::kill_tagged_processes(options_.job_tag, sweep_budget, rank_groups);
   }
-  leftovers_killed_ = killed;
+  leftovers_killed_ += killed;
   if (killed > 0) {
     log_notice(fmt::format("killed {} process(es) the ranks left running (outside their process groups)", killed));
   }
 }
 
 void Supervisor::enter_waiting() {
+  if (options_.max_restarts > 0 && restarts_.judge) verdict_ = restarts_.judge(result(), ruled_out_);
   if (!link_.local_done) {
-    clocks_->servers_done = true;  // a job of one server has nobody to wait for
+    // A job of one server has nobody to wait for: it restarts or is done.
+    (verdict_ && verdict_->restart ? clocks_->restart_ordered : clocks_->servers_done) = true;
     return;
   }
   bool success = stop_.reason == StopReason::none;
@@ -228,6 +243,10 @@ void Supervisor::enter_waiting() {
 }
 
 void Supervisor::enter_done(JobState from, const Event& cause) {
+  if (from == JobState::restarting) {
+    say_restart_called_off(cause);
+    return;
+  }
   const bool stopped_here =
       (from == JobState::draining || from == JobState::waiting_for_servers) && cause.kind != JobEvent::servers_done;
   if (stopped_here) {
@@ -238,6 +257,69 @@ void Supervisor::enter_done(JobState from, const Event& cause) {
   }
   // Output a leftover still holds is not waited for any longer.
   for (std::size_t i = 0; i < ranks_->ranks.size(); ++i) close_output(i);
+}
+
+// The attempt that ends is kept with its verdict; the next one starts
+// after the restart delay.
+void Supervisor::enter_restarting() {
+  JobAttempt over = current_attempt();
+  over.restarted = true;
+  attempts_.push_back(std::move(over));
+  const JobAttempt& a = attempts_.back();
+  const int of = options_.max_restarts + 1;
+  std::string what = stop_.why.empty() ? std::string("it stopped") : stop_.why;
+  if (!a.root_cause.empty()) what += fmt::format(" ({})", a.root_cause);
+  log_notice(fmt::format("attempt {} of {}: {}; restarting the job in {} (attempt {} of {})", attempt_, of, what,
+                         seconds_text(options_.restart_delay), attempt_ + 1, of));
+  clocks_->restart_at = Clock::now() + options_.restart_delay;
+}
+
+// The next attempt: every process again, new logs, the clocks of an attempt anew.
+void Supervisor::enter_starting() {
+  ++attempt_;
+  std::vector<RankLaunch> launches = restarts_.launches(attempt_);
+  ranks_ = std::make_unique<detail::RankSet>();
+  stop_ = StopRecord{};
+  verdict_.reset();
+  ruled_out_.clear();
+  deferred_.clear();
+  clocks_->kill_deadline.reset();
+  clocks_->report_deadline.reset();
+  clocks_->servers_done = false;
+  clocks_->stall_fired = false;
+  last_output_ns_.store(0, std::memory_order_relaxed);
+  run_started_ = Clock::now();
+  attempt_started_ = std::chrono::system_clock::now();
+  spawn(std::move(launches));  // throws SpawnError: the job ends with it
+  on(Event{JobEvent::ranks_started});
+}
+
+void Supervisor::say_restart_called_off(const Event& cause) {
+  restart_called_off_ = true;
+  JobAttempt& last = attempts_.back();
+  last.restarted = false;
+  const std::string why = cause.why.empty() ? describe_event(cause) : cause.why;
+  last.decision += fmt::format("; the restart was called off: {}", why);
+  log_notice(fmt::format("{} while the job waited to restart: the restart is called off; the job ends as attempt {} "
+                         "did",
+                         why, attempt_));
+}
+
+// The current attempt as the record keeps it.
+JobAttempt Supervisor::current_attempt() const {
+  JobAttempt a;
+  a.attempt = attempt_;
+  a.started = attempt_started_;
+  a.ended = attempt_started_;
+  for (const auto& r : ranks_->ranks) a.ended = std::max(a.ended, r.result.ended);
+  a.stop_reason = stop_.reason;
+  a.stop_detail = stop_.why;
+  if (stop_.first_failure) a.first_failure = ranks_->ranks[*stop_.first_failure].result;
+  if (verdict_) {
+    a.root_cause = verdict_->root_cause;
+    a.decision = verdict_->decision;
+  }
+  return a;
 }
 
 void Supervisor::take_requests() {
@@ -293,6 +375,10 @@ void Supervisor::check_clocks() {
     }
     on(stall);
   }
+  if (clocks_->restart_at && now >= *clocks_->restart_at && state() == JobState::restarting) {
+    clocks_->restart_at.reset();
+    on(Event{JobEvent::delay_over});
+  }
   if (state() == JobState::waiting_for_servers && clocks_->next_wait_line && now >= *clocks_->next_wait_line) {
     say_waiting();
     clocks_->next_wait_line = now + wait_line_period;
@@ -318,6 +404,9 @@ void Supervisor::fire_derived_events() {
       on(Event{JobEvent::ranks_gone});
     } else if (s == JobState::draining && ranks_->open_logs == 0) {
       on(Event{JobEvent::output_drained});
+    } else if (s == JobState::waiting_for_servers && clocks_->restart_ordered) {
+      clocks_->restart_ordered = false;
+      on(Event{JobEvent::restart_ordered});
     } else if (s == JobState::waiting_for_servers && clocks_->servers_done) {
       on(Event{JobEvent::servers_done});
     } else {
@@ -347,6 +436,7 @@ int Supervisor::next_timeout_ms() const {
   consider(clocks_->report_deadline);
   if (s == JobState::waiting_for_servers) consider(clocks_->next_wait_line);
   consider(clocks_->hold_until);
+  if (s == JobState::restarting) consider(clocks_->restart_at);
   if (options_.stall_timeout.count() > 0 && !clocks_->stall_fired && s != JobState::waiting_for_servers) {
     const auto silent = milliseconds(static_cast<std::int64_t>(silent_ms()));
     consider(Clock::now() + std::max(milliseconds(0), options_.stall_timeout - silent));
