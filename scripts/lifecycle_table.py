@@ -24,6 +24,7 @@ SHORT = {
     "killing": "kill",
     "draining": "drain",
     "waiting_for_servers": "wait",
+    "restarting": "restart",
     "done": "done",
 }
 MARK = {"note": "·", "ignored": "·", "deferred": "later", "impossible": "–"}
@@ -45,7 +46,8 @@ def render(cells):
     out = [
         "Overview: what each event does in each state. **→ x**: the event names the job's stop (when it is the "
         "first) and the job moves to x; → x: it moves to x; **named**: it names the stop and the job stays; ✉: "
-        "the other servers are told; ·: nothing changes (a rank's exit is recorded); later: kept until this "
+        "the other servers are told; ·: nothing changes (a rank's exit is recorded, or that the attempt is not to be "
+        "restarted); later: kept until this "
         "short state ends; –: cannot happen here. The states: " + ", ".join(
             "%s `%s`" % (SHORT[s], s) for s in states) + ".",
         "",

@@ -89,7 +89,7 @@ def _held_journal(plan):
         second = job_event(plan, plan.second)
         if second == job_event(plan, plan.ending) == "stop_request":
             second = "repeated_stop_request"  # a person's second request
-        return ["-> killing on ", "%s in killing: ignored" % second]
+        return ["-> killing on ", "%s in killing: note" % second]
     if plan.hold not in ("draining", "waiting_for_servers"):
         return []
     if plan.ending != "timeout":

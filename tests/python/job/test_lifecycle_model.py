@@ -1,8 +1,9 @@
 """The job's life cycle, cell by cell (docs/architecture.md, "The life
 cycle"): the cells come from the code's own table
 (davincirunsdk._core.job_transitions()), and every cell that can happen is
-driven with real processes (lifecycle_cases*.py): on one server, on two
-servers of this machine's loopback and in MindSpore's dynamic-cluster mode.
+driven with real processes (lifecycle_cases*.py): on one server (a job
+that restarts included), on two servers of this machine's loopback and in
+MindSpore's dynamic-cluster mode.
 A cell the table gains without a case fails here, as does a case for a
 cell the table says cannot happen. The cases run three at a time."""
 
@@ -13,6 +14,7 @@ import sys
 import traceback
 
 import lifecycle_cases_ranks  # noqa: F401 (registers its cases)
+import lifecycle_cases_restarts  # noqa: F401 (registers its cases)
 import lifecycle_cases_servers  # noqa: F401 (registers its cases)
 import pytest
 from conftest import REPO
@@ -35,7 +37,7 @@ def test_every_cell_that_can_happen_is_driven_and_no_other():
 
 
 def test_every_cell_has_one_answer_and_a_reason():
-    assert len(CELLS) == len({(c["state"], c["event"]) for c in CELLS}) == 9 * 23
+    assert len(CELLS) == len({(c["state"], c["event"]) for c in CELLS}) == 10 * 25
     for c in CELLS:
         assert c["why"], c
         if c["answer"] in ("proceed", "stop", "escalate"):

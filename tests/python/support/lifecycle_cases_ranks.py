@@ -140,7 +140,9 @@ for event in ("engine_signal", "launcher_gone", "job_timeout", "stall"):
         if event in ("engine_signal", "launcher_gone"):
             deliver(s, launch, event)
         code = None if event == "launcher_gone" else 3
-        summary = ended(s, launch, code, "rank_failed", journal=["%s in stopping: ignored" % event]
+        # A stop that is not the failure's: noted (the job is not restarted), the grace period holding.
+        summary = ended(s, launch, code, "rank_failed", journal=[
+            "%s in stopping: %s" % (event, "ignored" if event == "stall" else "note")]
                         if event != "launcher_gone" else [])
         assert summary["ranks"][0]["exit_code"] == 0 and not summary["ranks"][0]["killed_by_launcher"]
 
@@ -174,9 +176,10 @@ for event in DAEMON_STOPS + ("kill_request", "job_timeout", "stall"):
         if event not in ("job_timeout", "stall"):
             deliver(s, launch, event)
         code = None if event == "launcher_gone" else 3
-        journal = [] if event == "launcher_gone" else ["%s in killing: ignored" % event]
+        journal = [] if event == "launcher_gone" else [
+            "%s in killing: %s" % (event, "ignored" if event == "stall" else "note")]
         if event == "repeated_stop_request":
-            journal = ["stop_request in killing: ignored", "repeated_stop_request in killing: ignored"]
+            journal = ["stop_request in killing: note", "repeated_stop_request in killing: note"]
         summary = ended(s, launch, code, "rank_failed", journal=journal)
         assert summary["ranks"][0]["killed_by_launcher"]
 

@@ -45,6 +45,10 @@ if mode == "exit":      # exit 0 after `seconds`
 if mode == "exit0":     # rank 0 exits 0 after `seconds`, the others 1.5 s later
     time.sleep(seconds + (0 if rank == 0 else 1.5))
     sys.exit(0)
+if mode == "fail1once":  # rank 1 fails in the first attempt only; every later attempt exits 0 after `seconds`
+    if os.environ["DAVINCIRUN_RESTART_COUNT"] != "0" or rank != 1:
+        time.sleep(seconds if os.environ["DAVINCIRUN_RESTART_COUNT"] != "0" else 120)
+        sys.exit(0)
 if mode == "fail" or (mode.startswith("fail1") and rank == 1):  # exit 3 after `seconds`
     time.sleep(seconds)
     print("Traceback (most recent call last):\nValueError: rank %d broke on purpose" % rank, flush=True)
@@ -93,8 +97,9 @@ API_LAUNCHER = r"""
 import json, os, sys, time
 from davincirunsdk import start_distributed_train
 trigger, table, server, log_dir = sys.argv[1:5]
+keywords = json.loads(os.environ.get("API_LAUNCHER_KEYWORDS", "{}"))
 job = start_distributed_train(sys.argv[5:], rank_table=table, server_id=server, log_dir=log_dir,
-                              output_notebook=False)
+                              output_notebook=False, **keywords)
 print("logs in " + job.run_dir, flush=True)
 while not os.path.exists(trigger):
     time.sleep(0.01)
@@ -269,14 +274,16 @@ class Scenario:
         self.launches.append(launch)
         return launch
 
-    def start_api(self, mode, seconds=None, hold=None):
-        """The job through the Python API (API_LAUNCHER); kill_request() asks it for a kill."""
+    def start_api(self, mode, seconds=None, hold=None, keywords=None):
+        """The job through the Python API (API_LAUNCHER), with `keywords` for
+        start_distributed_train(); kill_request() asks it for a kill."""
         path = os.path.join(str(self.directory), "api_launcher.py")
         with open(path, "w") as f:
             f.write(API_LAUNCHER)
         self.trigger = os.path.join(str(self.directory), "kill-now")
         argv = [sys.executable, path, self.trigger, self.table, self.servers[0], self.log_dir(0)]
         env = self.env(**({"DAVINCIRUN_TEST_HOLD": hold} if hold else {}))
+        env["API_LAUNCHER_KEYWORDS"] = json.dumps(keywords or {})
         launch = Launch(self.directory, argv + self.ranks_argv(mode, seconds), env, name="api")
         self.launches.append(launch)
         return launch
