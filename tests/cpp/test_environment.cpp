@@ -125,6 +125,7 @@ TEST_CASE("rank_environment sets each rank's identity over whatever was inherite
       {"ROLE_RANK", "10"},
       {"ROLE_WORLD_SIZE", "16"},
       {"TORCHELASTIC_RESTART_COUNT", "0"},
+      {"DAVINCIRUN_RESTART_COUNT", "0"},
   };
   for (const auto& [name, value] : identity) {
     INFO(name);

@@ -139,7 +139,7 @@ TEST_CASE("the restart rule: a failure restarts while restarts are left, unless 
 }
 
 TEST_CASE("a Supervisor that restarts starts every rank again and keeps every attempt", "[restart][supervisor]") {
-  FOR_EACH_SUPERVISION_MODE(mode, owning);
+  FOR_EACH_SUPERVISION_MODE(mode, Modes::owning);
   TempDir dir;
   // Attempt 1: rank 1 fails at once, rank 0 waits to be stopped. Later: both exit 0.
   std::vector<RankLaunch> first = {launch(dir, 0, {"/bin/sleep", "30"}),

@@ -30,6 +30,7 @@ print("ENV " + json.dumps({k: os.environ.get(k) for k in keys}), flush=True)
 count = int(os.environ["DAVINCIRUN_RESTART_COUNT"])
 fail_in = [int(x) for x in os.environ.get("FAIL_IN", "").split(",") if x]
 if os.environ["RANK_ID"] == "1" and count in fail_in:
+    time.sleep(0.3)  # rank 0 has said what it was told
     print("step %d" % (count * 10), flush=True)
     raise RuntimeError("link flap")
 time.sleep(0.2)
