@@ -26,8 +26,9 @@ Every rank prints one line per epoch; rank 0 finally prints
 With --checkpoint DIR, rank 0 saves the model and optimizer after every
 epoch, and a run started again resumes after the last saved epoch: a job
 launched with `davincirun --max-restarts 3` goes on where it failed
-(docs/restarts.md). The result is the same as that of a run never
-interrupted: the data order of each epoch depends on the epoch only.
+(docs/restarts.md). It ends with the accuracy of a run never interrupted
+(the data order of each epoch depends on the epoch only), and parameters
+equal to float rounding.
 """
 import argparse
 import datetime

@@ -100,8 +100,9 @@ class PyJob {
   /// What arrived since the last call (lines within the display budget, or
   /// all of them when `everything`): (bytes of complete console lines,
   /// lines skipped over the budget, [(rank index, progress text)], [(rank
-  /// index, exit code or None, signal or None, stopped by the launcher)],
-  /// [(rank index, its last line, shown or not)]). With `lines=False` the
+  /// index, exit code or None, signal or None, stopped by the launcher,
+  /// attempt)], [(rank index, its last line, shown or not)], [(attempt,
+  /// [pid by index])]: a job that restarts started them). With `lines=False` the
   /// lines stay queued (b"" and 0 are returned for them).
   py::tuple take_output(bool everything, bool lines) {
     PolledSink::Batch batch;
@@ -118,9 +119,11 @@ class PyJob {
       py::object code = py::none(), signal = py::none();
       if (e.status.kind == ExitStatus::Kind::exited) code = py::int_(e.status.value);
       if (e.status.kind == ExitStatus::Kind::signaled) signal = py::int_(e.status.value);
-      exits.append(py::make_tuple(e.index, code, signal, e.stopped_by_launcher));
+      exits.append(py::make_tuple(e.index, code, signal, e.stopped_by_launcher, e.attempt));
     }
-    return py::make_tuple(py::bytes(batch.lines), batch.skipped_lines, progress, exits, last_lines);
+    py::list attempts;
+    for (const auto& a : batch.attempts) attempts.append(py::make_tuple(a.attempt, a.pids));
+    return py::make_tuple(py::bytes(batch.lines), batch.skipped_lines, progress, exits, last_lines, attempts);
   }
 
   void set_display_budget(std::size_t bytes) { queue_.set_budget(bytes); }

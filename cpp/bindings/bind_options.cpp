@@ -67,6 +67,9 @@ Rule violations raise LaunchConfigError naming the option.)");
                     "Why the devices are not locked (no NPU on this machine, or off as asked); \"\" when they are.")
       .def_readonly("ranks", &LaunchPlan::ranks,
                     "This server's ranks, by rank, then (dynamic-cluster mode) MindSpore's scheduler.")
+      .def_property_readonly(
+          "max_restarts", [](const LaunchPlan& p) { return p.options.supervisor.max_restarts; },
+          "How often the job restarts at most (max_restarts; 0: never).")
       .def_property_readonly("launch_mode",
                              [](const LaunchPlan& p) { return std::string(to_string(p.options.launch_mode)); })
       .def_property_readonly("work_dir", [](const LaunchPlan& p) { return fs_text(p.work_dir); })

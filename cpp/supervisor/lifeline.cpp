@@ -38,6 +38,10 @@ void RelaySink::rank_exited(std::size_t index, ExitStatus status, bool stopped_b
   lifeline_.send(Frame::rank_exited, encode_rank_exited({index, status, stopped_by_launcher}));
 }
 
+void RelaySink::attempt_started(int attempt, const std::vector<pid_t>& pids) {
+  lifeline_.send(Frame::attempt, encode_attempt({attempt, pids}));
+}
+
 CommandListener::CommandListener(int lifeline_fd, const std::string& already_read, Supervisor& supervisor)
     : fd_(lifeline_fd), supervisor_(supervisor) {
   sigset_t stops;

@@ -108,6 +108,8 @@ class JobStatus:
         self.first_failure = None  # RankRow
         self.root_cause = []  # the first failure's exception line and error-code line, those it has
         self.duration = None
+        self.attempt = 1  # a job that restarts: the attempt running now
+        self.max_restarts = plan.max_restarts
 
     # ---------------------------------------------------------- feeding
 
@@ -135,6 +137,16 @@ class JobStatus:
         row.ended = time.monotonic()
         row.progress = ""
 
+    def feed_attempt(self, attempt, pids):
+        """A job that restarts started attempt `attempt`: every rank runs again, with `pids` (by index)."""
+        self.attempt = attempt
+        for row, pid in zip(self.rows, pids):
+            row.pid = pid
+            row.state = row.status = "running"
+            row.ended = None
+            row.last_line = row.progress = ""
+        self.first_failure = None
+
     def finish(self, result, read_last_line=None, read_root_cause=None):
         """Takes the final word from the JobResult (exit statuses, times).
         `read_last_line(path)`, if given, reads each rank's last line from its
@@ -144,10 +156,14 @@ class JobStatus:
         as _core.root_cause() returns): its row then shows the exception line
         instead of its last line, and the view shows both lines, whether
         that rank was shown live or not."""
+        # Times count from the first attempt's start (the view's own).
+        first = result.attempts[0].started if result.attempts else None
+        self.attempt = len(result.attempts) or 1
         for row, rank in zip(self.rows, result.ranks):
             row.state, row.status = describe_exit(rank.exit_code, rank.signal, rank.terminated_by_launcher)
             row.progress = ""
-            row.ended = self.started + max(0.0, rank.ended - rank.started)
+            row.pid = rank.pid
+            row.ended = self.started + max(0.0, rank.ended - (rank.started if first is None else first))
             if read_last_line is not None:
                 row.last_line = _clip(read_last_line(rank.log_path))
                 row.shown_at_end = True
@@ -187,14 +203,19 @@ class JobStatus:
             return "(log file only)"
         return row.progress or row.last_line
 
+    def _attempt_text(self):
+        """", attempt 2 of 4" for a job that restarts, else ""."""
+        return ", attempt %d of %d" % (self.attempt, self.max_restarts + 1) if self.max_restarts else ""
+
     def headline(self):
         n = sum(1 for row in self.rows if row.rank >= 0)
         where = "%d rank(s) of %d%s on server %s" % (
             n, self.world_size, " and the scheduler" if n < len(self.rows) else "", self.server_id)
         if self.outcome is None:
             running = sum(1 for row in self.rows if row.state == "running")
-            return "davincirun job %s: %s, %d running" % (self.job_id, where, running)
-        text = "davincirun job %s: %s, %s in %s" % (self.job_id, where, self.outcome, _duration(self.duration))
+            return "davincirun job %s: %s, %d running%s" % (self.job_id, where, running, self._attempt_text())
+        text = "davincirun job %s: %s, %s in %s%s" % (self.job_id, where, self.outcome, _duration(self.duration),
+                                                     self._attempt_text())
         if self.first_failure is not None:
             failed = self.first_failure
             text += "; first failure: %s (%s)" % (

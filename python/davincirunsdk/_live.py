@@ -128,14 +128,20 @@ class LiveOutput:
     def _pump(self, streaming, final=False, lines=True):
         # `final`: the job is over; take every line still held for pacing.
         # `lines`: False leaves the lines queued (only the view is fed).
-        data, skipped, progress, exits, last_lines = self._core.take_output(final, lines)
+        data, skipped, progress, exits, last_lines, attempts = self._core.take_output(final, lines)
         text = self._decoder.decode(data) if data else ""
         if self._view is not None:
             for index, line in last_lines:
                 self.status.feed_last_line(index, line)
             for index, line in progress:
                 self.status.feed_progress(index, line)
-            for index, exit_code, signal, stopped in exits:
+            # A job that restarts: an attempt's exits, then the next attempt's start.
+            for attempt, pids in attempts:
+                for index, exit_code, signal, stopped, _ in [e for e in exits if e[4] < attempt]:
+                    self.status.feed_exit(index, exit_code, signal, stopped)
+                exits = [e for e in exits if e[4] >= attempt]
+                self.status.feed_attempt(attempt, pids)
+            for index, exit_code, signal, stopped, _ in exits:
                 self.status.feed_exit(index, exit_code, signal, stopped)
         if streaming:
             self._note_skipped(skipped)  # the oldest lines were dropped: say so before the newer ones

@@ -41,6 +41,11 @@ class LineSink {
   /// been sent SIGTERM by the launcher first. Called after the rank's last
   /// lines. Default: ignored.
   virtual void rank_exited(std::size_t /*index*/, ExitStatus /*status*/, bool /*stopped_by_launcher*/) {}
+  /// A job that restarts (SupervisorOptions::max_restarts) started attempt
+  /// `attempt` (2, 3, ...): every rank runs again, with the process ids
+  /// `pids` (by index); what comes after is this attempt's. Called after
+  /// the previous attempt's last lines and exits. Default: ignored.
+  virtual void attempt_started(int /*attempt*/, const std::vector<pid_t>& /*pids*/) {}
 };
 
 /// "rank 3": the label of rank id 3, in its console prefix "[rank 3] ".

@@ -36,6 +36,7 @@ class NonBlockingSink final : public LineSink {
   void notice(std::string_view lines) override;
   void progress(std::size_t index, std::string_view text) override;
   void rank_exited(std::size_t index, ExitStatus status, bool stopped_by_launcher) override;
+  void attempt_started(int attempt, const std::vector<pid_t>& pids) override;
   bool wants_lines() const noexcept override { return target_.wants_lines(); }
   bool wants_progress() const noexcept override { return target_.wants_progress(); }
   /// Lines dropped so far because the target fell behind.

@@ -26,13 +26,14 @@ namespace davincirun {
 /// a bar's latest state matters). Not thread-safe: its owner locks.
 class OutputQueue {
  public:
-  enum class Kind { lines, notice, progress, exit };
+  enum class Kind { lines, notice, progress, exit, attempt };
   struct Entry {
     Kind kind = Kind::lines;
     std::size_t index = 0;             ///< lines, progress, exit: the rank's index
     std::string text;                  ///< lines, notice, progress
     ExitStatus status{};               ///< exit
     bool stopped_by_launcher = false;  ///< exit
+    std::vector<pid_t> pids;           ///< attempt (its number in `index`)
   };
 
   /// `capacity_bytes`: bytes of rank lines (and progress text) held at most.
@@ -49,6 +50,7 @@ class OutputQueue {
   /// false (and nothing queued) when the text does not fit within the bound.
   bool push_progress(std::size_t index, std::string_view text);
   void push_exit(std::size_t index, ExitStatus status, bool stopped_by_launcher);
+  void push_attempt(int attempt, const std::vector<pid_t>& pids);
 
   bool empty() const noexcept { return entries_.empty(); }
   /// Removes and returns the front entry (of lines, what is left of it).
@@ -57,7 +59,7 @@ class OutputQueue {
   /// Removes and returns, in order, the notices and rank lines at the front:
   /// rank lines up to `budget` bytes, whole lines only, but at least one
   /// line when the first entry is a rank's (a line longer than the budget
-  /// comes alone). Stops at a progress or exit entry.
+  /// comes alone). Stops at a progress, exit or attempt entry.
   std::string take_lines(std::size_t budget);
 
   /// Bytes of rank lines waiting.
@@ -80,7 +82,7 @@ class OutputQueue {
   std::uint64_t dropped_ = 0;
 };
 
-/// to_string(): "lines", "notice", "progress" or "exit".
-DAVINCIRUN_ENUM_NAMES(OutputQueue::Kind, "lines", "notice", "progress", "exit");
+/// to_string(): "lines", "notice", "progress", "exit" or "attempt".
+DAVINCIRUN_ENUM_NAMES(OutputQueue::Kind, "lines", "notice", "progress", "exit", "attempt");
 
 }  // namespace davincirun

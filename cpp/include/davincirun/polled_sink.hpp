@@ -30,6 +30,12 @@ class PolledSink final : public LineSink {
     std::size_t index;
     ExitStatus status;
     bool stopped_by_launcher;
+    int attempt;  ///< of a job that restarts: the attempt the rank ran in (1, 2, ...)
+  };
+  /// A job that restarts started attempt `attempt`, its ranks' pids by index.
+  struct Attempt {
+    int attempt;
+    std::vector<pid_t> pids;
   };
   /// What arrived since the last take().
   struct Batch {
@@ -40,6 +46,7 @@ class PolledSink final : public LineSink {
     /// (rank index, its latest whole line, without its prefix), shown or dropped: what each rank said last
     std::vector<std::pair<std::size_t, std::string>> last_lines;
     std::vector<RankExit> exits;
+    std::vector<Attempt> attempts;  ///< in order: exits of an attempt follow its start
   };
 
   PolledSink() : queue_(capacity_bytes) {}
@@ -58,6 +65,7 @@ class PolledSink final : public LineSink {
   void progress(std::size_t index, std::string_view text) override;
   bool wants_progress() const noexcept override { return true; }
   void rank_exited(std::size_t index, ExitStatus status, bool stopped_by_launcher) override;
+  void attempt_started(int attempt, const std::vector<pid_t>& pids) override;
 
   /// What arrived since the last call: rank lines up to the budget (at
   /// least one whole line) with the notices among them, or every line when
@@ -83,6 +91,8 @@ class PolledSink final : public LineSink {
   Latest progress_;
   Latest last_lines_;
   std::vector<RankExit> exits_;
+  std::vector<Attempt> attempts_;
+  int attempt_ = 1;
   bool woken_ = false;
 };
 

@@ -57,6 +57,10 @@ std::string encode_rank_exited(const RankExited& exited) { return encode(exited)
 
 RankExited decode_rank_exited(std::string_view data) { return decode<RankExited>(data); }
 
+std::string encode_attempt(const AttemptStarted& started) { return encode(started); }
+
+AttemptStarted decode_attempt(std::string_view data) { return decode<AttemptStarted>(data); }
+
 bool deliver_console_frame(Frame type, std::string_view payload, LineSink& sink) {
   switch (type) {
     case Frame::lines: {
@@ -73,6 +77,11 @@ bool deliver_console_frame(Frame type, std::string_view payload, LineSink& sink)
     case Frame::rank_exited: {
       const RankExited exited = decode_rank_exited(payload);
       sink.rank_exited(exited.index, exited.status, exited.stopped_by_launcher);
+      return true;
+    }
+    case Frame::attempt: {
+      const AttemptStarted started = decode_attempt(payload);
+      sink.attempt_started(started.attempt, started.pids);
       return true;
     }
     default: return false;

@@ -143,6 +143,17 @@ constexpr auto fields_of(const RankExited*) {
 std::string encode_rank_exited(const RankExited& exited);
 RankExited decode_rank_exited(std::string_view data);
 
+/// Frame::attempt is LineSink::attempt_started().
+struct AttemptStarted {
+  int attempt = 1;
+  std::vector<pid_t> pids;
+};
+constexpr auto fields_of(const AttemptStarted*) {
+  return std::make_tuple(field("attempt", &AttemptStarted::attempt), field("pids", &AttemptStarted::pids));
+}
+std::string encode_attempt(const AttemptStarted& started);
+AttemptStarted decode_attempt(std::string_view data);
+
 /// Hands a console frame (lines, notice, progress, rank_exited) to `sink`.
 /// Returns false for any other frame type. Throws SystemError on a malformed payload.
 bool deliver_console_frame(Frame type, std::string_view payload, LineSink& sink);

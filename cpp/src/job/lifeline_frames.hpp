@@ -20,6 +20,7 @@ enum class Frame : char {
   notice = 'N',       ///< the launcher's own messages
   progress = 'P',     ///< a rank's line being redrawn with '\r'
   rank_exited = 'X',  ///< RankExited
+  attempt = 'A',      ///< AttemptStarted
   result = 'R',       ///< the JobResult; the last frame
 };
 

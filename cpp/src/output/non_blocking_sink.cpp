@@ -59,6 +59,14 @@ void NonBlockingSink::rank_exited(std::size_t index, ExitStatus status, bool sto
   wake_.notify_one();
 }
 
+void NonBlockingSink::attempt_started(int attempt, const std::vector<pid_t>& pids) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_attempt(attempt, pids);
+  }
+  wake_.notify_one();
+}
+
 std::uint64_t NonBlockingSink::skipped_lines() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return skipped_total_;
@@ -103,6 +111,7 @@ void NonBlockingSink::run() {
       case OutputQueue::Kind::notice: target_.notice(entry.text); break;
       case OutputQueue::Kind::progress: target_.progress(entry.index, entry.text); break;
       case OutputQueue::Kind::exit: target_.rank_exited(entry.index, entry.status, entry.stopped_by_launcher); break;
+      case OutputQueue::Kind::attempt: target_.attempt_started(static_cast<int>(entry.index), entry.pids); break;
     }
     lock.lock();
   }

@@ -59,6 +59,14 @@ void OutputQueue::push_exit(std::size_t index, ExitStatus status, bool stopped_b
   entries_.push_back(std::move(entry));
 }
 
+void OutputQueue::push_attempt(int attempt, const std::vector<pid_t>& pids) {
+  Queued entry;
+  entry.kind = Kind::attempt;
+  entry.index = static_cast<std::size_t>(attempt);
+  entry.pids = pids;
+  entries_.push_back(std::move(entry));
+}
+
 OutputQueue::Entry OutputQueue::pop() {
   Queued front = std::move(entries_.front());
   entries_.pop_front();

@@ -41,7 +41,16 @@ void PolledSink::progress(std::size_t index, std::string_view text) {
 void PolledSink::rank_exited(std::size_t index, ExitStatus status, bool stopped_by_launcher) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    exits_.push_back(RankExit{index, status, stopped_by_launcher});
+    exits_.push_back(RankExit{index, status, stopped_by_launcher, attempt_});
+  }
+  ready_.notify_all();
+}
+
+void PolledSink::attempt_started(int attempt, const std::vector<pid_t>& pids) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    attempt_ = attempt;
+    attempts_.push_back(Attempt{attempt, pids});
   }
   ready_.notify_all();
 }
@@ -52,6 +61,7 @@ PolledSink::Batch PolledSink::take(bool everything, bool lines) {
   batch.progress.swap(progress_);
   batch.last_lines.swap(last_lines_);
   batch.exits.swap(exits_);
+  batch.attempts.swap(attempts_);
   if (!lines) return batch;
   batch.lines = queue_.take_lines(everything ? std::string::npos : budget_);
   batch.skipped_lines = std::exchange(skipped_lines_, 0);
@@ -69,7 +79,8 @@ void PolledSink::wake() {
 bool PolledSink::wait(std::chrono::milliseconds timeout, bool on_output) {
   std::unique_lock<std::mutex> lock(mutex_);
   const bool ready = ready_.wait_for(lock, timeout, [&] {
-    return woken_ || (on_output && (!queue_.empty() || skipped_lines_ > 0 || !exits_.empty()));
+    return woken_ ||
+           (on_output && (!queue_.empty() || skipped_lines_ > 0 || !exits_.empty() || !attempts_.empty()));
   });
   woken_ = false;
   return ready;

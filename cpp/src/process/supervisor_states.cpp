@@ -291,6 +291,7 @@ void Supervisor::enter_starting() {
   run_started_ = Clock::now();
   attempt_started_ = std::chrono::system_clock::now();
   spawn(std::move(launches));  // throws SpawnError: the job ends with it
+  console_->attempt_started(attempt_, ranks_->pids());
   on(Event{JobEvent::ranks_started});
 }
 
