@@ -32,6 +32,7 @@ JobAttempt failed_attempt(const TempDir& dir, int n, int rank, int code, const s
   r.log_path = dir / ("rank_" + std::to_string(rank) + ".attempt" + std::to_string(n) + ".log");
   write(r.log_path, log);
   a.first_failure = r;
+  a.ranks.push_back(r);
   return a;
 }
 

@@ -211,6 +211,9 @@ struct JobAttempt {
   /// The first process that failed, as JobResult::ranks holds it (its log
   /// is this attempt's); none when no process failed.
   std::optional<RankResult> first_failure;
+  /// Every process of this attempt, as JobResult::ranks holds the last
+  /// attempt's (not in summary.json, which lists the first failure).
+  std::vector<RankResult> ranks;
   /// The first failure's root cause in one line, from its torch error file
   /// or its log (root_cause.hpp): its exception ("ValueError: bad input"),
   /// else its CANN error code line; "" when neither was found.
@@ -231,6 +234,8 @@ constexpr auto fields_of(const JobAttempt*) {
       field("stop_detail", &A::stop_detail, "What stopped this attempt, in words; \"\" when nothing did.")
           .as(FieldText::any),
       field("first_failure", &A::first_failure, "The first process that failed in this attempt (RankResult), or None."),
+      field("ranks", &A::ranks, "Every process of this attempt (RankResult), in the plan's order.")
+          .only(on_wire | in_python),
       field("root_cause", &A::root_cause, "That failure's root cause in one line (its exception, else its CANN error code line), or \"\".").as(FieldText::any),
       field("restarted", &A::restarted, "The job was started again after this attempt."),
       field("decision", &A::decision,

@@ -10,10 +10,12 @@
 //    while the failure's stop was under way;
 //  - restarts are left: it is attempt k and k <= max_restarts;
 //  - it did not fail as the attempt before it did (unless
-//    restart_on_same_error): the same process, the same exit status, the
-//    same root cause line, and not one line in that process's log that its
-//    log of the attempt before did not hold (repeats_failure()). A bug that
-//    fails the same way every time would burn every restart for nothing.
+//    restart_on_same_error): its first failed process failed in the attempt
+//    before too (first there or not: when every rank fails, which is first
+//    is chance), with the same exit status and the same root cause line,
+//    and its log holds not one line that its log of the attempt before did
+//    not (wrote_nothing_new()). A bug that fails the same way every time
+//    would burn every restart for nothing.
 #pragma once
 
 #include <string>

@@ -98,8 +98,15 @@ std::string root_cause_line(const RankResult& failed) {
   return !cause.exception.empty() ? cause.exception : cause.error_code;
 }
 
-bool same_process(const RankResult& a, const RankResult& b) {
-  return a.role == b.role && a.rank == b.rank && a.status.kind == b.status.kind && a.status.value == b.status.value;
+// The same process of the attempt before, when it failed there as `failed` did now.
+const RankResult* failed_alike(const JobAttempt& before, const RankResult& failed) {
+  for (const RankResult& r : before.ranks) {
+    if (r.role == failed.role && r.rank == failed.rank && r.status.kind == failed.status.kind &&
+        r.status.value == failed.status.value) {
+      return &r;
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -131,10 +138,12 @@ AttemptVerdict judge_attempt(const JobResult& attempt, const std::string& ruled_
     verdict.decision = fmt::format("not restarted: no restarts left (max_restarts {})", options.max_restarts);
     return verdict;
   }
+  // The same process failing alike in the attempt before (first there or
+  // not: when every rank fails, which is first is chance).
   const JobAttempt* before = attempt.attempts.size() > 1 ? &attempt.attempts[attempt.attempts.size() - 2] : nullptr;
-  if (!options.restart_on_same_error && before != nullptr && before->first_failure && now.first_failure &&
-      same_process(*before->first_failure, *now.first_failure) && before->root_cause == verdict.root_cause &&
-      wrote_nothing_new(before->first_failure->log_path, now.first_failure->log_path)) {
+  const RankResult* then = before != nullptr && now.first_failure ? failed_alike(*before, *now.first_failure) : nullptr;
+  if (!options.restart_on_same_error && then != nullptr && root_cause_line(*then) == verdict.root_cause &&
+      wrote_nothing_new(then->log_path, now.first_failure->log_path)) {
     const RankResult& f = *now.first_failure;
     verdict.decision = fmt::format(
         "not restarted: it failed as attempt {} did ({} with {}{}) and {} wrote no line it had not written then, "

@@ -316,6 +316,7 @@ JobAttempt Supervisor::current_attempt() const {
   a.stop_reason = stop_.reason;
   a.stop_detail = stop_.why;
   if (stop_.first_failure) a.first_failure = ranks_->ranks[*stop_.first_failure].result;
+  for (const auto& r : ranks_->ranks) a.ranks.push_back(r.result);
   if (verdict_) {
     a.root_cause = verdict_->root_cause;
     a.decision = verdict_->decision;

@@ -212,3 +212,42 @@ def test_a_foreign_python_gets_one_warning_in_a_kernel(kernel_name, tmp_path, ra
     assert "UserWarning: the ranks run %s (python), not this kernel's Python %s" % (
         bin_dir / "python", kernel_python(kernel_name)) in warning
     assert "Warning" not in cell_text(nb.cells[2], displays=False)
+
+
+# Rank 1 fails in the first attempt; in the second every rank says so, waits 1.5 s and exits 0.
+FAILS_ONCE = (
+    "import os, sys, time\n"
+    "if os.environ['DAVINCIRUN_RESTART_COUNT'] == '0':\n"
+    "    if os.environ['RANK_ID'] == '1':\n"
+    "        time.sleep(0.3)\n"
+    "        raise RuntimeError('link flap')\n"
+    "    time.sleep(120)\n"
+    "print('second attempt, pid', os.getpid(), flush=True)\n"
+    "time.sleep(1.5)\n"
+)
+
+
+def test_a_restarting_job_says_so_and_its_view_follows_the_new_attempt(kernel_name, tmp_path, rank_table, job_env):
+    call = launch_call("start_and_wait_distributed_train", FAILS_ONCE, rank_table(2), str(tmp_path / "log"),
+                       job_env, output_notebook=True, max_restarts=1, restart_delay=0.2)
+    messages = []
+    nb = execute_notebook([IMPORTS, "code = " + call + "\nprint('returned', code)"], kernel_name, cwd=tmp_path,
+                          iopub=messages)
+    assert cell_errors(nb.cells[1]) == []
+    lines = cell_text(nb.cells[1], displays=False, ansi=False).splitlines()
+    assert "returned 0" in lines
+    said = [line for line in lines if line.startswith("[davincirun] attempt 1 of 2: rank 1 (pid ")]
+    assert said and said[0].endswith("failed with exit code 1 (RuntimeError: link flap); restarting the job in "
+                                     "0.2 s (attempt 2 of 2)"), lines
+    new_pids = sorted(int(line.rsplit(" ", 1)[1]) for line in lines if "second attempt, pid" in line)
+    assert len(new_pids) == 2, lines
+    # While the second attempt ran, the view showed it: its number, both ranks running, their new pids.
+    live = [m.content["data"]["text/plain"] for m in messages
+            if m.msg_type == "update_display_data" and m.cell_index == 1]
+    during = [text for text in live if "2 running, attempt 2 of 2" in text.splitlines()[0]]
+    assert during, live[-3:]
+    assert all(str(pid) in during[-1] for pid in new_pids), during[-1]
+    [view] = cell_displays(nb.cells[1])
+    assert re.match(r"davincirun job \S+: 2 rank\(s\) of 2 on server 127\.0\.0\.1, succeeded in [\d.]+ s, "
+                    r"attempt 2 of 2$", view["text/plain"].splitlines()[0]), view["text/plain"]
+    assert processes_with_marker(job_env[MARKER_VARIABLE]) == []
