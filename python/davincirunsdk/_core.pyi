@@ -5,7 +5,7 @@ Private C++ core of davincirunsdk; use the davincirunsdk package instead.
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['DEFAULT_SEARCH_PATH', 'Job', 'JobResult', 'LaunchOptions', 'LaunchPlan', 'LocalServer', 'MachineRankTable', 'NOTICE_PREFIX', 'PeerStop', 'RankAssignment', 'RankResult', 'RankTable', 'RankTableDevice', 'RankTableServer', 'RootCause', 'colourize_prefixes', 'describe_exit', 'display_width', 'find_executable', 'find_local_server', 'find_root_cause', 'fit_width', 'job_transitions', 'load_rank_table', 'machine_rank_table', 'merge_rank_tables', 'parent_pid', 'parse_rank_table', 'plan_launch', 'rank_table_named_by_environment', 'read_log_tail', 'root_cause', 'wait_for_rank_table', 'write_normalized_rank_table', 'write_rank_table_file']
+__all__: list[str] = ['DEFAULT_SEARCH_PATH', 'Job', 'JobAttempt', 'JobResult', 'LaunchOptions', 'LaunchPlan', 'LocalServer', 'MachineRankTable', 'NOTICE_PREFIX', 'PeerStop', 'RankAssignment', 'RankResult', 'RankTable', 'RankTableDevice', 'RankTableServer', 'RootCause', 'colourize_prefixes', 'describe_exit', 'display_width', 'find_executable', 'find_local_server', 'find_root_cause', 'fit_width', 'job_transitions', 'load_rank_table', 'machine_rank_table', 'merge_rank_tables', 'parent_pid', 'parse_rank_table', 'plan_launch', 'rank_table_named_by_environment', 'read_log_tail', 'root_cause', 'wait_for_rank_table', 'write_normalized_rank_table', 'write_rank_table_file']
 class RankTableDevice:
     @property
     def device_id(self) -> int:
@@ -197,6 +197,14 @@ class LaunchOptions:
     def log_dir(self, arg1: str) -> None:
         ...
     @property
+    def max_restarts(self) -> int:
+        """
+        Restart the whole job in place up to N times after a rank fails (or the stall watchdog stops it); never after a stop request, a signal or the job timeout (default: 0; docs/restarts.md).
+        """
+    @max_restarts.setter
+    def max_restarts(self, arg1: typing.SupportsInt | typing.SupportsIndex) -> None:
+        ...
+    @property
     def no_wait_setting(self) -> str:
         """
         How the user turns waiting for the rank table off, as the waiting lines name it ("wait_timeout=0"; default: wait_timeout 0).
@@ -267,6 +275,22 @@ class LaunchOptions:
         """
     @remove_after_job.setter
     def remove_after_job(self, arg1: collections.abc.Sequence[str]) -> None:
+        ...
+    @property
+    def restart_delay(self) -> float:
+        """
+        Seconds between an attempt's end and the next one's start (default: 1). In seconds.
+        """
+    @restart_delay.setter
+    def restart_delay(self, arg1: typing.Any) -> None:
+        ...
+    @property
+    def restart_on_same_error(self) -> bool:
+        """
+        Restart even when an attempt fails as the one before it did (same rank, same root cause, no new output); by default such a failure ends the job.
+        """
+    @restart_on_same_error.setter
+    def restart_on_same_error(self, arg1: bool) -> None:
         ...
     @property
     def server_id(self) -> str | None:
@@ -379,6 +403,11 @@ class LaunchPlan:
     @property
     def master_port(self) -> int:
         ...
+    @property
+    def max_restarts(self) -> int:
+        """
+        How often the job restarts at most (max_restarts; 0: never).
+        """
     @property
     def notes(self) -> list[str]:
         """
@@ -513,12 +542,71 @@ class PeerStop:
         """
         The signal that killed the failed rank, or None.
         """
+class JobAttempt:
+    """
+    One attempt of a job: its first run, or a restart of the whole job in place (max_restarts; docs/restarts.md).
+    """
+    @property
+    def attempt(self) -> int:
+        """
+        1 for the first run, k + 1 after the k-th restart.
+        """
+    @property
+    def decision(self) -> str:
+        """
+        Why the job was restarted after this attempt, or why not; "" for a job never to restart.
+        """
+    @property
+    def ended(self) -> float:
+        """
+        Seconds since the epoch.
+        """
+    @property
+    def first_failure(self) -> RankResult | None:
+        """
+        The first process that failed in this attempt (RankResult), or None.
+        """
+    @property
+    def ranks(self) -> list[RankResult]:
+        """
+        Every process of this attempt (RankResult), in the plan's order.
+        """
+    @property
+    def restarted(self) -> bool:
+        """
+        The job was started again after this attempt.
+        """
+    @property
+    def root_cause(self) -> str:
+        """
+        That failure's root cause in one line (its exception, else its CANN error code line), or "".
+        """
+    @property
+    def started(self) -> float:
+        """
+        Seconds since the epoch.
+        """
+    @property
+    def stop_detail(self) -> str:
+        """
+        What stopped this attempt, in words; "" when nothing did.
+        """
+    @property
+    def stop_reason(self) -> str:
+        """
+        What stopped this attempt, as JobResult.stop_reason.
+        """
 class JobResult:
     """
     How a job ended: every rank, the first failure, why it stopped.
     """
     def failure_report(self, tail_lines: typing.SupportsInt | typing.SupportsIndex = 20) -> str:
         ...
+    @property
+    def attempts(self) -> list[JobAttempt]:
+        """
+        Every attempt of the job (JobAttempt), the first run first; the other fields describe the last. One unless the job restarted (max_restarts).
+        """
     @property
     def child_subreaper(self) -> bool:
         """
