@@ -236,7 +236,9 @@ constexpr auto fields_of(const JobAttempt*) {
       field("first_failure", &A::first_failure, "The first process that failed in this attempt (RankResult), or None."),
       field("ranks", &A::ranks, "Every process of this attempt (RankResult), in the plan's order.")
           .only(on_wire | in_python),
-      field("root_cause", &A::root_cause, "That failure's root cause in one line (its exception, else its CANN error code line), or \"\".").as(FieldText::any),
+      field("root_cause", &A::root_cause,
+            "That failure's root cause in one line (its exception, else its CANN error code line), or \"\".")
+          .as(FieldText::any),
       field("restarted", &A::restarted, "The job was started again after this attempt."),
       field("decision", &A::decision,
             "Why the job was restarted after this attempt, or why not; \"\" for a job never to restart.")

@@ -6,9 +6,10 @@
 // Python API or your program) waits for the rank table and plans; its
 // davincirun-supervisor process starts the ranks, runs them, stops them,
 // drains their output, in a job of several servers waits for the other
-// servers, and in a job that restarts (max_restarts) starts them again. The Supervisor (supervisor.hpp) is driven by this table: it looks
-// each event up in the state it is in, does what the row says, and moves to
-// the row's next state; entering a state does that state's work (SIGTERM on
+// servers, and in a job that restarts (max_restarts) starts them again.
+// The Supervisor (supervisor.hpp) is driven by this table: it looks each
+// event up in the state it is in, does what the row says, and moves to the
+// row's next state; entering a state does that state's work (SIGTERM on
 // entering `stopping`, SIGKILL on entering `killing`, ...).
 #pragma once
 
@@ -42,15 +43,15 @@ DAVINCIRUN_ENUM_NAMES(JobState, "waiting_for_table", "planning", "starting", "ru
 /// What happens to a job. Every event has an answer in every state.
 enum class JobEvent : std::uint8_t {
   // The job's own progress.
-  table_ready,     ///< the rank table was read and is complete
-  planned,         ///< the plan is made
-  start_failed,    ///< the job cannot start (a broken table, a taken device, a command not found...)
-  ranks_started,   ///< every rank has been started
-  rank_exited,     ///< a rank exited 0
-  rank_failed,     ///< a rank exited non-zero or by a signal, not after a stop of ours
-  ranks_gone,      ///< the last rank still running has exited
-  output_drained,  ///< every rank's output has been read to its end
-  servers_done,    ///< hub: every other server is done; member: the hub knows this server is done
+  table_ready,      ///< the rank table was read and is complete
+  planned,          ///< the plan is made
+  start_failed,     ///< the job cannot start (a broken table, a taken device, a command not found...)
+  ranks_started,    ///< every rank has been started
+  rank_exited,      ///< a rank exited 0
+  rank_failed,      ///< a rank exited non-zero or by a signal, not after a stop of ours
+  ranks_gone,       ///< the last rank still running has exited
+  output_drained,   ///< every rank's output has been read to its end
+  servers_done,     ///< hub: every other server is done; member: the hub knows this server is done
   restart_ordered,  ///< the attempt that ended is restarted (this server's policy; several servers: the hub's order)
   delay_over,       ///< the restart delay is over: the next attempt starts
   // Stops.
@@ -71,9 +72,10 @@ enum class JobEvent : std::uint8_t {
 };
 /// to_string(): "stop_request", "peer_failed", ...: the enumerator's name.
 DAVINCIRUN_ENUM_NAMES(JobEvent, "table_ready", "planned", "start_failed", "ranks_started", "rank_exited", "rank_failed",
-                      "ranks_gone", "output_drained", "servers_done", "restart_ordered", "delay_over", "stop_request", "repeated_stop_request",
-                      "kill_request", "engine_signal", "launcher_gone", "supervisor_gone", "job_timeout", "grace_over",
-                      "stall", "peer_failed", "peer_stopped", "peer_lost", "peer_never_joined", "hub_unreachable");
+                      "ranks_gone", "output_drained", "servers_done", "restart_ordered", "delay_over", "stop_request",
+                      "repeated_stop_request", "kill_request", "engine_signal", "launcher_gone", "supervisor_gone",
+                      "job_timeout", "grace_over", "stall", "peer_failed", "peer_stopped", "peer_lost",
+                      "peer_never_joined", "hub_unreachable");
 
 inline constexpr std::size_t job_state_count = enum_count<JobState>();
 inline constexpr std::size_t job_event_count = enum_count<JobEvent>();

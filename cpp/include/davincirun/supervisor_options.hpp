@@ -146,7 +146,8 @@ constexpr auto fields_of(const SupervisorOptions*) {
           .only(on_wire | in_python)
           .flag("N", 0, "a number of restarts, e.g. 3")
           .range(0, max_max_restarts),
-      field("restart_delay", &O::restart_delay, "seconds between an attempt's end and the next one's start (default: {})")
+      field("restart_delay", &O::restart_delay,
+            "seconds between an attempt's end and the next one's start (default: {})")
           .only(on_wire | in_python)
           .flag("SEC")
           .range(0, max_grace_period.count()),

@@ -229,12 +229,7 @@ const std::vector<Rule> rules = {
      false,
      "one stop: an engine signals every process of the job, and the grace period holds; the job is not restarted"},
     {{S::draining, S::waiting_for_servers}, E::engine_signal, A::stop, S::done, true, "the ranks are gone: end now"},
-    {{BETWEEN},
-     E::engine_signal,
-     A::stop,
-     S::done,
-     true,
-     "no rank is running: an engine's stop is never restarted"},
+    {{BETWEEN}, E::engine_signal, A::stop, S::done, true, "no rank is running: an engine's stop is never restarted"},
     {{S::done}, E::engine_signal, A::ignored, S::done, false, "the job is over"},
 
     // --- The launcher is gone: its end of the lifeline closed.

@@ -23,7 +23,7 @@ namespace {
 std::optional<std::string> read_tail(const std::string& path, std::size_t limit) {
   const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return std::nullopt;
-  struct stat st {};
+  struct stat st{};
   if (::fstat(fd.get(), &st) != 0) return std::nullopt;
   const auto size = static_cast<std::size_t>(st.st_size);
   const std::size_t start = size > limit ? size - limit : 0;

@@ -79,8 +79,7 @@ void PolledSink::wake() {
 bool PolledSink::wait(std::chrono::milliseconds timeout, bool on_output) {
   std::unique_lock<std::mutex> lock(mutex_);
   const bool ready = ready_.wait_for(lock, timeout, [&] {
-    return woken_ ||
-           (on_output && (!queue_.empty() || skipped_lines_ > 0 || !exits_.empty() || !attempts_.empty()));
+    return woken_ || (on_output && (!queue_.empty() || skipped_lines_ > 0 || !exits_.empty() || !attempts_.empty()));
   });
   woken_ = false;
   return ready;

@@ -301,9 +301,10 @@ void Supervisor::say_restart_called_off(const Event& cause) {
   last.restarted = false;
   const std::string why = cause.why.empty() ? describe_event(cause) : cause.why;
   last.decision += fmt::format("; the restart was called off: {}", why);
-  log_notice(fmt::format("{} while the job waited to restart: the restart is called off; the job ends as attempt {} "
-                         "did",
-                         why, attempt_));
+  log_notice(
+      fmt::format("{} while the job waited to restart: the restart is called off; the job ends as attempt {} "
+                  "did",
+                  why, attempt_));
 }
 
 // The current attempt as the record keeps it.

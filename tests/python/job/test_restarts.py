@@ -71,6 +71,7 @@ def test_a_failed_attempt_restarts_the_whole_job_with_new_ports_and_counts(tmp_p
     assert "attempt 2 of 4: rank 1" in proc.stderr and "(attempt 3 of 4)" in proc.stderr
     envs = {(rank, attempt): told(tmp_path, rank, attempt) for rank in (0, 1) for attempt in (1, 2, 3)}
     for (rank, attempt), env in envs.items():
+        assert env["RANK_ID"] == str(rank)
         assert env["DAVINCIRUN_RESTART_COUNT"] == env["TORCHELASTIC_RESTART_COUNT"] == str(attempt - 1)
         assert env["TORCHELASTIC_MAX_RESTARTS"] == "3"
         assert env["JOB_ID"] == envs[(0, 1)]["JOB_ID"] and env["RANK_TABLE_FILE"] == envs[(0, 1)]["RANK_TABLE_FILE"]
@@ -134,7 +135,7 @@ def test_a_stop_request_during_a_failure_rules_the_restart_out(tmp_path, job_env
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 20
     journal = tmp_path / "log" / "latest" / "events.txt"
-    while time.monotonic() < deadline and not (journal.exists() and "-> stopping on rank_failed" in journal.read_text()):
+    while time.monotonic() < deadline and not (journal.exists() and "stopping on rank_failed" in journal.read_text()):
         time.sleep(0.02)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
