@@ -131,11 +131,26 @@ TEST_CASE("the restart rule: a failure restarts while restarts are left, unless 
     CHECK(judge_attempt(result_of({first, failed_attempt(dir, 2, 2, 1, "epoch 2\n" + traceback)}), "", restarts(5))
               .restart);
   }
-  SECTION("another rank, or another exit status, is another failure") {
+  SECTION("another exit status, another error or another rank's own lines are another failure") {
     JobAttempt first = failed_attempt(dir, 1, 2, 1, traceback);
     first.root_cause = "ValueError: bad input";
-    CHECK(judge_attempt(result_of({first, failed_attempt(dir, 2, 3, 1, traceback)}), "", restarts(5)).restart);
     CHECK(judge_attempt(result_of({first, failed_attempt(dir, 2, 2, 7, traceback)}), "", restarts(5)).restart);
+    CHECK(judge_attempt(result_of({first, failed_attempt(dir, 2, 2, 1, "KeyError: 'lr'\n")}), "", restarts(5)).restart);
+    CHECK(judge_attempt(result_of({first, failed_attempt(dir, 2, 3, 1, "rank 3 up\n" + traceback)}), "", restarts(5))
+              .restart);
+  }
+  SECTION("every rank failing alike: another rank first this time is the same failure") {
+    // Rank 2 failed first in attempt 1 and rank 3 was stopped by us; now rank 3 is first.
+    JobAttempt first = failed_attempt(dir, 1, 2, 1, traceback);
+    RankResult stopped;
+    stopped.rank = 3;
+    stopped.status = ExitStatus{ExitStatus::Kind::signaled, 15};
+    stopped.terminated_by_launcher = true;
+    first.ranks.push_back(stopped);
+    const AttemptVerdict v =
+        judge_attempt(result_of({first, failed_attempt(dir, 2, 3, 1, traceback)}), "", restarts(5));
+    CHECK_FALSE(v.restart);
+    CHECK_THAT(v.decision, Contains("it failed as attempt 1 did (rank 3 with exit code 1"));
   }
 }
 

@@ -10,12 +10,14 @@
 //    while the failure's stop was under way;
 //  - restarts are left: it is attempt k and k <= max_restarts;
 //  - it did not fail as the attempt before it did (unless
-//    restart_on_same_error): its first failed process failed in the attempt
-//    before too (first there or not: when every rank fails, which is first
-//    is chance), with the same exit status and the same root cause line,
-//    and its log holds not one line that its log of the attempt before did
-//    not (wrote_nothing_new()). A bug that fails the same way every time
-//    would burn every restart for nothing.
+//    restart_on_same_error): its first failed process failed alike (the
+//    same exit status and root cause line) in the attempt before, or that
+//    attempt's first failure did, and its log holds not one line that the
+//    log of that failure did not (wrote_nothing_new()). Either process
+//    counts because when every rank fails the same way, which one is first
+//    is chance, and the first now may have been stopped by us then. A bug
+//    that fails the same way every time would burn every restart for
+//    nothing.
 #pragma once
 
 #include <string>

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <string_view>
 #include <unordered_set>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -98,15 +99,21 @@ std::string root_cause_line(const RankResult& failed) {
   return !cause.exception.empty() ? cause.exception : cause.error_code;
 }
 
-// The same process of the attempt before, when it failed there as `failed` did now.
-const RankResult* failed_alike(const JobAttempt& before, const RankResult& failed) {
+bool alike(const RankResult& a, const RankResult& b) {
+  return a.status.kind == b.status.kind && a.status.value == b.status.value;
+}
+
+// What `failed` may repeat in the attempt before: the same process, when it
+// failed there alike, and that attempt's first failure when it failed
+// alike. When every rank fails the same way, which one is first is chance,
+// and the one first now may have been stopped by us then.
+std::vector<const RankResult*> failures_before(const JobAttempt& before, const RankResult& failed) {
+  std::vector<const RankResult*> out;
   for (const RankResult& r : before.ranks) {
-    if (r.role == failed.role && r.rank == failed.rank && r.status.kind == failed.status.kind &&
-        r.status.value == failed.status.value) {
-      return &r;
-    }
+    if (r.role == failed.role && r.rank == failed.rank && alike(r, failed)) out.push_back(&r);
   }
-  return nullptr;
+  if (before.first_failure && alike(*before.first_failure, failed)) out.push_back(&*before.first_failure);
+  return out;
 }
 
 }  // namespace
@@ -138,18 +145,24 @@ AttemptVerdict judge_attempt(const JobResult& attempt, const std::string& ruled_
     verdict.decision = fmt::format("not restarted: no restarts left (max_restarts {})", options.max_restarts);
     return verdict;
   }
-  // The same process failing alike in the attempt before (first there or
-  // not: when every rank fails, which is first is chance).
   const JobAttempt* before = attempt.attempts.size() > 1 ? &attempt.attempts[attempt.attempts.size() - 2] : nullptr;
-  const RankResult* then = before != nullptr && now.first_failure ? failed_alike(*before, *now.first_failure) : nullptr;
-  if (!options.restart_on_same_error && then != nullptr && root_cause_line(*then) == verdict.root_cause &&
-      wrote_nothing_new(then->log_path, now.first_failure->log_path)) {
+  const RankResult* then = nullptr;
+  if (!options.restart_on_same_error && before != nullptr && now.first_failure) {
+    for (const RankResult* r : failures_before(*before, *now.first_failure)) {
+      if (root_cause_line(*r) == verdict.root_cause && wrote_nothing_new(r->log_path, now.first_failure->log_path)) {
+        then = r;
+        break;
+      }
+    }
+  }
+  if (then != nullptr) {
     const RankResult& f = *now.first_failure;
     verdict.decision = fmt::format(
-        "not restarted: it failed as attempt {} did ({} with {}{}) and {} wrote no line it had not written then, "
-        "so a restart would fail again (restart_on_same_error restarts all the same)",
+        "not restarted: it failed as attempt {} did ({} with {}{}), writing no line that {} had not written in "
+        "attempt {}, so a restart would fail again (restart_on_same_error restarts all the same)",
         before->attempt, process_name(f.role, f.rank), f.status.describe(),
-        verdict.root_cause.empty() ? std::string() : ", " + verdict.root_cause, process_name(f.role, f.rank));
+        verdict.root_cause.empty() ? std::string() : ", " + verdict.root_cause, process_name(then->role, then->rank),
+        before->attempt);
     return verdict;
   }
   verdict.restart = true;
