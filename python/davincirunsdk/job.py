@@ -19,9 +19,13 @@ class DistributedJob:
 
     Attributes:
         run_dir (str): this run's log directory (``<log_dir>/<UTC time>-<job id>``),
-            holding ``rank_<rank>.device_<physical device id>.log`` per rank.
+            holding ``rank_<rank>.device_<physical device id>.log`` per rank
+            (``...attempt2.log`` and so on for the attempts of a job that
+            restarts, ``max_restarts``).
         job_id (str): the ``JOB_ID`` every rank sees.
-        pids (list[int]): the ranks' process ids, by rank.
+        pids (list[int]): the ranks' process ids, by rank, as the first
+            attempt started them (a later attempt's are in its
+            ``result.attempts[i].ranks`` once the job is over).
         supervisor_pid (int): the job's ``davincirun-supervisor`` process, the
             parent of every rank. It stops the whole job, and every process the
             ranks started, when the job ends or when this Python process dies
