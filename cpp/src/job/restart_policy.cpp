@@ -155,7 +155,7 @@ AttemptVerdict judge_attempt(const JobResult& attempt, const std::string& ruled_
       }
     }
   }
-  if (then != nullptr) {
+  if (then != nullptr && now.first_failure) {
     const RankResult& f = *now.first_failure;
     verdict.decision = fmt::format(
         "not restarted: it failed as attempt {} did ({} with {}{}), writing no line that {} had not written in "
