@@ -47,6 +47,15 @@ std::string describe_plan(const LaunchPlan& plan, const std::vector<std::string>
     out += fmt::format("stall watchdog: stop after {:g} s without output from any rank\n",
                        std::chrono::duration<double>(plan.peers.stall_timeout).count());
   }
+  const SupervisorOptions& s = plan.options.supervisor;
+  if (s.max_restarts > 0) {
+    out += fmt::format(
+        "restarts: up to {} after a rank fails or the job stalls, {:g} s apart; {}; logs of attempt 2 on end in "
+        ".attempt2.log... (docs/restarts.md)\n",
+        s.max_restarts, std::chrono::duration<double>(s.restart_delay).count(),
+        s.restart_on_same_error ? "even when the same error repeats (--restart-on-same-error)"
+                                : "not when the same error repeats with no new output");
+  }
   for (std::size_t i = 0; i < plan.ranks.size(); ++i) {
     const RankAssignment& a = plan.ranks[i];
     if (a.role == ProcessRole::scheduler) {

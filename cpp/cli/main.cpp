@@ -192,7 +192,11 @@ int run(const davincirun::cli::CliOptions& cli) {
                       *r.log_error));
   }
   if (result.success()) {
-    inform(fmt::format("all {} rank(s){} exited 0; logs in {}", ranks, scheduler, job.run_dir()));
+    const std::size_t restarts = result.attempts.empty() ? 0 : result.attempts.size() - 1;
+    inform(fmt::format(
+        "all {} rank(s){} exited 0{}; logs in {}", ranks, scheduler,
+        restarts == 0 ? std::string() : fmt::format(" in attempt {}, after {} restart(s)", restarts + 1, restarts),
+        job.run_dir()));
     return 0;
   }
   std::string report = failure_report(result);

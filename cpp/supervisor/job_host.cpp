@@ -96,6 +96,11 @@ std::optional<DeviceLocks> lock_devices(const JobSpec& spec) {
   return DeviceLocks(spec.device_lock_dir, devices, DeviceLockHolder{spec.job_id, spec.command});
 }
 
+// Where the stall watchdog writes the ranks' stacks: one folder per attempt.
+std::string stacks_dir(const Supervisor& supervisor) {
+  return supervisor.attempt() == 1 ? std::string("/stacks") : fmt::format("/stacks.attempt{}", supervisor.attempt());
+}
+
 // The processes of attempt `attempt` (1: the first run): a later one has
 // new logs, the restart count and its own rendezvous ports (AttemptPorts).
 std::vector<RankLaunch> launches_for(const JobSpec& spec, const RunDir& run_dir, const std::string& tag,
@@ -267,7 +272,7 @@ int run_job_host(int lifeline_fd) {
       ServerLink link;
       link.before_stall_stop = [&spec, &run_dir, ranks = supervisor.get()](const std::string& why) {
         return fmt::format("{}: {}", why,
-                           dump_python_stacks(ranks->pids(), rank_labels(spec), run_dir->path() + "/stacks"));
+                           dump_python_stacks(ranks->pids(), rank_labels(spec), run_dir->path() + stacks_dir(*ranks)));
       };
       supervisor->set_server_link(std::move(link));
     }

@@ -43,8 +43,9 @@ class LiveOutput:
     IPython kernel (shows a status view); `background`: the job was started
     without waiting (a thread keeps the view current after the starting cell)."""
 
-    def __init__(self, core, plan, mode, ranks_to_show, in_kernel, background):
+    def __init__(self, core, plan, mode, ranks_to_show, in_kernel, background, pids):
         self._core = core
+        self._pids = pids  # the job's list, kept to the attempt running
         self.mode = mode
         self._in_kernel = in_kernel and mode == CONSOLE_PYTHON
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -130,6 +131,8 @@ class LiveOutput:
         # `lines`: False leaves the lines queued (only the view is fed).
         data, skipped, progress, exits, last_lines, attempts = self._core.take_output(final, lines)
         text = self._decoder.decode(data) if data else ""
+        for _, pids in attempts[-1:]:
+            self._pids[:] = pids
         if self._view is not None:
             for index, line in last_lines:
                 self.status.feed_last_line(index, line)

@@ -25,7 +25,11 @@ class RankProcess:
         assignment = job.plan.ranks[index]
         self.rank: int = assignment.rank
         self.device_id: int = assignment.physical_device_id
-        self.pid: int = job.pids[index]
+
+    @property
+    def pid(self) -> int:
+        """The rank's process id: in a job that restarts, the attempt running's."""
+        return int(self._job.pids[self._index])
 
     @property
     def returncode(self) -> Optional[int]:

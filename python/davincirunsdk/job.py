@@ -23,9 +23,9 @@ class DistributedJob:
             (``...attempt2.log`` and so on for the attempts of a job that
             restarts, ``max_restarts``).
         job_id (str): the ``JOB_ID`` every rank sees.
-        pids (list[int]): the ranks' process ids, by rank, as the first
-            attempt started them (a later attempt's are in its
-            ``result.attempts[i].ranks`` once the job is over).
+        pids (list[int]): the ranks' process ids, by rank: in a job that
+            restarts, the attempt running (updated whenever this process
+            shows or waits for the job's output, and at its end).
         supervisor_pid (int): the job's ``davincirun-supervisor`` process, the
             parent of every rank. It stops the whole job, and every process the
             ranks started, when the job ends or when this Python process dies
@@ -65,7 +65,7 @@ class DistributedJob:
         self._terminated = False
         self._waited = False
         self._grace_period = grace_period
-        self._live = LiveOutput(self._core, plan, console, ranks_to_show, in_ipython_kernel(), background)
+        self._live = LiveOutput(self._core, plan, console, ranks_to_show, in_ipython_kernel(), background, self.pids)
         _jobs.register(self)
 
     def __del__(self) -> None:
@@ -85,6 +85,7 @@ class DistributedJob:
     def _finish(self, waited: bool = False) -> _core.JobResult:
         if self._result is None:
             self._result = self._core.result()
+            self.pids[:] = [rank.pid for rank in self._result.ranks]  # the last attempt's
             if self._cache_dir:
                 remove_cache_dir(self._cache_dir)
                 self._cache_dir = None

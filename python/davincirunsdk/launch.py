@@ -131,6 +131,13 @@ def _count(nproc: int) -> int:
     return operator.index(nproc)
 
 
+def _restarts(max_restarts: int) -> int:
+    if not _is_rank_id(max_restarts):
+        raise _option_error("max_restarts", "max_restarts: expected a number of restarts, got %r" % (max_restarts,),
+                            OptionTypeError)
+    return operator.index(max_restarts)
+
+
 def _mode(launch_mode: str) -> str:
     if not isinstance(launch_mode, str):
         raise _option_error(
@@ -147,6 +154,7 @@ _FIELDS: Dict[str, Tuple[str, Callable[[Any], Any]]] = {
     "ranks_to_show": ("ranks_to_show", _rank_list),
     "devices": ("devices", _device_list),
     "nproc": ("nproc", _count),
+    "max_restarts": ("max_restarts", _restarts),
     "launch_mode": ("launch_mode", _mode),
     "work_dir": ("work_dir", os.fspath),
     "log_dir": ("log_dir", os.fspath),

@@ -202,7 +202,7 @@ TEST_CASE("a Supervisor that restarts starts every rank again and keeps every at
   check_nothing_left(out.result);
 }
 
-TEST_CASE("a stop while a Supervisor waits to restart ends the job with the last attempt's result",
+TEST_CASE("a stop while a Supervisor waits to restart calls the restart off and names the job's end",
           "[restart][supervisor]") {
   TempDir dir;
   SupervisorOptions options = supervision_modes(Modes::owning).front().options();
@@ -221,9 +221,13 @@ TEST_CASE("a stop while a Supervisor waits to restart ends the job with the last
   const Outcome out = run_with_deadline(sup);
   stopper.join();
   CHECK(out.elapsed < 5s);
-  CHECK(out.result.exit_code() == 5);
+  CHECK(out.result.stop_reason == StopReason::requested);
+  CHECK(out.result.stopped_in == JobState::restarting);
+  CHECK(out.result.exit_code() == 130);
+  CHECK(out.result.ranks.at(0).status.value == 5);  // the last attempt's ranks
   REQUIRE(out.result.attempts.size() == 1);
   CHECK_FALSE(out.result.attempts[0].restarted);
-  CHECK_THAT(out.result.attempts[0].decision, Contains("; the restart was called off: stop requested"));
+  CHECK(out.result.attempts[0].stop_reason == StopReason::rank_failed);
+  CHECK(out.result.attempts[0].decision == "not restarted: the restart was called off: stop requested");
   check_nothing_left(out.result);
 }

@@ -181,6 +181,9 @@ class Supervisor {
   /// The tracking in use (never `automatic`).
   ProcessTracking tracking() const noexcept { return tracking_; }
 
+  /// The attempt running (1, then 2 after the first restart...). Call on run()'s thread.
+  int attempt() const noexcept { return attempt_; }
+
   /// The state the job is in (lifecycle.hpp). Safe from any thread.
   JobState state() const noexcept { return state_.load(std::memory_order_relaxed); }
 

@@ -159,7 +159,8 @@ AttemptVerdict judge_attempt(const JobResult& attempt, const std::string& ruled_
     const RankResult& f = *now.first_failure;
     verdict.decision = fmt::format(
         "not restarted: it failed as attempt {} did ({} with {}{}), writing no line that {} had not written in "
-        "attempt {}, so a restart would fail again (restart_on_same_error restarts all the same)",
+        "attempt {}, so a restart would most likely fail again (restart_on_same_error, --restart-on-same-error, "
+        "restarts all the same)",
         before->attempt, process_name(f.role, f.rank), f.status.describe(),
         verdict.root_cause.empty() ? std::string() : ", " + verdict.root_cause, process_name(then->role, then->rank),
         before->attempt);

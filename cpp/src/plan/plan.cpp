@@ -140,6 +140,11 @@ std::vector<std::string> option_warnings(const LaunchOptions& options) {
           fmt::format("{} has no effect among the extra variables: the launcher sets it for each rank", name));
     }
   }
+  const SupervisorOptions& s = options.supervisor;
+  if (s.max_restarts == 0 && (s.restart_delay != default_restart_delay || s.restart_on_same_error)) {
+    warnings.push_back(fmt::format("{} has no effect without max_restarts (--max-restarts): the job does not restart",
+                                   s.restart_on_same_error ? "restart_on_same_error" : "restart_delay"));
+  }
   return warnings;
 }
 
@@ -295,8 +300,8 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   if (job.max_restarts > 0 && plan.table.servers.size() > 1) {
     throw OptionError("max_restarts",
                       fmt::format("max_restarts: a job of several servers ({} in this table) does not restart in this "
-                                  "version; give max_restarts 0, or let the platform restart the job "
-                                  "(docs/restarts.md)",
+                                  "version; give max_restarts 0 (--max-restarts 0), or let the platform restart the "
+                                  "job (docs/restarts.md)",
                                   plan.table.servers.size()));
   }
   if (job.dynamic_cluster && job.rank_start == 0) {

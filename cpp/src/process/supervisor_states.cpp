@@ -205,6 +205,11 @@ void Supervisor::enter_killing(const Event& cause) {
       log_notice(cause.dropped ? "the job was dropped (its handle destroyed) before it ended: killing every rank now"
                                : "kill requested: killing every rank now");
       break;
+    case JobEvent::stop_request:
+      log_notice(stop_.reason == StopReason::requested ? "stop requested again: killing every rank now"
+                                                       : "stop requested while the job was stopping: killing every "
+                                                         "rank now");
+      break;
     default: log_notice("stop requested again: killing every rank now"); break;
   }
   ranks_->kill_running();
@@ -272,6 +277,8 @@ void Supervisor::enter_restarting() {
   log_notice(fmt::format("attempt {} of {}: {}; restarting the job in {} (attempt {} of {})", attempt_, of, what,
                          seconds_text(options_.restart_delay), attempt_ + 1, of));
   clocks_->restart_at = Clock::now() + options_.restart_delay;
+  // The attempt's stop is in its record: a stop now names the job's end.
+  stop_ = StopRecord{};
 }
 
 // The next attempt: every process again, new logs, the clocks of an attempt anew.
@@ -286,6 +293,7 @@ void Supervisor::enter_starting() {
   clocks_->kill_deadline.reset();
   clocks_->report_deadline.reset();
   clocks_->servers_done = false;
+  clocks_->restart_ordered = false;
   clocks_->stall_fired = false;
   last_output_ns_.store(0, std::memory_order_relaxed);
   run_started_ = Clock::now();
@@ -300,11 +308,9 @@ void Supervisor::say_restart_called_off(const Event& cause) {
   JobAttempt& last = attempts_.back();
   last.restarted = false;
   const std::string why = cause.why.empty() ? describe_event(cause) : cause.why;
-  last.decision += fmt::format("; the restart was called off: {}", why);
+  last.decision = fmt::format("not restarted: the restart was called off: {}", why);
   log_notice(
-      fmt::format("{} while the job waited to restart: the restart is called off; the job ends as attempt {} "
-                  "did",
-                  why, attempt_));
+      fmt::format("{} while the job waited to restart attempt {}: the restart is called off", why, attempt_ + 1));
 }
 
 // The current attempt as the record keeps it.

@@ -16,7 +16,13 @@ import time
 import pytest
 from conftest import MARKER_VARIABLE
 
-from davincirunsdk import DistributedRuntimeError, LaunchConfigError, start_and_wait_distributed_train
+from davincirunsdk import (
+    DistributedRuntimeError,
+    LaunchConfigError,
+    OptionTypeError,
+    start_and_wait_distributed_train,
+    start_distributed_train,
+)
 
 DAVINCIRUN = shutil.which("davincirun")
 pytestmark = pytest.mark.skipif(DAVINCIRUN is None, reason="davincirun is not on PATH (pip install . first)")
@@ -162,6 +168,19 @@ def test_from_python_the_error_carries_every_attempt(tmp_path, job_env):
     assert "attempts:\n  attempt 1: " in str(error)
 
 
+def test_the_handle_follows_the_attempt_running(tmp_path, job_env):
+    path = tmp_path / "ranks.py"
+    path.write_text(RANKS)
+    job = start_distributed_train([sys.executable, str(path)], nproc=2, log_dir=str(tmp_path / "log"),
+                                  env=dict(job_env, FAIL_IN="0"), output_notebook=True, max_restarts=1,
+                                  restart_delay=0.1)
+    first = list(job.pids)
+    assert job.wait() == 0
+    last = [r.pid for r in job.result.ranks]
+    assert job.pids == last and [p.pid for p in job.fmk_processes] == last
+    assert [r.pid for r in job.result.attempts[0].ranks] == first and not set(first) & set(last)
+
+
 def test_a_job_of_several_servers_refuses_restarts_for_now(tmp_path, job_env):
     table = {"version": "1.0", "server_count": "2", "status": "completed", "server_list": [
         {"server_id": "127.0.0.1", "device": [{"device_id": "0", "device_ip": "10.9.0.1", "rank_id": "0"}]},
@@ -173,6 +192,27 @@ def test_a_job_of_several_servers_refuses_restarts_for_now(tmp_path, job_env):
                                          env=job_env, max_restarts=2, wait_timeout=0)
     assert caught.value.option == "max_restarts"
     assert "a job of several servers (2 in this table) does not restart" in str(caught.value)
+
+
+def test_restart_options_without_max_restarts_are_warned_of(tmp_path, job_env):
+    proc = cli(tmp_path, job_env, "--restart-delay", "5")
+    assert proc.returncode == 0, proc.stderr
+    assert "restart_delay has no effect without max_restarts (--max-restarts): the job does not restart" in proc.stderr
+    with pytest.warns(UserWarning, match="restart_on_same_error has no effect without max_restarts"):
+        start_and_wait_distributed_train([sys.executable, "-c", "pass"], nproc=1, env=job_env,
+                                         log_dir=str(tmp_path / "log"), output_notebook=False,
+                                         restart_on_same_error=True)
+
+
+def test_dry_run_and_a_successful_end_say_the_job_restarts(tmp_path, job_env):
+    dry = subprocess.run([DAVINCIRUN, "--dry-run", "--nproc", "2", "--max-restarts", "3", "--restart-delay", "5",
+                          sys.executable, "-c", "pass"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert dry.returncode == 0, dry.stdout
+    assert ("restarts: up to 3 after a rank fails or the job stalls, 5 s apart; not when the same error repeats "
+            "with no new output") in dry.stdout
+    proc = cli(tmp_path, job_env, "--max-restarts", "2", fail_in="0")
+    assert proc.returncode == 0, proc.stderr
+    assert "all 2 rank(s) exited 0 in attempt 2, after 1 restart(s); logs in " in proc.stderr
 
 
 def test_torchruns_max_restarts_flag_is_taken(tmp_path, job_env):
@@ -187,6 +227,9 @@ def test_the_options_are_checked(tmp_path, job_env):
     assert proc.returncode == 2 and "--max-restarts" in proc.stderr
     with pytest.raises(LaunchConfigError, match="max_restarts must be between 0 and 10000"):
         start_and_wait_distributed_train([sys.executable, "-c", "pass"], nproc=1, env=job_env, max_restarts=10001)
+    for wrong in ("3", 1.5, True):
+        with pytest.raises(OptionTypeError, match=r"max_restarts: expected a number of restarts, got "):
+            start_and_wait_distributed_train([sys.executable, "-c", "pass"], nproc=1, env=job_env, max_restarts=wrong)
     with pytest.raises(LaunchConfigError, match="restart_delay must be"):
         start_and_wait_distributed_train([sys.executable, "-c", "pass"], nproc=1, env=job_env, restart_delay=-1)
     assert os.path.isdir(tmp_path)

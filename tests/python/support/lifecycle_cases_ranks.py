@@ -101,7 +101,7 @@ def _(s):
     launch = in_stopping_after_failure(s)
     since = deliver(s, launch, "stop_request")
     summary = ended(s, launch, 3, "rank_failed", within=PROMPT, since=since,
-                    words=["stop requested again: killing every rank now"])
+                    words=["stop requested while the job was stopping: killing every rank now"])
     assert summary["ranks"][0]["killed_by_launcher"]
 
 

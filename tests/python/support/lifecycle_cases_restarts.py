@@ -1,12 +1,12 @@
 """The cells of the life-cycle table of a job that restarts
 (docs/restarts.md), on one server: rank 1 fails in the first attempt
 (exit 3) and every rank of the second exits 0 ("fail1once" of
-lifecycle_support.py). Stopped during the restart delay, the job ends
-with the first attempt's result, its restart called off."""
+lifecycle_support.py). Stopped during the restart delay, the job's restart
+is called off and the stop names its end, as in any other state."""
 
 import time
 
-from lifecycle_cases import PROMPT, case, deliver, ended
+from lifecycle_cases import PROMPT, STOPS, case, deliver, ended
 
 RESTART = ("--max-restarts", "1")
 
@@ -23,7 +23,7 @@ def called_off(summary, why):
     assert [a["attempt"] for a in summary["attempts"]] == [1], summary["attempts"]
     first = summary["attempts"][0]
     assert first["restarted"] is False and first["first_failure"]["rank"] == 1, first
-    assert "the restart was called off: " + why in first["decision"], first["decision"]
+    assert first["decision"] == "not restarted: the restart was called off: " + why, first["decision"]
 
 
 @case("waiting_for_servers", "restart_ordered")
@@ -57,14 +57,12 @@ for event in ("stop_request", "engine_signal", "launcher_gone"):
     def _(s, event=event):
         launch = restarting(s)
         since = deliver(s, launch, event)
-        why = {"stop_request": "stop requested", "engine_signal": "davincirun got SIGTERM",
-               "launcher_gone": "davincirun is gone"}[event]
-        # The job ends as its last attempt did: rank 1's exit code 3.
-        code = None if event == "launcher_gone" else 3
-        words = [] if event == "launcher_gone" else [why, "while the job waited to restart: the restart is called off"]
-        summary = ended(s, launch, code, "rank_failed", within=PROMPT, since=since, words=words,
-                        journal=["restarting -> done on %s" % event])
-        called_off(summary, why)
+        code, reason, words = STOPS[event]
+        summary = ended(s, launch, code, reason, stopped_in="restarting", within=PROMPT, since=since,
+                        words=[words, "while the job waited to restart attempt 2: the restart is called off"]
+                        if words else [], journal=["restarting -> done on %s" % event])
+        called_off(summary, summary["stop_detail"])
+        assert summary["first_failure"] is None
 
 
 @case("restarting", "kill_request")
@@ -72,8 +70,8 @@ def _(s):
     launch = s.start_api("fail1once", seconds=0.3, keywords={"max_restarts": 1, "restart_delay": 6})
     assert launch.wait_for_state("restarting"), launch.text()
     since = deliver(s, launch, "kill_request")
-    summary = ended(s, launch, 3, "rank_failed", within=PROMPT, since=since, words=["RESULT 3 rank_failed"],
-                    journal=["restarting -> done on kill_request"])
+    summary = ended(s, launch, 130, "requested", stopped_in="restarting", within=PROMPT, since=since,
+                    words=["RESULT 130 requested"], journal=["restarting -> done on kill_request"])
     called_off(summary, "kill requested")
 
 
@@ -81,8 +79,8 @@ def _(s):
 def _(s):
     # The job timeout counts from the first attempt's start: it comes during the restart delay.
     launch = restarting(s, "--job-timeout", "2")
-    summary = ended(s, launch, 3, "rank_failed", journal=["restarting -> done on job_timeout"],
-                    words=["the job timeout of 2 s is reached while the job waited to restart"])
+    summary = ended(s, launch, 124, "timed_out", stopped_in="restarting", journal=["restarting -> done on job_timeout"],
+                    words=["the job timeout of 2 s is reached while the job waited to restart attempt 2"])
     called_off(summary, "the job timeout of 2 s is reached")
 
 
