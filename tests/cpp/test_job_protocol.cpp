@@ -446,19 +446,35 @@ TEST_CASE("corrupt counts and out-of-range enums are refused", "[job_protocol]")
     corrupt[offset + 7] = '\x01';  // 2^56 + ...: still far beyond the payload
     CHECK(refused([&] { decode_spec(corrupt); }));
   }
+  // Where an enum's byte is: the one byte two specs that differ only there differ in.
+  const auto enum_byte = [&](const std::function<void(JobSpec&)>& change) {
+    JobSpec other = spec;
+    change(other);
+    const std::string changed = encode_spec(other);
+    REQUIRE(changed.size() == payload.size());
+    std::size_t at = 0, differing = 0;
+    for (std::size_t i = 0; i < payload.size(); ++i) {
+      if (payload[i] != changed[i]) {
+        at = i;
+        ++differing;
+      }
+    }
+    REQUIRE(differing == 1);
+    REQUIRE(payload[at - 1] == static_cast<char>(WireType::enumeration));  // its type byte, then 8 bytes, lowest first
+    return at;
+  };
   SECTION("a tracking value beyond the enum") {
-    // The end: tracking, stop_request_name, launcher_name, quiet, console, remove_after_job, notes.
-    const std::size_t after = str_bytes(spec.supervisor.stop_request_name) + str_bytes(spec.supervisor.launcher_name) +
-                              2 + (1 + 8) + (1 + 8) + (1 + 8);
-    const std::size_t at = payload.size() - after - 8;
-    REQUIRE(payload[at - 1] == static_cast<char>(WireType::enumeration));
+    const std::size_t at = enum_byte([](JobSpec& s) {
+      s.supervisor.tracking =
+          s.supervisor.tracking == ProcessTracking::sigchld ? ProcessTracking::pidfd : ProcessTracking::sigchld;
+    });
     std::string corrupt = payload;
     corrupt[at] = 3;
     CHECK(refused([&] { decode_spec(corrupt); }));
   }
   SECTION("a console route beyond the enum") {
-    const std::size_t at = payload.size() - (1 + 8) - (1 + 8) - 8;
-    REQUIRE(payload[at - 1] == static_cast<char>(WireType::enumeration));
+    const std::size_t at = enum_byte(
+        [](JobSpec& s) { s.console = s.console == ConsoleRoute::none ? ConsoleRoute::relay : ConsoleRoute::none; });
     std::string corrupt = payload;
     corrupt[at] = 3;
     CHECK(refused([&] { decode_spec(corrupt); }));

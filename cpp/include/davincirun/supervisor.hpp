@@ -208,7 +208,7 @@ class Supervisor {
   void close_output(std::size_t index);
   void forward_pending_signals();
   JobResult result() const;
-  // The life cycle (supervisor_states.cpp).
+  // The life cycle (supervisor_states.cpp; restarts: supervisor_restarts.cpp).
   void on(const Event& event);
   void enter(JobState state, const Event& cause);
   void begin_stop(const Event& event);
@@ -260,7 +260,6 @@ class Supervisor {
     int signal = 0;
     SignalOrigin origin;
     std::optional<std::size_t> first_failure;
-    JobEvent event = JobEvent::stop_request;  // the event that named it
   };
   StopRecord stop_;
   // The attempts: those over (restarted), and the current one's number,

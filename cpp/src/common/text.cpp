@@ -3,9 +3,16 @@
 #include <signal.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
+#include <fmt/format.h>
+
 namespace davincirun::detail {
+
+std::string duration_text(std::chrono::milliseconds duration) {
+  return fmt::format("{:g} s", std::round(std::chrono::duration<double>(duration).count() * 10) / 10);
+}
 
 std::string shell_quote(const std::vector<std::string>& args, std::size_t limit) {
   static constexpr std::string_view plain_chars =

@@ -3,6 +3,7 @@
 // text may be cut.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <ctime>
 #include <string>
@@ -24,6 +25,10 @@ const char* signal_name(int signal) noexcept;
 /// argument)"; the macro's name for the errnos a seccomp filter or an
 /// emulator answers with (EINVAL, ENOSYS, EPERM, EACCES), else "errno N (...)".
 std::string errno_text(int error);
+
+/// A duration in the supervisor's messages, to a tenth of a second without
+/// trailing zeros: "1 s", "0.5 s", "10 s".
+std::string duration_text(std::chrono::milliseconds duration);
 
 /// `when` in UTC, formatted by strftime(3) with `format` (e.g. "%Y%m%d-%H%M%S").
 std::string utc_time(std::time_t when, const char* format);

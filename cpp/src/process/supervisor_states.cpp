@@ -4,7 +4,6 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <cmath>
 
 #include <fmt/format.h>
 
@@ -30,10 +29,6 @@ constexpr milliseconds sweep_budget{5'000};
 // the hub it is done is through long before), then every wait_line_period.
 constexpr milliseconds first_wait_line{500};
 constexpr milliseconds wait_line_period{30'000};
-
-std::string seconds_text(milliseconds ms) {
-  return fmt::format("{:g} s", std::round(std::chrono::duration<double>(ms).count() * 10) / 10);
-}
 
 StopReason reason_of(JobEvent event) {
   switch (event) {
@@ -105,7 +100,6 @@ void Supervisor::on(const Event& event) {
 // The first event of a stop names it, for the record and the notices.
 void Supervisor::begin_stop(const Event& e) {
   stop_.reason = reason_of(e.kind);
-  stop_.event = e.kind;
   stop_.in = state();
   if (e.kind == JobEvent::rank_failed) stop_.first_failure = e.rank;
   if (e.peer) stop_.peer = e.peer;
@@ -134,7 +128,7 @@ std::string Supervisor::describe_event(const Event& e) const {
     }
     case JobEvent::launcher_gone: return fmt::format("{} is gone (it exited or was killed)", options_.launcher_name);
     case JobEvent::job_timeout:
-      return fmt::format("the job timeout of {} is reached", seconds_text(options_.job_timeout));
+      return fmt::format("the job timeout of {} is reached", detail::duration_text(options_.job_timeout));
     case JobEvent::stall:
       if (e.peer) return describe(StopReason::stalled, *e.peer);
       return fmt::format("the job stalled (no rank of the job wrote any output for {:.1f} s)",
@@ -262,73 +256,6 @@ void Supervisor::enter_done(JobState from, const Event& cause) {
   }
   // Output a leftover still holds is not waited for any longer.
   for (std::size_t i = 0; i < ranks_->ranks.size(); ++i) close_output(i);
-}
-
-// The attempt that ends is kept with its verdict; the next one starts
-// after the restart delay.
-void Supervisor::enter_restarting() {
-  JobAttempt over = current_attempt();
-  over.restarted = true;
-  attempts_.push_back(std::move(over));
-  const JobAttempt& a = attempts_.back();
-  const int of = options_.max_restarts + 1;
-  std::string what = stop_.why.empty() ? std::string("it stopped") : stop_.why;
-  if (!a.root_cause.empty()) what += fmt::format(" ({})", a.root_cause);
-  log_notice(fmt::format("attempt {} of {}: {}; restarting the job in {} (attempt {} of {})", attempt_, of, what,
-                         seconds_text(options_.restart_delay), attempt_ + 1, of));
-  clocks_->restart_at = Clock::now() + options_.restart_delay;
-  // The attempt's stop is in its record: a stop now names the job's end.
-  stop_ = StopRecord{};
-}
-
-// The next attempt: every process again, new logs, the clocks of an attempt anew.
-void Supervisor::enter_starting() {
-  ++attempt_;
-  std::vector<RankLaunch> launches = restarts_.launches(attempt_);
-  ranks_ = std::make_unique<detail::RankSet>();
-  stop_ = StopRecord{};
-  verdict_.reset();
-  ruled_out_.clear();
-  deferred_.clear();
-  clocks_->kill_deadline.reset();
-  clocks_->report_deadline.reset();
-  clocks_->servers_done = false;
-  clocks_->restart_ordered = false;
-  clocks_->stall_fired = false;
-  last_output_ns_.store(0, std::memory_order_relaxed);
-  run_started_ = Clock::now();
-  attempt_started_ = std::chrono::system_clock::now();
-  spawn(std::move(launches));  // throws SpawnError: the job ends with it
-  console_->attempt_started(attempt_, ranks_->pids());
-  on(Event{JobEvent::ranks_started});
-}
-
-void Supervisor::say_restart_called_off(const Event& cause) {
-  restart_called_off_ = true;
-  JobAttempt& last = attempts_.back();
-  last.restarted = false;
-  const std::string why = cause.why.empty() ? describe_event(cause) : cause.why;
-  last.decision = fmt::format("not restarted: the restart was called off: {}", why);
-  log_notice(
-      fmt::format("{} while the job waited to restart attempt {}: the restart is called off", why, attempt_ + 1));
-}
-
-// The current attempt as the record keeps it.
-JobAttempt Supervisor::current_attempt() const {
-  JobAttempt a;
-  a.attempt = attempt_;
-  a.started = attempt_started_;
-  a.ended = attempt_started_;
-  for (const auto& r : ranks_->ranks) a.ended = std::max(a.ended, r.result.ended);
-  a.stop_reason = stop_.reason;
-  a.stop_detail = stop_.why;
-  if (stop_.first_failure) a.first_failure = ranks_->ranks[*stop_.first_failure].result;
-  for (const auto& r : ranks_->ranks) a.ranks.push_back(r.result);
-  if (verdict_) {
-    a.root_cause = verdict_->root_cause;
-    a.decision = verdict_->decision;
-  }
-  return a;
 }
 
 void Supervisor::take_requests() {
@@ -477,8 +404,8 @@ void Supervisor::say_waiting() {
   log_notice(
       fmt::format("{}; waiting for {}; waited {}{}",
                   stop_.reason == StopReason::none ? "this server's ranks are done" : "this server's job is stopped",
-                  link_.waiting_for ? link_.waiting_for() : std::string("the other servers"), seconds_text(waited),
-                  request.empty() ? "" : "; " + request + " stops the job"),
+                  link_.waiting_for ? link_.waiting_for() : std::string("the other servers"),
+                  detail::duration_text(waited), request.empty() ? "" : "; " + request + " stops the job"),
       true);
 }
 
