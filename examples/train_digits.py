@@ -96,8 +96,8 @@ def main():
     rank, world_size, device_id, addr, port = read_env()
     torch.set_num_threads(1)  # several ranks share a few CPU cores
     torch.manual_seed(0)  # identical initial weights everywhere (DDP also broadcasts them)
-    print("rank %d/%d (pid %d): DEVICE_ID=%s (running on CPU), rendezvous tcp://%s:%s"
-          % (rank, world_size, os.getpid(), device_id, addr, port), flush=True)
+    print("rank %d/%d: DEVICE_ID=%s (running on CPU), rendezvous tcp://%s:%s, pid %d"
+          % (rank, world_size, device_id, addr, port, os.getpid()), flush=True)
 
     dist.init_process_group(backend="gloo", init_method="tcp://%s:%s" % (addr, port),
                             rank=rank, world_size=world_size,
