@@ -15,6 +15,7 @@ import time
 
 import pytest
 from conftest import MARKER_VARIABLE, REPO, processes_with_marker
+from log_watch import wait_for_text
 
 from davincirunsdk import DistributedRuntimeError, start_and_wait_distributed_train, start_distributed_train
 
@@ -50,20 +51,6 @@ def members(marker):
             continue
         found[pid] = (env.get(b"MS_ROLE", b"").decode(), env.get(b"RANK_ID", b"").decode())
     return found
-
-
-def wait_for_text(path, needle, timeout=120.0):
-    """Waits until file `path` holds `needle` (a training that has started its epochs)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with open(path, errors="replace") as f:
-                if needle in f.read():
-                    return
-        except OSError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError("%r never appeared in %s within %s s" % (needle, path, timeout))
 
 
 def wait_until_gone(marker, timeout=10.0):

@@ -16,6 +16,7 @@ import time
 
 import pytest
 from conftest import MARKER_VARIABLE, REPO, needs_modules, processes_with_marker
+from log_watch import wait_for_text
 
 DAVINCIRUN = shutil.which("davincirun")
 pytestmark = [pytest.mark.slow,
@@ -42,19 +43,6 @@ def member_pid(marker, rank, role=b"", timeout=120.0):
                 return pid
         time.sleep(0.05)
     raise AssertionError("no rank %s of the job" % rank)
-
-
-def wait_for_text(path, needle, timeout=180.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with open(path, errors="replace") as f:
-                if needle in f.read():
-                    return
-        except OSError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError("%r never appeared in %s" % (needle, path))
 
 
 def start(tmp_path, job_env, log, *args):
@@ -90,7 +78,7 @@ def test_a_killed_rank_restarts_the_job_which_resumes_and_ends_as_an_uninterrupt
     job = start(tmp_path, job_env, tmp_path / "log", "--max-restarts", "3", *table, *train, "--checkpoint",
                 str(tmp_path / "ckpt"))
     run = run_dir_of(tmp_path / "log")
-    wait_for_text(os.path.join(run, "rank_2.device_2.log"), "rank 2 epoch  3/8")
+    wait_for_text(os.path.join(run, "rank_2.device_2.log"), "rank 2 epoch  3/8", timeout=180.0)
     os.kill(member_pid(job_env[MARKER_VARIABLE], 2), signal.SIGKILL)
     _, err = job.communicate(timeout=300)
     assert job.returncode == 0, err
@@ -125,7 +113,7 @@ def test_a_killed_worker_restarts_the_scheduler_and_every_worker(tmp_path, rank_
     job = start(tmp_path, job_env, tmp_path / "log", "--launch-mode", "dynamic-cluster", "--max-restarts", "1",
                 "--job-timeout", "600", "-r", rank_table(2), mindspore_python, example, "--epochs", "6")
     run = run_dir_of(tmp_path / "log")
-    wait_for_text(os.path.join(run, "rank_1.device_1.log"), "rank 1 epoch  2/")
+    wait_for_text(os.path.join(run, "rank_1.device_1.log"), "rank 1 epoch  2/", timeout=180.0)
     first_scheduler = member_pid(job_env[MARKER_VARIABLE], 0, b"MS_SCHED")
     os.kill(member_pid(job_env[MARKER_VARIABLE], 1, b"MS_WORKER"), signal.SIGKILL)
     _, err = job.communicate(timeout=600)
