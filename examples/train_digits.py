@@ -174,13 +174,18 @@ def main():
 
 
 if __name__ == "__main__":
-    code = main()
-    # Leave without tearing the interpreter down. With the gloo backend,
-    # torch's worker threads may still be freeing the tensors of the last
-    # collectives; one that needs the GIL while the interpreter finalizes
-    # aborts the whole process ("terminate called without an active
-    # exception", SIGABRT), after a training that succeeded. Seen here with
-    # torch 2.13 in about 1 run in 25 under load.
+    # Leave without tearing the interpreter down, on success and on failure.
+    # With the gloo backend, torch's worker threads may still be freeing the
+    # tensors of the last collectives; one that needs the GIL while the
+    # interpreter finalizes aborts the whole process ("terminate called
+    # without an active exception", SIGABRT): seen here with torch 2.13 in
+    # about 1 run in 25 under load, after a training that succeeded and
+    # after a raised error (exit 134 instead of 1).
+    try:
+        code = main()
+    except Exception:
+        sys.excepthook(*sys.exc_info())  # torch's hook prefixes lines with "[rankN]:"
+        code = 1
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -34,6 +34,7 @@ PeerConfig config_of(const JobSpec& spec) {
   c.hub_index = static_cast<std::uint32_t>(p.hub_index);
   c.server_ids = p.server_ids;
   c.job_key = p.job_key;
+  c.max_restarts = spec.supervisor.max_restarts;
   return c;
 }
 
@@ -86,9 +87,26 @@ void JobPeers::start(Supervisor& supervisor, std::string run_dir, std::vector<st
   link.local_stop = [this](StopReason reason, const RankResult* failure, const std::string& why) {
     on_local_stop(reason, failure, why);
   };
-  link.local_done = [this](bool success) { agent_->finish(success); };
+  link.local_done = [this](bool success, const AttemptVerdict* verdict) {
+    PeerAttemptOver over;
+    over.success = success;
+    if (verdict != nullptr) {
+      over.refuses_restart = !verdict->restart && !verdict->decision.empty();
+      over.decision = verdict->decision;
+      over.root_cause = verdict->root_cause;
+    }
+    agent_->finish(std::move(over));
+  };
   link.waiting_for = [this] { return agent_->waiting_for(); };
   supervisor.set_server_link(std::move(link));
+  agent_->on_decision([this](const PeerDecision& d, const std::optional<PeerEvent>& unheard) {
+    ServersDecision decision;
+    decision.restart = d.restart;
+    decision.decision = d.decision;
+    decision.root_cause = d.root_cause;
+    if (unheard) decision.stop.emplace(event_of(unheard->kind), stop_of(*unheard));
+    supervisor_->servers_decided(std::move(decision));
+  });
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     running_ = true;

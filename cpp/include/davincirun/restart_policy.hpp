@@ -41,6 +41,13 @@ inline constexpr std::size_t repeat_read_bytes = std::size_t{32} << 20;
 AttemptVerdict judge_attempt(const JobResult& attempt, const std::string& ruled_out_by,
                              const SupervisorOptions& options);
 
+/// JobAttempt::decision of attempt `attempt` when it is restarted:
+/// "restarted (1 of 3 restarts)".
+std::string restarted_decision(int attempt, int max_restarts);
+/// JobAttempt::decision once every restart is used:
+/// "not restarted: no restarts left (max_restarts 3)".
+std::string no_restarts_left_decision(int max_restarts);
+
 /// Whether the log at `now` holds no line that the log at `before` does not
 /// (each read up to repeat_read_bytes from its end), lines compared with
 /// what changes from run to run masked: runs of digits joined by '.', ':',

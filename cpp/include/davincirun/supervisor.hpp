@@ -30,6 +30,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "davincirun/job_types.hpp"
@@ -62,6 +63,13 @@ class RequestInbox;
 struct RankSet;
 }  // namespace detail
 
+/// What the judge of a job that restarts says of an attempt that is over.
+struct AttemptVerdict {
+  bool restart = false;
+  std::string root_cause;  ///< JobAttempt::root_cause
+  std::string decision;    ///< JobAttempt::decision: why it restarts, or why not
+};
+
 /// What a job spanning servers tells its peer channel, and asks of it
 /// (set by the supervisor process; a job of one server needs none).
 struct ServerLink {
@@ -71,9 +79,11 @@ struct ServerLink {
   /// Called on run()'s thread; must not block (the agent only queues it).
   std::function<void(StopReason reason, const RankResult* failure, const std::string& why)> local_stop;
   /// Every process of this server is done (`success`: each exited 0 and
-  /// nothing stopped the job): the job now waits for the other servers
-  /// until servers_done() or a stop. Called on run()'s thread; must not block.
-  std::function<void(bool success)> local_done;
+  /// nothing stopped the job; `verdict`: this server's judge's word on the
+  /// attempt in a job that restarts, else null): the job now waits for the
+  /// other servers until servers_done(), servers_decided() or a stop.
+  /// Called on run()'s thread; must not block.
+  std::function<void(bool success, const AttemptVerdict* verdict)> local_done;
   /// What the job waits for, in words, for the progress lines of
   /// `waiting_for_servers`: "the agent of rank 0's server at 10.0.0.1:29731
   /// (not reached: Connection refused)". Called on run()'s thread.
@@ -85,11 +95,16 @@ struct ServerLink {
   std::function<std::string(const std::string& why)> before_stall_stop;
 };
 
-/// What the judge of a job that restarts says of an attempt that is over.
-struct AttemptVerdict {
+/// The job's word on an attempt that is over, from the server of rank 0 (a
+/// job of several servers that restarts): every server restarts, or the job
+/// ends. The same on every server.
+struct ServersDecision {
   bool restart = false;
-  std::string root_cause;  ///< JobAttempt::root_cause
-  std::string decision;    ///< JobAttempt::decision: why it restarts, or why not
+  std::string decision;    ///< JobAttempt::decision
+  std::string root_cause;  ///< the first failure's, from its server ("" when none)
+  /// What stopped the attempt on another server after every process here
+  /// had exited 0: this server's record of the attempt names it.
+  std::optional<std::pair<JobEvent, PeerStop>> stop;
 };
 
 /// How a job restarts (set by the supervisor process; without it, a job never does).
@@ -153,6 +168,11 @@ class Supervisor {
   /// The other servers are done (JobEvent::servers_done): a job waiting for
   /// them is done. Safe from any thread.
   void servers_done() noexcept;
+  /// The hub decided on the attempt this server waits after
+  /// (ServerLink::local_done): with `restart`, the job restarts
+  /// (JobEvent::restart_ordered), else it ends at servers_done(). Safe from
+  /// any thread; not from a signal handler.
+  void servers_decided(ServersDecision decision);
 
   /// Sets the ServerLink; call before run().
   void set_server_link(ServerLink link);
@@ -221,6 +241,7 @@ class Supervisor {
   void enter_restarting();
   void enter_starting();
   void say_restart_called_off(const Event& cause);
+  void apply_decision(ServersDecision decision);
   JobAttempt current_attempt() const;
   void enter_done(JobState from, const Event& cause);
   void take_requests();

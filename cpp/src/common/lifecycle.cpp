@@ -362,7 +362,14 @@ std::vector<Rule> all_rules() {
                              S::done,
                              false,
                              "this server's part is over: what happens elsewhere later does not change it"});
-    out.push_back({{BETWEEN}, e, A::impossible, S::done, false, "a job of several servers does not restart"});
+    if (e == E::peer_never_joined || e == E::hub_unreachable) {
+      out.push_back(
+          {{BETWEEN}, e, A::impossible, S::done, false, "a job restarts only once every server's agent has joined"});
+    } else {
+      // Another server was stopped, lost, or its next attempt failed before
+      // this server's began (the restart delays end at slightly different times).
+      out.push_back({{BETWEEN}, e, A::stop, S::done, false, "no rank is running: the restart is called off"});
+    }
   }
   return out;
 }

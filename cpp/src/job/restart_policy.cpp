@@ -118,6 +118,14 @@ std::vector<const RankResult*> failures_before(const JobAttempt& before, const R
 
 }  // namespace
 
+std::string restarted_decision(int attempt, int max_restarts) {
+  return fmt::format("restarted ({} of {} restarts)", attempt, max_restarts);
+}
+
+std::string no_restarts_left_decision(int max_restarts) {
+  return fmt::format("not restarted: no restarts left (max_restarts {})", max_restarts);
+}
+
 bool wrote_nothing_new(const std::string& before, const std::string& now) {
   const auto old_text = read_tail(before, repeat_read_bytes);
   const auto new_text = read_tail(now, repeat_read_bytes);
@@ -142,7 +150,7 @@ AttemptVerdict judge_attempt(const JobResult& attempt, const std::string& ruled_
     return verdict;
   }
   if (now.attempt > options.max_restarts) {
-    verdict.decision = fmt::format("not restarted: no restarts left (max_restarts {})", options.max_restarts);
+    verdict.decision = no_restarts_left_decision(options.max_restarts);
     return verdict;
   }
   const JobAttempt* before = attempt.attempts.size() > 1 ? &attempt.attempts[attempt.attempts.size() - 2] : nullptr;
@@ -167,7 +175,7 @@ AttemptVerdict judge_attempt(const JobResult& attempt, const std::string& ruled_
     return verdict;
   }
   verdict.restart = true;
-  verdict.decision = fmt::format("restarted ({} of {} restarts)", now.attempt, options.max_restarts);
+  verdict.decision = restarted_decision(now.attempt, options.max_restarts);
   return verdict;
 }
 

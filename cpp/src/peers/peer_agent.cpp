@@ -32,14 +32,8 @@ std::chrono::milliseconds heartbeat_interval_for(std::chrono::milliseconds peer_
 
 namespace {
 
-// The loop wakes at least this often to check the clocks, so a loss is
-// seen within peer_timeout plus this.
-constexpr milliseconds tick_period{100};
 // A stranger that connects and says nothing is dropped after this.
 constexpr milliseconds handshake_timeout{10'000};
-// Output a peer does not read (it hangs, or its link is gone) is bounded:
-// past this the peer counts as lost.
-constexpr std::size_t max_unsent_bytes = 1 << 20;
 // Servers still joining are named: first after this, then every join_line_period.
 constexpr milliseconds first_join_line{5'000};
 constexpr milliseconds join_line_period{30'000};
@@ -48,8 +42,6 @@ constexpr milliseconds join_line_period{30'000};
 // that a stop ends the job within a second. Those that come later find the
 // job gone (never joined, or the hub not reached) at their wait timeout.
 constexpr milliseconds stop_linger{1'000};
-// The hub names refused connections at most this often.
-constexpr milliseconds refusal_line_period{30'000};
 
 }  // namespace
 
@@ -64,8 +56,10 @@ PeerAgent::PeerAgent(PeerConfig config, StopHandler on_stop, NoticeHandler on_no
       next_join_line_(Clock::now() + first_join_line) {
   wake_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake_fd_) throw SystemError("eventfd", errno);
-  member_done_.assign(config_.server_ids.size(), false);
   member_joined_.assign(config_.server_ids.size(), false);
+  member_over_.assign(config_.server_ids.size(), std::nullopt);
+  member_gone_.assign(config_.server_ids.size(), std::string());
+  member_refusal_.assign(config_.server_ids.size(), std::string());
   if (config_.hub && config_.server_ids.size() > 1) listen_fd_ = listen_on(config_.hub_address, config_.port);
   update_waiting_for();
 }
@@ -90,10 +84,10 @@ void PeerAgent::report(const PeerEvent& event) {
   wake();
 }
 
-void PeerAgent::finish(bool success) {
+void PeerAgent::finish(PeerAttemptOver over) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    finished_ = success;
+    finished_ = std::move(over);
   }
   wake();
 }
@@ -126,46 +120,21 @@ void PeerAgent::take_commands() {
     if (pending_report_ && !reported_) report = pending_report_;
     if (finished_ && !local_finished_) {
       local_finished_ = true;
-      local_success_ = *finished_;
+      local_over_ = *finished_;
+      local_over_.attempt = attempt_;
     }
   }
   if (report) {
     reported_ = true;
     unsent_report_ = *report;
-    stop_job(*report, true, nullptr);
+    if (restarts() && stopping_ && local_finished_) {
+      late_stop(*report);
+    } else {
+      stop_job(*report, true, nullptr);
+    }
   }
-  if (local_finished_ && !config_.hub) member_say_done();
-}
-
-void PeerAgent::send(Connection& c, PeerFrame type, const std::string& payload) {
-  if (c.closed) return;
-  c.unsent += c.seal.seal(type, payload);
-  if (!flush_some(c.fd.get(), c.unsent)) {
-    lost(c, fmt::format("the connection to {} broke", c.peer));
-  } else if (c.unsent.size() > max_unsent_bytes) {
-    lost(c, fmt::format("{} stopped reading its connection", c.peer));
-  }
-}
-
-void PeerAgent::drop(Connection& c, const std::string& why) {
-  if (c.closed) return;
-  c.closed = true;
-  c.fd.reset();
-  if (!config_.hub && c.state != Connection::State::connecting && c.state != Connection::State::joined) {
-    next_connect_ = std::max(next_connect_, Clock::now() + reconnect_delay_);
-    reconnect_delay_ = std::min(reconnect_delay_ * 2, max_reconnect_delay);
-  }
-  if (why.empty()) return;
-  // A stranger, or a server started twice, may knock again and again: its
-  // refusal is said once, then at most every refusal_line_period with a count.
-  const auto now = Clock::now();
-  if (now - last_refusal_line_ < refusal_line_period) {
-    ++refusals_unsaid_;
-    return;
-  }
-  last_refusal_line_ = now;
-  const std::size_t unsaid = std::exchange(refusals_unsaid_, 0);
-  on_notice_(unsaid == 0 ? why : fmt::format("{} ({} more refused since the last line)", why, unsaid), false);
+  if (local_finished_ && !config_.hub) member_say_over();
+  config_.hub ? hub_decide(false) : deliver_decision();
 }
 
 void PeerAgent::lost(Connection& c, const std::string& why) {
@@ -173,16 +142,28 @@ void PeerAgent::lost(Connection& c, const std::string& why) {
   const bool joined = c.state == Connection::State::joined;
   // A server waiting for the others (local_finished_) still counts them: a
   // member lost then would otherwise be waited for until the end of time.
-  const bool quiet = c.done || stopping_ || !joined;
+  const bool quiet = c.done || stopping_ || !joined || ended_;
   drop(c, "");
-  if (quiet) return;
+  if (!quiet) stop_job(lost_event(c, why), false, &c);
+  // In a job that restarts, a server lost cannot take part in the next attempt.
+  if (joined && restarts() && !ended_) {
+    if (config_.hub) {
+      member_gone_.at(c.server_index) = why;
+      hub_decide(false);
+    } else {
+      hub_gone(why);
+    }
+  }
+}
+
+PeerEvent PeerAgent::lost_event(const Connection& c, const std::string& why) const {
   PeerEvent event;
   event.kind = PeerEventKind::lost;
   // The hub names the member; a member names the hub by the address it dialled.
   event.server_id = config_.server_ids.at(config_.hub ? c.server_index : config_.hub_index);
   event.detail = fmt::format("was lost {} after the agents met: {}",
                              seconds_text(std::chrono::duration_cast<milliseconds>(Clock::now() - c.joined_at)), why);
-  stop_job(event, false, &c);
+  return event;
 }
 
 void PeerAgent::stop_job(const PeerEvent& event, bool local, Connection* origin) {
@@ -206,32 +187,11 @@ void PeerAgent::stop_job(const PeerEvent& event, bool local, Connection* origin)
     std::lock_guard<std::mutex> lock(mutex_);
     stop_event_ = event;
   }
-  on_stop_(event);
-}
-
-void PeerAgent::read_from(Connection& c) {
-  char buf[16384];
-  for (;;) {
-    const ssize_t n = ::read(c.fd.get(), buf, sizeof buf);
-    if (n > 0) {
-      c.parser.feed(std::string_view(buf, static_cast<std::size_t>(n)));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    // Frames read before the end still count (a member's "done" then EOF).
-    while (auto f = c.parser.next()) {
-      config_.hub ? hub_frame(c, *f) : member_frame(c, *f);
-    }
-    lost(c, n == 0 ? fmt::format("its agent at {} closed its connection (killed, or its host went down)", c.peer)
-                   : fmt::format("the connection to {} broke: {}", c.peer, std::strerror(errno)));
+  if (restarts() && local_finished_) {
+    unheard_ = true;  // nothing runs here to stop: the job's decision carries it
     return;
   }
-  while (!c.closed) {
-    auto f = c.parser.next();
-    if (!f) break;
-    config_.hub ? hub_frame(c, *f) : member_frame(c, *f);
-  }
+  on_stop_(event);
 }
 
 void PeerAgent::tick() {
@@ -242,6 +202,7 @@ void PeerAgent::tick() {
   if (config_.hub) {
     check_never_joined(now);
     check_stall();
+    hub_decide(false);  // a member not joined may be given up on now
   }
   say_not_joined(now);
   connections_.erase(std::remove_if(connections_.begin(), connections_.end(), [](const auto& c) { return c->closed; }),
@@ -363,7 +324,7 @@ void PeerAgent::update_waiting_for() {
     std::vector<std::string> waiting;
     bool unjoined = false;
     for (std::uint32_t i = 0; i < member_joined_.size(); ++i) {
-      if (i == config_.server_index || member_done_[i]) continue;
+      if (i == config_.server_index || member_over_[i]) continue;
       unjoined = unjoined || !member_joined_[i];
       waiting.push_back(fmt::format("{} ({})", config_.server_ids[i], member_joined_[i] ? "running" : "not joined"));
     }
@@ -386,10 +347,12 @@ bool PeerAgent::done() const {
   if (!local_finished_) return false;
   const auto now = Clock::now();
   if (!config_.hub) {
+    if (restarts() && joined_) return ended_;  // the hub's decision, or the hub lost
     if (told_done_) return true;
     // This server's own event must reach the hub (or the wait be over).
     return stopping_ && (!reported_ || report_delivered_ || lingered(now));
   }
+  if (restarts() && !ended_) return false;
   if (stopping_) {
     // Members that have not joined yet learn the event on joining: wait a
     // while for them, so that a failure at start-up stops them at once.
@@ -402,25 +365,14 @@ bool PeerAgent::done() const {
     }
     return true;
   }
-  for (std::uint32_t i = 0; i < member_done_.size(); ++i) {
-    if (i != config_.server_index && !member_done_[i]) return false;
+  for (std::uint32_t i = 0; i < member_over_.size(); ++i) {
+    if (i != config_.server_index && !member_over_[i]) return false;
   }
   return true;
 }
 
 bool PeerAgent::lingered(std::chrono::steady_clock::time_point now) const {
   return now - stopped_at_ >= std::min(stop_linger, config_.connect_timeout);
-}
-
-void PeerAgent::flush_before_exit() {
-  // What is queued (a stop, a "done") gets up to a second to leave.
-  const auto deadline = Clock::now() + milliseconds(1000);
-  for (auto& c : connections_) {
-    while (!c->closed && !c->unsent.empty() && Clock::now() < deadline) {
-      pollfd p{c->fd.get(), POLLOUT, 0};
-      if (::poll(&p, 1, 100) > 0 && !flush_some(c->fd.get(), c->unsent)) break;
-    }
-  }
 }
 
 void PeerAgent::run() {
@@ -432,51 +384,6 @@ void PeerAgent::run() {
   }
   take_commands();  // a report given just before abort() still goes out
   flush_before_exit();
-}
-
-void PeerAgent::poll_once() {
-  std::vector<pollfd> fds;
-  fds.push_back({wake_fd_.get(), POLLIN, 0});
-  if (listen_fd_) fds.push_back({listen_fd_.get(), POLLIN, 0});
-  const std::size_t first = fds.size();
-  for (const auto& c : connections_) {
-    short events = POLLIN;
-    if (c->state == Connection::State::connecting || !c->unsent.empty()) events |= POLLOUT;
-    fds.push_back({c->closed ? -1 : c->fd.get(), events, 0});
-  }
-  if (::poll(fds.data(), fds.size(), static_cast<int>(tick_period.count())) < 0 && errno != EINTR) {
-    throw SystemError("poll", errno);
-  }
-  if (listen_fd_ && fds[1].revents != 0) hub_accept();
-  for (std::size_t i = 0; i < connections_.size() && first + i < fds.size(); ++i) {
-    Connection& c = *connections_[i];
-    const short revents = fds[first + i].revents;
-    if (c.closed || revents == 0) continue;
-    try {
-      if (c.state == Connection::State::connecting) {
-        std::string error;
-        if (!connect_finished(c.fd.get(), error)) {
-          last_connect_error_ = error;
-          drop(c, "");
-          continue;
-        }
-        c.state = Connection::State::handshake;
-        c.opened = Clock::now();
-      }
-      if ((revents & POLLOUT) != 0 && !flush_some(c.fd.get(), c.unsent)) {
-        lost(c, fmt::format("the connection to {} broke", c.peer));
-        continue;
-      }
-      if ((revents & (POLLIN | POLLHUP | POLLERR)) != 0) read_from(c);
-    } catch (const PeerProtocolError& e) {
-      if (c.state == Connection::State::joined) {
-        lost(c, fmt::format("the agent at {} sent a bad message: {}", c.peer, e.what()));
-      } else {
-        last_connect_error_ = e.what();
-        drop(c, config_.hub ? fmt::format("refused a connection from {}: {}", c.peer, e.what()) : "");
-      }
-    }
-  }
 }
 
 }  // namespace davincirun::detail

@@ -12,6 +12,16 @@
 // watchdog (PeerConfig::stall_timeout) is decided by the hub from every
 // server's time since its last output, carried in the heartbeats.
 //
+// In a job that restarts (PeerConfig::max_restarts > 0) the agents outlive
+// an attempt: every server says when its attempt is over (PeerAttemptOver,
+// with its own judge's word); the hub, once it heard every server, decides
+// for the job (PeerDecision: restart every server, or end) and tells every
+// member; each agent then starts the next attempt afresh. A server whose
+// own processes were done before a stop came from elsewhere does not stop
+// again: the decision carries that stop. A server lost, or not joined when
+// an attempt ended, ends the job: a server's agent does not rejoin a job
+// in this version (docs/restarts.md).
+//
 // The agent runs on one thread of its own (run()); the other methods may
 // be called from any thread. It never touches processes: its owner (the
 // job's supervisor process, whose life cycle is lifecycle.hpp) stops the
@@ -46,6 +56,7 @@ struct PeerConfig {
   std::chrono::milliseconds connect_timeout{300'000};
   std::chrono::milliseconds heartbeat_interval{5'000};
   std::chrono::milliseconds stall_timeout{0};  ///< 0: no stall watchdog
+  int max_restarts = 0;                        ///< > 0: the job restarts; the hub decides every attempt
 };
 
 /// A heartbeat interval that detects a loss well within `peer_timeout`: a
@@ -63,6 +74,13 @@ class PeerAgent {
   /// Milliseconds since this server's processes last wrote output
   /// (PeerHeartbeat::silent_ms); called on the agent's thread.
   using SilenceProbe = std::function<std::uint64_t()>;
+  /// Called on the agent's thread, in a job that restarts, once this
+  /// server's attempt is over and the job's decision on it is known (the
+  /// hub's, or "not restarted" when the hub was lost). `unheard`: the stop
+  /// that came from elsewhere after this server's processes were done (not
+  /// given to the StopHandler). With `decision.restart`, the agent is ready
+  /// for the next attempt when it is called.
+  using DecisionHandler = std::function<void(const PeerDecision& decision, const std::optional<PeerEvent>& unheard)>;
 
   /// The hub binds and listens here, before any rank starts: ConfigError
   /// when the port is taken, naming it. Members connect later, in run().
@@ -81,9 +99,18 @@ class PeerAgent {
   /// This server's first failure or stop; the hub sends it to everyone.
   /// Ignored once the job is stopping for another server's event.
   void report(const PeerEvent& event);
-  /// Every process of this server ended (`success`: each exited 0). run()
-  /// returns once the other agents know, or the hub once every member is done.
-  void finish(bool success);
+  /// This server's attempt is over (`over.success`: every process exited
+  /// 0; its `attempt` is the agent's own). run() returns once the other
+  /// agents know, or the hub once every member is done; in a job that
+  /// restarts, once the job ends (else the agent goes on with the next attempt).
+  void finish(PeerAttemptOver over);
+  void finish(bool success) {
+    PeerAttemptOver over;
+    over.success = success;
+    finish(std::move(over));
+  }
+  /// Sets the DecisionHandler (a job that restarts); call before run().
+  void on_decision(DecisionHandler handler) { on_decision_ = std::move(handler); }
   /// Ends run() at once (the owner is going away, or stops waiting).
   void abort();
 
@@ -109,6 +136,7 @@ class PeerAgent {
   void send(Connection& c, PeerFrame type, const std::string& payload);
   void drop(Connection& c, const std::string& why);
   void lost(Connection& c, const std::string& why);
+  PeerEvent lost_event(const Connection& c, const std::string& why) const;
   void tick();
   void retry_join(std::chrono::steady_clock::time_point now);
   void send_heartbeats(std::chrono::steady_clock::time_point now);
@@ -119,7 +147,15 @@ class PeerAgent {
   void update_waiting_for();
   void poll_once();
   void stop_job(const PeerEvent& event, bool local, Connection* origin);
-  void member_say_done();
+  void member_say_over();
+  void late_stop(const PeerEvent& event);
+  void hub_decide(bool now);
+  std::optional<std::string> refusal(std::uint32_t server) const;
+  void hub_gone(const std::string& why);
+  static std::string stopped_decision(const PeerEvent& event);
+  void deliver_decision();
+  void next_attempt();
+  bool restarts() const noexcept { return config_.max_restarts > 0; }
   void flush_before_exit();
   bool done() const;
   /// Since the job began to stop, long enough waiting for agents that have
@@ -131,6 +167,7 @@ class PeerAgent {
   StopHandler on_stop_;
   NoticeHandler on_notice_;
   SilenceProbe silence_;
+  DecisionHandler on_decision_;
   UniqueFd listen_fd_;
   UniqueFd wake_fd_;
   std::vector<std::unique_ptr<Connection>> connections_;
@@ -145,7 +182,7 @@ class PeerAgent {
   mutable std::mutex mutex_;  // guards the commands, stop_event_ and waiting_for_
   std::string waiting_for_;
   std::optional<PeerEvent> pending_report_;
-  std::optional<bool> finished_;  // finish()'s success
+  std::optional<PeerAttemptOver> finished_;
   bool aborted_ = false;
   std::optional<PeerEvent> stop_event_;
 
@@ -153,7 +190,7 @@ class PeerAgent {
   bool stopping_ = false;  // the job is stopping (any cause)
   bool reported_ = false;  // this server's event went to the hub
   bool local_finished_ = false;
-  bool local_success_ = false;
+  PeerAttemptOver local_over_;
   bool told_done_ = false;                  // member: the hub was told this server is done
   bool joined_ = false;                     // member: welcomed by the hub once
   std::optional<PeerEvent> unsent_report_;  // member: this server's event, for a hub joined later
@@ -161,8 +198,15 @@ class PeerAgent {
   std::optional<PeerEvent> first_event_;    // the job's first event, whatever its origin
   std::chrono::steady_clock::time_point stopped_at_;
   std::chrono::steady_clock::time_point next_join_line_;  // member: "not yet joined" progress lines
-  std::vector<bool> member_done_;                         // hub: by server index
-  std::vector<bool> member_joined_;
+  std::vector<bool> member_joined_;                       // hub: by server index
+  // The attempts (a job that restarts).
+  std::uint32_t attempt_ = 1;
+  bool unheard_ = false;                                     // first_event_ came after this server's attempt was over
+  bool ended_ = false;                                       // the job's end is decided (hub) or delivered (member)
+  std::optional<PeerDecision> decision_;                     // member: heard, not yet delivered
+  std::vector<std::optional<PeerAttemptOver>> member_over_;  // hub: this attempt's, by server index
+  std::vector<std::string> member_gone_;                     // hub: why a member was lost ("" if not)
+  std::vector<std::string> member_refusal_;                  // hub: a member stopped after its attempt was over
 };
 
 }  // namespace davincirun::detail

@@ -49,6 +49,14 @@ std::string encode_refusal(const PeerRefusal& r) { return encode(r); }
 
 PeerRefusal decode_refusal(std::string_view payload) { return decoded<PeerRefusal>("refusal", payload); }
 
+std::string encode_over(const PeerAttemptOver& o) { return encode(o); }
+
+PeerAttemptOver decode_over(std::string_view payload) { return decoded<PeerAttemptOver>("attempt over", payload); }
+
+std::string encode_decision(const PeerDecision& d) { return encode(d); }
+
+PeerDecision decode_decision(std::string_view payload) { return decoded<PeerDecision>("decision", payload); }
+
 std::optional<RawPeerFrame> PeerFrameParser::next() {
   if (buffered() < peer_header_bytes) return std::nullopt;
   const std::string_view head(buffer_.data() + start_, peer_header_bytes);

@@ -31,8 +31,9 @@
 namespace davincirun::detail {
 
 /// Bumped whenever a frame's meaning or bytes change; agents of another
-/// version are refused with a message naming both. 3: every value typed.
-inline constexpr std::uint8_t peer_protocol_version = 3;
+/// version are refused with a message naming both. 3: every value typed;
+/// 4: attempts (a member's `over` replaces `done`; the hub's `decided`).
+inline constexpr std::uint8_t peer_protocol_version = 4;
 inline constexpr std::size_t peer_header_bytes = 8;
 inline constexpr std::size_t peer_tag_bytes = 32;
 /// Longest payload: a failure report with its root cause fits easily.
@@ -45,10 +46,12 @@ enum class PeerFrame : std::uint8_t {
   welcome = 3,    ///< hub → member: joined
   heartbeat = 4,  ///< both ways: PeerHeartbeat
   event = 5,      ///< member → hub: something happened here; hub → member: stop (PeerEvent)
-  done = 6,       ///< member → hub: every process of that server exited 0
+  over = 6,       ///< member → hub: that server's attempt is over (PeerAttemptOver)
   refused = 7,    ///< hub → member: why it may not join (its server joined already); then the hub closes
+  decided = 8,    ///< hub → member: the job restarts, or ends, after an attempt that failed (PeerDecision)
 };
-DAVINCIRUN_ENUM_NAMES_FROM(PeerFrame, 1, "challenge", "hello", "welcome", "heartbeat", "event", "done", "refused");
+DAVINCIRUN_ENUM_NAMES_FROM(PeerFrame, 1, "challenge", "hello", "welcome", "heartbeat", "event", "over", "refused",
+                           "decided");
 
 /// What happened, in a PeerEvent.
 enum class PeerEventKind : std::uint8_t {
@@ -100,6 +103,38 @@ constexpr auto fields_of(const PeerHeartbeat*) {
   return std::make_tuple(field("silent_ms", &PeerHeartbeat::silent_ms));
 }
 
+/// A server's attempt is over: every process of it has exited and its
+/// output is drained (a member sends it; the hub has its own).
+struct PeerAttemptOver {
+  std::uint32_t attempt = 1;  ///< 1, then 2 after the first restart...
+  bool success = false;       ///< every process exited 0 and nothing stopped the job
+  /// A job that restarts (max_restarts > 0): this server's judge would not
+  /// restart the attempt (restart_policy.hpp), and `decision` says why.
+  bool refuses_restart = false;
+  std::string decision;    ///< JobAttempt::decision, as this server's judge gave it
+  std::string root_cause;  ///< this server's first failure's, or ""
+};
+constexpr auto fields_of(const PeerAttemptOver*) {
+  using O = PeerAttemptOver;
+  return std::make_tuple(field("attempt", &O::attempt), field("success", &O::success),
+                         field("refuses_restart", &O::refuses_restart), field("decision", &O::decision),
+                         field("root_cause", &O::root_cause));
+}
+
+/// The hub's word on an attempt that failed, once every server's is over
+/// (a job that restarts only): every server restarts, or the job ends.
+struct PeerDecision {
+  std::uint32_t attempt = 1;  ///< the attempt decided on
+  bool restart = false;
+  std::string decision;    ///< JobAttempt::decision, the same on every server
+  std::string root_cause;  ///< the first failure's, from its server
+};
+constexpr auto fields_of(const PeerDecision*) {
+  using D = PeerDecision;
+  return std::make_tuple(field("attempt", &D::attempt), field("restart", &D::restart), field("decision", &D::decision),
+                         field("root_cause", &D::root_cause));
+}
+
 /// Why the hub refuses a member (PeerFrame::refused).
 struct PeerRefusal {
   std::string reason;  ///< "server 10.0.0.12 has joined already"
@@ -114,6 +149,10 @@ std::string encode_heartbeat(const PeerHeartbeat& heartbeat);
 PeerHeartbeat decode_heartbeat(std::string_view payload);
 std::string encode_refusal(const PeerRefusal& refusal);
 PeerRefusal decode_refusal(std::string_view payload);
+std::string encode_over(const PeerAttemptOver& over);
+PeerAttemptOver decode_over(std::string_view payload);
+std::string encode_decision(const PeerDecision& decision);
+PeerDecision decode_decision(std::string_view payload);
 
 /// A frame that is malformed (bad magic, version, type or length) or fails
 /// its tag: the connection is closed, with this message in the log.

@@ -69,11 +69,27 @@ void PeerAgent::hub_frame(Connection& c, const RawPeerFrame& f) {
   c.last_heard = Clock::now();
   switch (f.type) {
     case PeerFrame::heartbeat: c.silent_ms = decode_heartbeat(f.payload).silent_ms; break;
-    case PeerFrame::event: stop_job(decode_event(f.payload), false, &c); break;
-    case PeerFrame::done:
-      c.done = true;
-      member_done_[c.server_index] = true;
+    case PeerFrame::event: {
+      const PeerEvent event = decode_event(f.payload);
+      // Stopped there (a person, a signal, its timeout): no restart.
+      if (restarts() && event.kind == PeerEventKind::stopped && !ended_) {
+        member_refusal_.at(c.server_index) = stopped_decision(event);
+      }
+      stop_job(event, false, &c);
+      hub_decide(false);
       break;
+    }
+    case PeerFrame::over: {
+      PeerAttemptOver over = decode_over(f.payload);
+      if (over.attempt != attempt_) {
+        throw PeerProtocolError(
+            fmt::format("it says attempt {} is over; the job is at attempt {}", over.attempt, attempt_));
+      }
+      if (!restarts()) c.done = true;  // in a job that restarts, it is needed until the job ends
+      member_over_.at(c.server_index) = std::move(over);
+      hub_decide(false);
+      break;
+    }
     default: throw PeerProtocolError("unexpected frame from a member");
   }
 }
@@ -135,22 +151,23 @@ void PeerAgent::member_frame(Connection& c, const RawPeerFrame& f) {
       send(c, PeerFrame::event, encode_event(*unsent_report_));
       report_delivered_ = true;
     }
-    if (local_finished_) member_say_done();
+    if (local_finished_) member_say_over();
     return;
   }
   switch (f.type) {
     case PeerFrame::heartbeat: break;
     case PeerFrame::event: stop_job(decode_event(f.payload), false, &c); break;
+    case PeerFrame::decided: {
+      PeerDecision decision = decode_decision(f.payload);
+      if (!restarts() || decision.attempt != attempt_ || decision_) {
+        throw PeerProtocolError(fmt::format("a decision on attempt {} was not expected (this server is at attempt {})",
+                                            decision.attempt, attempt_));
+      }
+      decision_ = std::move(decision);
+      deliver_decision();
+      break;
+    }
     default: throw PeerProtocolError("unexpected frame from the hub");
-  }
-}
-
-void PeerAgent::member_say_done() {
-  if (told_done_) return;
-  for (auto& c : connections_) {
-    if (c->closed || c->state != Connection::State::joined) continue;
-    if (local_success_ && !stopping_) send(*c, PeerFrame::done, {});
-    told_done_ = true;
   }
 }
 

@@ -297,13 +297,6 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
     if (used && with_extra.get(name).value_or("").empty()) plan.attempt_ports.names.emplace_back(name);
   }
   job.max_restarts = options.supervisor.max_restarts;
-  if (job.max_restarts > 0 && plan.table.servers.size() > 1) {
-    throw OptionError("max_restarts",
-                      fmt::format("max_restarts: a job of several servers ({} in this table) does not restart in this "
-                                  "version; give max_restarts 0 (--max-restarts 0), or let the platform restart the "
-                                  "job (docs/restarts.md)",
-                                  plan.table.servers.size()));
-  }
   if (job.dynamic_cluster && job.rank_start == 0) {
     // MindSpore's scheduler runs with the server of rank 0, as msrun starts
     // it on the node whose address is --master_addr.

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <utility>
 
 #include "davincirun/errors.hpp"
 
@@ -73,6 +74,19 @@ void RequestInbox::peer(JobEvent event, PeerStop stop) {
     peers_.emplace_back(event, std::move(stop));
   }
   arrived(peer_event);
+}
+
+void RequestInbox::decided(ServersDecision decision) {
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    decisions_.push_back(std::move(decision));
+  }
+  wake();
+}
+
+std::vector<ServersDecision> RequestInbox::take_decisions() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return std::exchange(decisions_, {});
 }
 
 void RequestInbox::post(std::string text, bool info) {

@@ -40,6 +40,7 @@ class RequestInbox {
   void forward(int signal) noexcept;
   // Not from a signal handler: these take a mutex.
   void peer(JobEvent event, PeerStop stop);
+  void decided(ServersDecision decision);
   void post(std::string text, bool info);
 
   /// A request turned into an event of the life cycle.
@@ -57,6 +58,8 @@ class RequestInbox {
   std::vector<Request> take();
   /// Signals to forward since the last call: bit N for signal N.
   std::uint32_t take_forwards() noexcept { return forwards_.exchange(0); }
+  /// The hub's decisions since the last call, the first first.
+  std::vector<ServersDecision> take_decisions();
   /// Notices posted since the last call: text, and whether it is information only.
   std::vector<std::pair<std::string, bool>> take_notices();
 
@@ -86,6 +89,7 @@ class RequestInbox {
   std::mutex mutex_;  // guards what follows
   std::string first_sender_name_;
   std::vector<std::pair<JobEvent, PeerStop>> peers_;
+  std::vector<ServersDecision> decisions_;
   std::vector<std::pair<std::string, bool>> notices_;
 };
 

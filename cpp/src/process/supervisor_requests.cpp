@@ -22,6 +22,7 @@ void Supervisor::request_stop_by_signal(int signal, const SignalOrigin& origin) 
 }
 void Supervisor::request_stop_by_peer(JobEvent event, PeerStop stop) { inbox_->peer(event, std::move(stop)); }
 void Supervisor::servers_done() noexcept { inbox_->servers_done(); }
+void Supervisor::servers_decided(ServersDecision decision) { inbox_->decided(std::move(decision)); }
 void Supervisor::forward_signal(int signal) noexcept { inbox_->forward(signal); }
 void Supervisor::post_notice(std::string text, bool info) { inbox_->post(std::move(text), info); }
 void Supervisor::set_server_link(ServerLink link) { link_ = std::move(link); }

@@ -32,6 +32,10 @@ void Supervisor::enter_restarting() {
   log_notice(fmt::format("attempt {} of {}: {}; restarting the job in {} (attempt {} of {})", attempt_, of, what,
                          detail::duration_text(options_.restart_delay), attempt_ + 1, of));
   clocks_->restart_at = Clock::now() + options_.restart_delay;
+  // The stall watchdog of several servers (the hub's) hears this server's
+  // silence: it counts from here, not from the attempt's last line.
+  last_output_ns_.store(0, std::memory_order_relaxed);
+  run_started_ = Clock::now();
   // The attempt's stop is in its record: a stop now names the job's end.
   stop_ = StopRecord{};
 }
@@ -56,6 +60,22 @@ void Supervisor::enter_starting() {
   spawn(std::move(launches));  // throws SpawnError: the job ends with it
   console_->attempt_started(attempt_, ranks_->pids());
   on(Event{JobEvent::ranks_started});
+}
+
+// The hub's word (a job of several servers) replaces this server's own:
+// the job restarts, or ends, as one. A server whose processes had all
+// exited 0 names the stop that came from elsewhere in its record.
+void Supervisor::apply_decision(ServersDecision d) {
+  if (!verdict_) verdict_ = AttemptVerdict{};
+  verdict_->restart = d.restart;
+  verdict_->decision = std::move(d.decision);
+  if (verdict_->root_cause.empty()) verdict_->root_cause = std::move(d.root_cause);
+  if (d.stop && stop_.reason == StopReason::none) {
+    Event e{d.stop->first};
+    e.peer = std::move(d.stop->second);
+    begin_stop(e);
+  }
+  if (d.restart) clocks_->restart_ordered = true;  // taken in waiting_for_servers (fire_derived_events)
 }
 
 void Supervisor::say_restart_called_off(const Event& cause) {

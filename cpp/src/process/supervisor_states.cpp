@@ -229,7 +229,12 @@ void Supervisor::enter_draining() {
 }
 
 void Supervisor::enter_waiting() {
-  if (options_.max_restarts > 0 && restarts_.judge) verdict_ = restarts_.judge(result(), ruled_out_);
+  if (options_.max_restarts > 0 && restarts_.judge) {
+    verdict_ = restarts_.judge(result(), ruled_out_);
+    if (journal_ && !verdict_->decision.empty()) {
+      journal_(fmt::format("this server's verdict on attempt {}: {}", attempt_, verdict_->decision));
+    }
+  }
   if (!link_.local_done) {
     // A job of one server has nobody to wait for: it restarts or is done.
     (verdict_ && verdict_->restart ? clocks_->restart_ordered : clocks_->servers_done) = true;
@@ -237,7 +242,7 @@ void Supervisor::enter_waiting() {
   }
   bool success = stop_.reason == StopReason::none;
   for (const auto& r : ranks_->ranks) success = success && r.result.status.success();
-  link_.local_done(success);
+  link_.local_done(success, verdict_ ? &*verdict_ : nullptr);
   clocks_->next_wait_line = Clock::now() + first_wait_line;
 }
 
@@ -259,6 +264,7 @@ void Supervisor::enter_done(JobState from, const Event& cause) {
 }
 
 void Supervisor::take_requests() {
+  for (ServersDecision& d : inbox_->take_decisions()) apply_decision(std::move(d));
   for (detail::RequestInbox::Request& r : inbox_->take()) {
     Event e{r.event};
     e.signal = r.signal;

@@ -2,7 +2,7 @@
 them: from the shell and from Python, what every attempt's ranks are
 told, what each attempt leaves (its logs, its record, the words on the
 console), and when the job does not restart: the same error again, no
-restarts left, a stop, several servers."""
+restarts left, a stop. Several servers: tests/python/peers/test_peer_restarts.py."""
 
 import json
 import os
@@ -179,19 +179,6 @@ def test_the_handle_follows_the_attempt_running(tmp_path, job_env):
     last = [r.pid for r in job.result.ranks]
     assert job.pids == last and [p.pid for p in job.fmk_processes] == last
     assert [r.pid for r in job.result.attempts[0].ranks] == first and not set(first) & set(last)
-
-
-def test_a_job_of_several_servers_refuses_restarts_for_now(tmp_path, job_env):
-    table = {"version": "1.0", "server_count": "2", "status": "completed", "server_list": [
-        {"server_id": "127.0.0.1", "device": [{"device_id": "0", "device_ip": "10.9.0.1", "rank_id": "0"}]},
-        {"server_id": "127.0.0.2", "device": [{"device_id": "0", "device_ip": "10.9.0.2", "rank_id": "1"}]}]}
-    path = tmp_path / "table.json"
-    path.write_text(json.dumps(table))
-    with pytest.raises(LaunchConfigError) as caught:
-        start_and_wait_distributed_train([sys.executable, "-c", "pass"], rank_table=str(path), server_id="127.0.0.1",
-                                         env=job_env, max_restarts=2, wait_timeout=0)
-    assert caught.value.option == "max_restarts"
-    assert "a job of several servers (2 in this table) does not restart" in str(caught.value)
 
 
 def test_restart_options_without_max_restarts_are_warned_of(tmp_path, job_env):

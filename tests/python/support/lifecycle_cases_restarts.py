@@ -1,9 +1,11 @@
 """The cells of the life-cycle table of a job that restarts
-(docs/restarts.md), on one server: rank 1 fails in the first attempt
+(docs/restarts.md), on one server and on two: rank 1 fails in the first attempt
 (exit 3) and every rank of the second exits 0 ("fail1once" of
 lifecycle_support.py). Stopped during the restart delay, the job's restart
 is called off and the stop names its end, as in any other state."""
 
+import os
+import signal
 import time
 
 from lifecycle_cases import PROMPT, STOPS, case, deliver, ended
@@ -18,11 +20,16 @@ def restarting(s, *options, delay="6"):
     return launch
 
 
-def called_off(summary, why):
-    """The record of a job whose restart was called off by `why`."""
+def called_off(summary, why, here=True):
+    """The record of a job whose restart was called off by `why`; `here`:
+    rank 1 failed on this server (else on the other, named in the attempt's stop)."""
     assert [a["attempt"] for a in summary["attempts"]] == [1], summary["attempts"]
     first = summary["attempts"][0]
-    assert first["restarted"] is False and first["first_failure"]["rank"] == 1, first
+    assert first["restarted"] is False, first
+    if here:
+        assert first["first_failure"]["rank"] == 1, first
+    else:
+        assert first["first_failure"] is None and "rank 1 on server 127.0.0.2 failed" in first["stop_detail"], first
     assert first["decision"] == "not restarted: the restart was called off: " + why, first["decision"]
 
 
@@ -90,3 +97,53 @@ def _(s):
     since = deliver(s, launch, "supervisor_gone")
     ended(s, launch, 1, None, words=["ended with signal 9 (SIGKILL) before reporting the result"], within=PROMPT,
           since=since)
+
+
+# --- Two servers (127.0.0.1 holds rank 0 and the hub, 127.0.0.2 rank 1):
+# the hub decides for both; another server stopped, lost, or failing again
+# while this one waits to restart calls this server's restart off.
+
+TWO_A, TWO_B = 0, 1
+
+
+def both_restarting(s, delay_a="6", delay_b="6", mode_b="fail1once"):
+    """Rank 1 (server B) failed in attempt 1; both servers wait to restart."""
+    a = s.start("fail1once", *RESTART, "--restart-delay", delay_a, server=TWO_A, seconds=0.3)
+    b = s.start(mode_b, *RESTART, "--restart-delay", delay_b, server=TWO_B, seconds=0.3)
+    assert a.wait_for_state("restarting"), a.text()
+    return a, b
+
+
+@case("restarting", "peer_stopped", "two servers")
+def _(s):
+    a, b = both_restarting(s)
+    assert b.wait_for_state("restarting"), b.text()
+    b.signal(signal.SIGINT)
+    summary = ended(s, a, 1, "peer_stopped", stopped_in="restarting", server=TWO_A,
+                    journal=["restarting -> done on peer_stopped"],
+                    words=["the job was stopped because server 127.0.0.2 was stopped (stop requested)"])
+    called_off(summary, summary["stop_detail"], here=False)
+    assert b.wait(timeout=30) == 130, b.text()
+
+
+@case("restarting", "peer_lost", "two servers")
+def _(s):
+    a, b = both_restarting(s)
+    assert b.wait_for_state("restarting"), b.text()
+    os.kill(b.supervisor_pid(), signal.SIGKILL)
+    summary = ended(s, a, 1, "peer_lost", stopped_in="restarting", server=TWO_A,
+                    journal=["restarting -> done on peer_lost"], words=["server 127.0.0.2 was lost "])
+    called_off(summary, summary["stop_detail"], here=False)
+    b.wait(timeout=30)
+
+
+@case("restarting", "peer_failed", "two servers")
+def _(s):
+    # Server B restarts at once and rank 1 fails again 0.3 s later, while
+    # server A still waits out its 6 s.
+    a, b = both_restarting(s, delay_b="0", mode_b="fail1")
+    summary = ended(s, a, 3, "peer_failed", stopped_in="restarting", server=TWO_A,
+                    journal=["restarting -> done on peer_failed"],
+                    words=["rank 1 on server 127.0.0.2 failed with exit code 3"])
+    called_off(summary, summary["stop_detail"], here=False)
+    b.wait(timeout=30)
