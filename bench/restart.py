@@ -12,7 +12,12 @@ others, the launcher's own work, the restart delay (davincirun: 1 s by
 default, also measured with --restart-delay 0; torchrun has no delay of its
 own) and Python's start. Median and range of --repeat runs, interleaved.
 
-Usage: python bench/restart.py [--ranks 8] [--repeat 5]
+With --hosts 2 the ranks are split over two test hosts in network
+namespaces (tests/python/support/netns_support.py; needs root): one
+davincirun per host (rank 1 on the first), and torchrun with a c10d
+rendezvous on the first host, one per host.
+
+Usage: python bench/restart.py [--ranks 8] [--repeat 5] [--hosts 1|2]
 """
 
 import argparse
@@ -25,7 +30,8 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "tests", "python", "support")]
 from _common import davincirun_path  # noqa: E402
 
 # Restart count: davincirun sets both names, torchrun the torch one.
@@ -60,12 +66,39 @@ def launchers(ranks, script, out):
     }
 
 
-def one_run(name, argv, out):
+def host_launchers(hosts, ranks, script, out, table):
+    """Per launcher, the argv of each host (netns hosts, ranks split evenly)."""
+    python = sys.executable
+    per = ranks // len(hosts)
+    torchrun = shutil.which("torchrun") or "torchrun"
+    runs = {}
+    for name, delay in (("davincirun --max-restarts 1", ()), ("davincirun --max-restarts 1 --restart-delay 0",
+                                                                 ("--restart-delay", "0"))):
+        runs[name] = [[davincirun_path(), "-r", table, "-l", os.path.join(out, "log", h.name), "--max-restarts", "1",
+                       *delay, python, script, out] for h in hosts]
+    runs["torchrun --max-restarts 1"] = [
+        [torchrun, "--nnodes", str(len(hosts)), "--nproc-per-node", str(per), "--node-rank", str(i),
+         "--rdzv-backend", "c10d", "--rdzv-endpoint", "%s:29400" % hosts[0].address, "--rdzv-id", "bench",
+         "--max-restarts", "1", script, out] for i, h in enumerate(hosts)]
+    return runs
+
+
+def clear(out):
     for path in glob.glob(os.path.join(out, "up.*")) + glob.glob(os.path.join(out, "failed")):
         os.unlink(path)
-    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=300)
-    if proc.returncode != 0:
-        sys.exit("%s failed (exit %d):\n%s" % (name, proc.returncode, proc.stderr[-2000:]))
+
+
+def one_run(name, argv, out, hosts=None):
+    clear(out)
+    if hosts is None:
+        proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=300)
+        codes, errs = [proc.returncode], [proc.stderr]
+    else:
+        procs = [h.popen(a) for h, a in zip(hosts, argv)]
+        done = [p.communicate(timeout=300) for p in procs]
+        codes, errs = [p.returncode for p in procs], [e.decode(errors="replace") for _, e in done]
+    if any(codes):
+        sys.exit("%s failed (exit %s):\n%s" % (name, codes, "\n".join(e[-2000:] for e in errs)))
     with open(os.path.join(out, "failed")) as f:
         failed = float(f.read())
     ups = []
@@ -79,21 +112,37 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--hosts", type=int, choices=(1, 2), default=1)
     args = ap.parse_args()
+    network = None
     with tempfile.TemporaryDirectory() as out:
         script = os.path.join(out, "rank.py")
         with open(script, "w") as f:
             f.write(RANK)
-        runs = launchers(args.ranks, script, out)
+        os.chmod(out, 0o755)
+        if args.hosts == 1:
+            runs, hosts = launchers(args.ranks, script, out), None
+        else:
+            from netns_support import Network
+
+            network = Network(args.hosts, os.path.join(out, "hosts"))
+            hosts = network.hosts[:args.hosts]
+            table = network.rank_table(os.path.join(out, "table.json"), hosts, devices=args.ranks // args.hosts)
+            runs = host_launchers(hosts, args.ranks, script, out, table)
         if shutil.which("torchrun") is None:
             del runs["torchrun --max-restarts 1"]
         times = {name: [] for name in runs}
-        for _ in range(args.repeat):
-            for name, argv in runs.items():  # interleaved: a slow moment of the machine hits every launcher
-                times[name].append(one_run(name, argv, out))
-                time.sleep(0.2)
-    print("restart: %d ranks, rank 1 fails once; failure -> every rank of the second attempt running, "
-          "%d runs each" % (args.ranks, args.repeat))
+        try:
+            for _ in range(args.repeat):
+                for name, argv in runs.items():  # interleaved: a slow moment of the machine hits every launcher
+                    times[name].append(one_run(name, argv, out, hosts))
+                    time.sleep(0.2)
+        finally:
+            if network is not None:
+                network.close()
+    where = "one machine" if args.hosts == 1 else "%d hosts (network namespaces)" % args.hosts
+    print("restart: %d ranks on %s, rank 1 fails once; failure -> every rank of the second attempt running, "
+          "%d runs each" % (args.ranks, where, args.repeat))
     print("| launcher | median | range |")
     print("| --- | --- | --- |")
     for name, values in times.items():

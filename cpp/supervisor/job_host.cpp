@@ -143,9 +143,9 @@ std::vector<RankLaunch> launches_for(const JobSpec& spec, const RunDir& run_dir,
 }
 
 std::unique_ptr<Supervisor> start_ranks(const JobSpec& spec, const RunDir& run_dir, const std::string& tag,
-                                        LineSink& console, PlatformDirs& platform) {
-  auto supervisor =
-      std::make_unique<Supervisor>(launches_for(spec, run_dir, tag, platform, 1), spec.supervisor, console);
+                                        LineSink& console, PlatformDirs& platform, int first_attempt) {
+  auto supervisor = std::make_unique<Supervisor>(launches_for(spec, run_dir, tag, platform, first_attempt), spec.supervisor,
+                                                 console, first_attempt);
   if (spec.supervisor.max_restarts > 0) {
     Restarts restarts;
     restarts.judge = [&spec](const JobResult& attempt, const std::string& ruled_out_by) {
@@ -265,7 +265,10 @@ int run_job_host(int lifeline_fd) {
     platform.emplace(PlatformPaths{run_dir->path(), spec.cache_dir});
     // The hub's port is bound before any rank starts: taken, the job never runs.
     if (JobPeers::wanted(spec.peers)) peers = std::make_unique<JobPeers>(spec, console.sink());
-    supervisor = start_ranks(spec, *run_dir, tag, console.sink(), *platform);
+    // A member of a job that restarts starts as the attempt the hub names:
+    // started again after its server was lost, it rejoins the job under way.
+    const int attempt = peers && peers->awaits_start() ? peers->await_start(lifeline_fd) : 1;
+    supervisor = start_ranks(spec, *run_dir, tag, console.sink(), *platform, attempt);
     if (peers) {
       peers->start(*supervisor, run_dir->path(), rank_labels(spec));
     } else if (spec.supervisor.stall_timeout.count() > 0) {

@@ -1,10 +1,14 @@
 #include "job_peers.hpp"
 
+#include <poll.h>
+#include <signal.h>
+
 #include <algorithm>
 
 #include <fmt/format.h>
 
 #include "common/text.hpp"
+#include "davincirun/errors.hpp"
 #include "davincirun/root_cause.hpp"
 #include "stack_dump.hpp"
 
@@ -35,6 +39,7 @@ PeerConfig config_of(const JobSpec& spec) {
   c.server_ids = p.server_ids;
   c.job_key = p.job_key;
   c.max_restarts = spec.supervisor.max_restarts;
+  c.awaits_start = !p.hub && spec.supervisor.max_restarts > 0;
   return c;
 }
 
@@ -71,10 +76,75 @@ void dump_stacks_before_stall(Supervisor& supervisor, const std::vector<std::str
 }
 
 JobPeers::JobPeers(const JobSpec& spec, LineSink& console) : spec_(spec), console_(console) {
+  const PeerConfig config = config_of(spec);
+  awaits_start_ = config.awaits_start;
   agent_ = std::make_unique<PeerAgent>(
-      config_of(spec), [this](const PeerEvent& e) { on_stop(e); },
+      config, [this](const PeerEvent& e) { on_stop(e); },
       [this](const std::string& s, bool info) { on_notice(s, info); },
-      [this] { return supervisor_ ? supervisor_->silent_ms() : 0; });
+      [this] {
+        Supervisor* s = supervisor_.load();
+        return s != nullptr ? s->silent_ms() : 0;
+      });
+  agent_->on_decision([this](const PeerDecision& d, const std::optional<PeerEvent>& unheard) {
+    ServersDecision decision;
+    decision.restart = d.restart;
+    decision.decision = d.decision;
+    decision.root_cause = d.root_cause;
+    if (unheard) decision.stop.emplace(event_of(unheard->kind), stop_of(*unheard));
+    with_supervisor([decision](Supervisor& s) { s.servers_decided(decision); });
+  });
+}
+
+void JobPeers::with_supervisor(std::function<void(Supervisor&)> action) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (Supervisor* s = supervisor_.load()) {
+    action(*s);
+  } else {
+    queued_.push_back(std::move(action));
+  }
+}
+
+void JobPeers::start_thread() {
+  thread_ = std::thread([this] {
+    try {
+      agent_->run();
+    } catch (const std::exception& e) {
+      // Without its channel the job cannot stop together: it stops now.
+      PeerStop stop;
+      stop.server_id = spec_.server_id;
+      stop.detail = fmt::format("lost its peer channel: {}", e.what());
+      with_supervisor([stop](Supervisor& s) { s.request_stop_by_peer(JobEvent::peer_lost, stop); });
+      return;
+    }
+    with_supervisor([](Supervisor& s) { s.servers_done(); });
+  });
+}
+
+void JobPeers::flush_pending() {
+  std::vector<std::string> lines;
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    lines.swap(pending_);
+  }
+  for (const auto& text : lines) console_.notice(notice_line(text));
+}
+
+int JobPeers::await_start(int lifeline_fd) {
+  start_thread();
+  for (;;) {
+    flush_pending();  // this thread's console: nothing else writes to it yet
+    if (const auto attempt = agent_->attempt_to_start()) return static_cast<int>(*attempt);
+    if (const std::string why = agent_->why_not_started(); !why.empty()) {
+      throw Error(fmt::format("server {} does not take part in the job: {}", spec_.server_id, why));
+    }
+    pollfd p{lifeline_fd, POLLIN, 0};
+    if (::poll(&p, 1, 20) > 0) return 1;
+    sigset_t pending;
+    ::sigpending(&pending);
+    for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+      if (sigismember(&pending, sig) == 1) return 1;
+    }
+  }
 }
 
 JobPeers::~JobPeers() { stop(); }
@@ -99,31 +169,15 @@ void JobPeers::start(Supervisor& supervisor, std::string run_dir, std::vector<st
   };
   link.waiting_for = [this] { return agent_->waiting_for(); };
   supervisor.set_server_link(std::move(link));
-  agent_->on_decision([this](const PeerDecision& d, const std::optional<PeerEvent>& unheard) {
-    ServersDecision decision;
-    decision.restart = d.restart;
-    decision.decision = d.decision;
-    decision.root_cause = d.root_cause;
-    if (unheard) decision.stop.emplace(event_of(unheard->kind), stop_of(*unheard));
-    supervisor_->servers_decided(std::move(decision));
-  });
+  flush_pending();
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     running_ = true;
+    supervisor_.store(&supervisor);
+    for (auto& action : queued_) action(supervisor);
+    queued_.clear();
   }
-  thread_ = std::thread([this] {
-    try {
-      agent_->run();
-    } catch (const std::exception& e) {
-      // Without its channel the job cannot stop together: it stops now.
-      PeerStop stop;
-      stop.server_id = spec_.server_id;
-      stop.detail = fmt::format("lost its peer channel: {}", e.what());
-      supervisor_->request_stop_by_peer(JobEvent::peer_lost, std::move(stop));
-      return;
-    }
-    supervisor_->servers_done();
-  });
+  if (!thread_.joinable()) start_thread();
 }
 
 void JobPeers::stop() {
@@ -134,29 +188,26 @@ void JobPeers::stop() {
   }
   agent_->abort();
   thread_.join();
-  std::vector<std::string> lines;
-  {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    lines.swap(pending_);
-  }
-  for (const auto& text : lines) console_.notice(notice_line(text));
+  flush_pending();
 }
 
 void JobPeers::on_notice(const std::string& line, bool info) {
   std::string text = "peers: " + line;
   const std::lock_guard<std::mutex> lock(mutex_);
   if (running_) {
-    supervisor_->post_notice(std::move(text), info);
+    supervisor_.load()->post_notice(std::move(text), info);
   } else if (!info || !spec_.supervisor.quiet) {
     pending_.push_back(std::move(text));
   }
 }
 
 void JobPeers::on_stop(const PeerEvent& event) {
-  if (event.kind == PeerEventKind::stalled) {
-    dump_stacks_before_stall(*supervisor_, labels_, run_dir_, fmt::format("the job stalled ({})", event.detail));
-  }
-  supervisor_->request_stop_by_peer(event_of(event.kind), stop_of(event));
+  with_supervisor([this, event](Supervisor& s) {
+    if (event.kind == PeerEventKind::stalled) {
+      dump_stacks_before_stall(s, labels_, run_dir_, fmt::format("the job stalled ({})", event.detail));
+    }
+    s.request_stop_by_peer(event_of(event.kind), stop_of(event));
+  });
 }
 
 void JobPeers::on_local_stop(StopReason reason, const RankResult* failure, const std::string& why) {
@@ -171,6 +222,11 @@ void JobPeers::on_local_stop(StopReason reason, const RankResult* failure, const
     event.detail = cause.found ? cause.text : std::string();
     if (!cause.hint.empty()) event.detail += "hint: " + cause.hint + "\n";
     event.detail.resize(utf8_prefix_length(event.detail, max_detail_bytes));  // whole characters only
+  } else if (reason == StopReason::launcher_gone && awaits_start_) {
+    // A member of a job that restarts whose launcher is gone leaves the job;
+    // started again (an engine's restart), it rejoins the next attempt.
+    event.kind = PeerEventKind::lost;
+    event.detail = "left the job: " + why;
   } else {
     event.kind = PeerEventKind::stopped;
     event.detail = why;

@@ -3,6 +3,8 @@
 // they stop the job or are done (a ServerLink of the Supervisor).
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -29,9 +31,19 @@ class JobPeers {
   JobPeers(const JobPeers&) = delete;
   JobPeers& operator=(const JobPeers&) = delete;
 
+  /// A member of a job that restarts: its ranks start once the hub names
+  /// the attempt, so that it can rejoin a job under way (peer_agent.hpp).
+  bool awaits_start() const noexcept { return awaits_start_; }
+  /// awaits_start(): starts the agent and waits until the hub names the
+  /// attempt to start as, and returns it; 1 when a stop came first (a
+  /// signal pending, or `lifeline_fd` readable: the ranks then start and
+  /// the stop is taken at once, as in `starting`). Throws Error when the
+  /// job will not have this server (it ended first, the hub could not be
+  /// reached or refused it). The agent's lines go to the console meanwhile.
+  int await_start(int lifeline_fd);
   /// Links the agent to the started ranks' supervisor and starts its
-  /// thread. `run_dir`: where the stall watchdog's stacks go; `labels`:
-  /// each process's console label.
+  /// thread (unless await_start() did). `run_dir`: where the stall
+  /// watchdog's stacks go; `labels`: each process's console label.
   void start(Supervisor& supervisor, std::string run_dir, std::vector<std::string> labels);
   /// After Supervisor::run(): ends the agent (what it still has to say
   /// gets up to a second) and writes the notices it left to the console.
@@ -41,11 +53,16 @@ class JobPeers {
   void on_stop(const PeerEvent& event);
   void on_notice(const std::string& line, bool info);
   void on_local_stop(StopReason reason, const RankResult* failure, const std::string& why);
+  void start_thread();
+  /// Does `action` with the supervisor, or once there is one.
+  void with_supervisor(std::function<void(Supervisor&)> action);
+  void flush_pending();
 
   const JobSpec& spec_;
   LineSink& console_;
   std::unique_ptr<PeerAgent> agent_;
-  Supervisor* supervisor_ = nullptr;
+  bool awaits_start_ = false;
+  std::atomic<Supervisor*> supervisor_{nullptr};
   std::string run_dir_;
   std::vector<std::string> labels_;
   std::thread thread_;
@@ -53,6 +70,7 @@ class JobPeers {
   std::mutex mutex_;                  // guards what follows
   bool running_ = false;              // Supervisor::run() is under way: notices go through it
   std::vector<std::string> pending_;  // notices for the console once it has returned
+  std::vector<std::function<void(Supervisor&)>> queued_;  // before the supervisor exists
 };
 
 /// Writes the ranks' Python stacks (py-spy) into <run_dir>/stacks and says

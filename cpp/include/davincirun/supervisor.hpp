@@ -124,8 +124,10 @@ class Supervisor {
  public:
   /// Starts every rank (the job's `starting` state). When one cannot be
   /// started, those already started are killed and reaped, and SpawnError
-  /// (or SystemError) is thrown.
-  Supervisor(std::vector<RankLaunch> ranks, SupervisorOptions options, LineSink& console);
+  /// (or SystemError) is thrown. `first_attempt`: the attempt these ranks
+  /// are (a server that rejoins a job of several servers starts at the
+  /// job's attempt; JobResult::attempts then begins there).
+  Supervisor(std::vector<RankLaunch> ranks, SupervisorOptions options, LineSink& console, int first_attempt = 1);
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
   /// Kills (SIGKILL) and reaps whatever is still running.

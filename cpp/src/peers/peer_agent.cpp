@@ -60,6 +60,7 @@ PeerAgent::PeerAgent(PeerConfig config, StopHandler on_stop, NoticeHandler on_no
   member_over_.assign(config_.server_ids.size(), std::nullopt);
   member_gone_.assign(config_.server_ids.size(), std::string());
   member_refusal_.assign(config_.server_ids.size(), std::string());
+  member_lost_at_.assign(config_.server_ids.size(), std::nullopt);
   if (config_.hub && config_.server_ids.size() > 1) listen_fd_ = listen_on(config_.hub_address, config_.port);
   update_waiting_for();
 }
@@ -105,6 +106,16 @@ std::optional<PeerEvent> PeerAgent::stop_event() const {
   return stop_event_;
 }
 
+std::optional<std::uint32_t> PeerAgent::attempt_to_start() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return start_at_;
+}
+
+std::string PeerAgent::why_not_started() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return not_started_;
+}
+
 std::string PeerAgent::waiting_for() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return waiting_for_;
@@ -127,6 +138,7 @@ void PeerAgent::take_commands() {
   if (report) {
     reported_ = true;
     unsent_report_ = *report;
+    leaving_ = report->kind == PeerEventKind::lost;  // its launcher is gone: it will not restart
     if (restarts() && stopping_ && local_finished_) {
       late_stop(*report);
     } else {
@@ -142,13 +154,18 @@ void PeerAgent::lost(Connection& c, const std::string& why) {
   const bool joined = c.state == Connection::State::joined;
   // A server waiting for the others (local_finished_) still counts them: a
   // member lost then would otherwise be waited for until the end of time.
-  const bool quiet = c.done || stopping_ || !joined || ended_;
+  const bool quiet = c.done || c.leaving || stopping_ || !joined || ended_;
   drop(c, "");
   if (!quiet) stop_job(lost_event(c, why), false, &c);
-  // In a job that restarts, a server lost cannot take part in the next attempt.
+  // In a job that restarts, a member lost may rejoin (within the wait
+  // timeout); without its hub, a member's job ends.
   if (joined && restarts() && !ended_) {
     if (config_.hub) {
-      member_gone_.at(c.server_index) = why;
+      const std::uint32_t i = c.server_index;
+      // (One that said it leaves was gone from the attempt it said so in.)
+      if (member_gone_.at(i).empty() && !c.leaving) member_gone_[i] = why;
+      member_joined_.at(i) = false;
+      member_lost_at_.at(i) = Clock::now();
       hub_decide(false);
     } else {
       hub_gone(why);
@@ -220,6 +237,7 @@ void PeerAgent::retry_join(Clock::time_point now) {
       report_delivered_ = true;  // nobody to tell: give up
       return;
     }
+    if (config_.awaits_start) not_starting("the agent of rank 0's server could not be reached");
     PeerEvent event;
     event.kind = PeerEventKind::unreachable;
     event.server_id = config_.server_ids.at(config_.hub_index);
@@ -257,14 +275,18 @@ void PeerAgent::check_connections(Clock::time_point now) {
 }
 
 void PeerAgent::check_never_joined(Clock::time_point now) {
-  if (stopping_ || now - started_ < config_.connect_timeout) return;
+  if (stopping_) return;
   for (std::uint32_t i = 0; i < member_joined_.size(); ++i) {
     if (i == config_.server_index || member_joined_[i]) continue;
+    // A member lost in a job that restarts has the wait timeout to rejoin.
+    if (now - member_lost_at_[i].value_or(started_) < config_.connect_timeout) continue;
     PeerEvent event;
     event.kind = PeerEventKind::never_joined;
     event.server_id = config_.server_ids[i];
-    event.detail =
-        fmt::format("never joined: its agent did not connect within {}", seconds_text(config_.connect_timeout));
+    event.detail = member_lost_at_[i] ? fmt::format("did not rejoin the job within {} after it was lost",
+                                                    seconds_text(config_.connect_timeout))
+                                      : fmt::format("never joined: its agent did not connect within {}",
+                                                    seconds_text(config_.connect_timeout));
     stop_job(event, false, nullptr);
     return;
   }
@@ -347,7 +369,7 @@ bool PeerAgent::done() const {
   if (!local_finished_) return false;
   const auto now = Clock::now();
   if (!config_.hub) {
-    if (restarts() && joined_) return ended_;  // the hub's decision, or the hub lost
+    if (restarts() && joined_) return ended_ || (leaving_ && told_done_);  // the hub's decision, or the hub lost
     if (told_done_) return true;
     // This server's own event must reach the hub (or the wait be over).
     return stopping_ && (!reported_ || report_delivered_ || lingered(now));

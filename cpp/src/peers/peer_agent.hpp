@@ -18,9 +18,10 @@
 // for the job (PeerDecision: restart every server, or end) and tells every
 // member; each agent then starts the next attempt afresh. A server whose
 // own processes were done before a stop came from elsewhere does not stop
-// again: the decision carries that stop. A server lost, or not joined when
-// an attempt ended, ends the job: a server's agent does not rejoin a job
-// in this version (docs/restarts.md).
+// again: the decision carries that stop. A server lost (its agent killed,
+// its launcher gone) restarts the job, which waits for it to rejoin within
+// the wait timeout: a member of such a job starts its ranks only once the
+// hub's welcome (or decision) names the attempt (attempt_to_start()).
 //
 // The agent runs on one thread of its own (run()); the other methods may
 // be called from any thread. It never touches processes: its owner (the
@@ -57,6 +58,9 @@ struct PeerConfig {
   std::chrono::milliseconds heartbeat_interval{5'000};
   std::chrono::milliseconds stall_timeout{0};  ///< 0: no stall watchdog
   int max_restarts = 0;                        ///< > 0: the job restarts; the hub decides every attempt
+  /// A member of a job that restarts: its ranks start once the hub names
+  /// the attempt (attempt_to_start()), so that it can rejoin a job under way.
+  bool awaits_start = false;
 };
 
 /// A heartbeat interval that detects a loss well within `peer_timeout`: a
@@ -120,6 +124,14 @@ class PeerAgent {
   /// "servers 10.0.0.2 (running), 10.0.0.3 (not joined)". Thread-safe.
   std::string waiting_for() const;
 
+  /// PeerConfig::awaits_start: the attempt this server's ranks are to
+  /// start as, once the hub named it; nullopt before (and for good when
+  /// why_not_started() says why). Thread-safe.
+  std::optional<std::uint32_t> attempt_to_start() const;
+  /// Why an awaiting member will not start (the job ended first, the hub
+  /// could not be reached or refused it), or "". Thread-safe.
+  std::string why_not_started() const;
+
   /// The event the job stopped for, when it came from another server (or
   /// the stall watchdog); read after run() returned.
   std::optional<PeerEvent> stop_event() const;
@@ -154,6 +166,9 @@ class PeerAgent {
   void hub_gone(const std::string& why);
   static std::string stopped_decision(const PeerEvent& event);
   void deliver_decision();
+  void member_welcomed(const PeerWelcome& welcome);
+  void decided_before_start(const PeerDecision& decision);
+  void not_starting(const std::string& why);
   void next_attempt();
   bool restarts() const noexcept { return config_.max_restarts > 0; }
   void flush_before_exit();
@@ -185,6 +200,8 @@ class PeerAgent {
   std::optional<PeerAttemptOver> finished_;
   bool aborted_ = false;
   std::optional<PeerEvent> stop_event_;
+  std::optional<std::uint32_t> start_at_;  // awaits_start: the attempt to start as
+  std::string not_started_;                // awaits_start: why it never will
 
   // The agent thread's own state.
   bool stopping_ = false;  // the job is stopping (any cause)
@@ -203,9 +220,13 @@ class PeerAgent {
   std::uint32_t attempt_ = 1;
   bool unheard_ = false;                                     // first_event_ came after this server's attempt was over
   bool ended_ = false;                                       // the job's end is decided (hub) or delivered (member)
+  bool leaving_ = false;   // member: its launcher is gone; it leaves the job after this attempt
+  bool deciding_ = false;  // member awaiting its start: welcomed while the job decides
   std::optional<PeerDecision> decision_;                     // member: heard, not yet delivered
   std::vector<std::optional<PeerAttemptOver>> member_over_;  // hub: this attempt's, by server index
   std::vector<std::string> member_gone_;                     // hub: why a member was lost ("" if not)
+  // hub: a member lost may rejoin until this plus the wait timeout
+  std::vector<std::optional<std::chrono::steady_clock::time_point>> member_lost_at_;
   std::vector<std::string> member_refusal_;                  // hub: a member stopped after its attempt was over
 };
 

@@ -48,10 +48,7 @@ void PeerAgent::late_stop(const PeerEvent& event) {
 // Why server `i` rules a restart of this attempt out, or nullopt.
 std::optional<std::string> PeerAgent::refusal(std::uint32_t i) const {
   const std::string& id = config_.server_ids.at(i);
-  if (!member_gone_[i].empty()) {
-    return fmt::format("not restarted: server {} was lost ({}); a server does not rejoin a job in this version", id,
-                       member_gone_[i]);
-  }
+  if (!member_gone_[i].empty()) return std::nullopt;  // it may rejoin the next attempt
   if (!member_refusal_[i].empty()) return member_refusal_[i];
   const PeerAttemptOver* over =
       i == config_.server_index ? &local_over_ : (member_over_[i] ? &*member_over_[i] : nullptr);
@@ -116,6 +113,10 @@ void PeerAgent::hub_decide(bool now) {
 // A member whose hub was lost before it decided: the job cannot restart.
 void PeerAgent::hub_gone(const std::string& why) {
   if (ended_ || decision_) return;
+  if (config_.awaits_start && !attempt_to_start()) {
+    not_starting(fmt::format("the agent of rank 0's server was lost ({})", why));
+    return;
+  }
   PeerDecision d;
   d.attempt = attempt_;
   d.decision = fmt::format("not restarted: the agent of rank 0's server was lost before it decided ({})", why);
@@ -128,6 +129,10 @@ void PeerAgent::hub_gone(const std::string& why) {
 void PeerAgent::deliver_decision() {
   if (!decision_ || !local_finished_) return;
   const PeerDecision d = *std::exchange(decision_, std::nullopt);
+  if (leaving_) {
+    ended_ = true;  // its launcher is gone: this server's own verdict stands, and it leaves
+    return;
+  }
   const std::optional<PeerEvent> unheard = unheard_ ? first_event_ : std::nullopt;
   if (d.restart) {
     next_attempt();
@@ -146,6 +151,7 @@ void PeerAgent::next_attempt() {
   local_over_ = PeerAttemptOver{};
   std::fill(member_over_.begin(), member_over_.end(), std::nullopt);
   std::fill(member_refusal_.begin(), member_refusal_.end(), std::string());
+  std::fill(member_gone_.begin(), member_gone_.end(), std::string());
   for (auto& c : connections_) {
     c->done = false;
     c->silent_ms = UINT64_MAX;
@@ -154,6 +160,40 @@ void PeerAgent::next_attempt() {
   pending_report_.reset();
   finished_.reset();
   stop_event_.reset();
+}
+
+// A member that awaits its start (PeerConfig::awaits_start), welcomed: it
+// starts as the job's attempt, or, while the job decides, waits for the decision.
+void PeerAgent::member_welcomed(const PeerWelcome& welcome) {
+  if (!config_.awaits_start || attempt_to_start()) return;
+  attempt_ = welcome.attempt;
+  deciding_ = welcome.deciding;
+  if (deciding_) return;
+  const std::lock_guard<std::mutex> lock(mutex_);
+  start_at_ = attempt_;
+}
+
+void PeerAgent::decided_before_start(const PeerDecision& decision) {
+  if (!decision.restart) {
+    not_starting(fmt::format("the job ended before this server could join it ({})",
+                             decision.decision.empty() ? "every server succeeded" : decision.decision));
+    return;
+  }
+  attempt_ = decision.attempt + 1;
+  deciding_ = false;
+  const std::lock_guard<std::mutex> lock(mutex_);
+  start_at_ = attempt_;
+}
+
+// An awaiting member that will not start: its run() ends.
+void PeerAgent::not_starting(const std::string& why) {
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (start_at_) return;
+    if (not_started_.empty()) not_started_ = why;
+  }
+  local_finished_ = true;
+  ended_ = true;
 }
 
 }  // namespace davincirun::detail

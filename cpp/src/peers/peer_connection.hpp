@@ -41,6 +41,7 @@ struct PeerAgent::Connection {
   std::uint64_t silent_ms = UINT64_MAX;  // as its last heartbeat said; none yet: UINT64_MAX
   std::string unsent;
   bool done = false;
+  bool leaving = false;  // hub: the member said it leaves the job (its launcher is gone)
   bool closed = false;
 
   Connection(UniqueFd f, std::string key, char sender, std::string name)

@@ -49,6 +49,10 @@ std::string encode_refusal(const PeerRefusal& r) { return encode(r); }
 
 PeerRefusal decode_refusal(std::string_view payload) { return decoded<PeerRefusal>("refusal", payload); }
 
+std::string encode_welcome(const PeerWelcome& w) { return encode(w); }
+
+PeerWelcome decode_welcome(std::string_view payload) { return decoded<PeerWelcome>("welcome", payload); }
+
 std::string encode_over(const PeerAttemptOver& o) { return encode(o); }
 
 PeerAttemptOver decode_over(std::string_view payload) { return decoded<PeerAttemptOver>("attempt over", payload); }

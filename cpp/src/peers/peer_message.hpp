@@ -32,7 +32,8 @@ namespace davincirun::detail {
 
 /// Bumped whenever a frame's meaning or bytes change; agents of another
 /// version are refused with a message naming both. 3: every value typed;
-/// 4: attempts (a member's `over` replaces `done`; the hub's `decided`).
+/// 4: attempts (a member's `over` replaces `done`; the hub's `decided`;
+/// the welcome names the job's attempt).
 inline constexpr std::uint8_t peer_protocol_version = 4;
 inline constexpr std::size_t peer_header_bytes = 8;
 inline constexpr std::size_t peer_tag_bytes = 32;
@@ -43,7 +44,7 @@ inline constexpr std::size_t peer_nonce_bytes = 16;
 enum class PeerFrame : std::uint8_t {
   challenge = 1,  ///< hub → member: the hub's nonce (job key)
   hello = 2,      ///< member → hub: PeerHello (session key from here on)
-  welcome = 3,    ///< hub → member: joined
+  welcome = 3,    ///< hub → member: joined (PeerWelcome)
   heartbeat = 4,  ///< both ways: PeerHeartbeat
   event = 5,      ///< member → hub: something happened here; hub → member: stop (PeerEvent)
   over = 6,       ///< member → hub: that server's attempt is over (PeerAttemptOver)
@@ -103,6 +104,18 @@ constexpr auto fields_of(const PeerHeartbeat*) {
   return std::make_tuple(field("silent_ms", &PeerHeartbeat::silent_ms));
 }
 
+/// The hub's welcome: where the job is, for a member that (re)joins a job
+/// that restarts and starts its ranks only once it knows.
+struct PeerWelcome {
+  std::uint32_t attempt = 1;  ///< the job's attempt
+  /// That attempt is over (or ending) and the job decides what follows: a
+  /// member (re)joining starts nothing until the hub's PeerDecision.
+  bool deciding = false;
+};
+constexpr auto fields_of(const PeerWelcome*) {
+  return std::make_tuple(field("attempt", &PeerWelcome::attempt), field("deciding", &PeerWelcome::deciding));
+}
+
 /// A server's attempt is over: every process of it has exited and its
 /// output is drained (a member sends it; the hub has its own).
 struct PeerAttemptOver {
@@ -149,6 +162,8 @@ std::string encode_heartbeat(const PeerHeartbeat& heartbeat);
 PeerHeartbeat decode_heartbeat(std::string_view payload);
 std::string encode_refusal(const PeerRefusal& refusal);
 PeerRefusal decode_refusal(std::string_view payload);
+std::string encode_welcome(const PeerWelcome& welcome);
+PeerWelcome decode_welcome(std::string_view payload);
 std::string encode_over(const PeerAttemptOver& over);
 PeerAttemptOver decode_over(std::string_view payload);
 std::string encode_decision(const PeerDecision& decision);

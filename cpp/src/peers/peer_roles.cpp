@@ -50,19 +50,30 @@ void PeerAgent::hub_frame(Connection& c, const RawPeerFrame& f) {
       throw PeerProtocolError(why);
     }
     member_joined_[i] = true;
+    const bool rejoined = member_lost_at_[i].has_value();
+    member_lost_at_[i].reset();
     c.server_index = i;
     c.state = Connection::State::joined;
     c.last_heard = Clock::now();
     c.joined_at = c.last_heard;
-    send(c, PeerFrame::welcome, {});
+    send(c, PeerFrame::welcome, encode_welcome({attempt_, stopping_}));
+    // Joined while the job decides on an attempt it did not run: it waits
+    // for the decision, and counts as heard (nothing of its own to refuse).
+    if (restarts() && stopping_ && !member_over_[i]) {
+      PeerAttemptOver none;
+      none.attempt = attempt_;
+      member_over_[i] = none;
+    }
+    if (rejoined) on_notice_(fmt::format("server {} rejoined the job (attempt {})", hello.server_id, attempt_), false);
     if (std::count(member_joined_.begin(), member_joined_.end(), true) + 1 ==
         static_cast<std::ptrdiff_t>(member_joined_.size())) {
       on_notice_(fmt::format("the agents of all {} servers are connected ({} after start)", member_joined_.size(),
                              seconds_text(std::chrono::duration_cast<milliseconds>(Clock::now() - started_))),
                  true);
     }
-    // A member that joins after the job began to stop learns it at once.
-    if (stopping_ && first_event_) send(c, PeerFrame::event, encode_event(*first_event_));
+    // A member that joins after the job began to stop learns it at once
+    // (in a job that restarts, its welcome said so, and it starts nothing).
+    if (stopping_ && first_event_ && !restarts()) send(c, PeerFrame::event, encode_event(*first_event_));
     return;
   }
   c.seal.open(f);
@@ -74,6 +85,11 @@ void PeerAgent::hub_frame(Connection& c, const RawPeerFrame& f) {
       // Stopped there (a person, a signal, its timeout): no restart.
       if (restarts() && event.kind == PeerEventKind::stopped && !ended_) {
         member_refusal_.at(c.server_index) = stopped_decision(event);
+      }
+      // Its launcher is gone: it leaves the job, which may go on when it rejoins.
+      if (restarts() && event.kind == PeerEventKind::lost && !ended_) {
+        member_gone_.at(c.server_index) = event.detail;
+        c.leaving = true;
       }
       stop_job(event, false, &c);
       hub_decide(false);
@@ -138,6 +154,7 @@ void PeerAgent::member_frame(Connection& c, const RawPeerFrame& f) {
       return;
     }
     if (f.type != PeerFrame::welcome) throw PeerProtocolError("expected a welcome");
+    member_welcomed(decode_welcome(f.payload));
     c.state = Connection::State::joined;
     c.joined_at = Clock::now();
     joined_ = true;
@@ -162,6 +179,10 @@ void PeerAgent::member_frame(Connection& c, const RawPeerFrame& f) {
       if (!restarts() || decision.attempt != attempt_ || decision_) {
         throw PeerProtocolError(fmt::format("a decision on attempt {} was not expected (this server is at attempt {})",
                                             decision.attempt, attempt_));
+      }
+      if (config_.awaits_start && !attempt_to_start()) {
+        decided_before_start(decision);
+        break;
       }
       decision_ = std::move(decision);
       deliver_decision();

@@ -71,7 +71,8 @@ std::size_t pipe_bytes_for(std::size_t ranks) {
 
 }  // namespace
 
-Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions options, LineSink& console)
+Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions options, LineSink& console,
+                       int first_attempt)
     : options_(std::move(options)),
       console_(&console),
       inbox_(std::make_unique<detail::RequestInbox>()),
@@ -102,6 +103,7 @@ Supervisor::Supervisor(std::vector<RankLaunch> launches, SupervisorOptions optio
   // Before the first rank: a job the limit cannot hold never starts.
   detail::make_room_for_ranks(launches.size());
   may_fall_back_ = may_fall_back;
+  attempt_ = std::max(1, first_attempt);
   spawn(std::move(launches));
 }
 
@@ -118,7 +120,7 @@ void Supervisor::spawn(std::vector<RankLaunch> launches) {
     // Decided once, by the first rank of the first attempt: when clone()
     // refuses CLONE_PIDFD, no rank runs yet, and every rank is then tracked
     // by SIGCHLD.
-    launch.process.pidfd_optional = may_fall_back_ && ranks.empty() && attempt_ == 1;
+    launch.process.pidfd_optional = may_fall_back_ && ranks.empty() && attempts_.empty();
     ChildProcess child = ChildProcess::spawn(launch.process, launch.rank);
     if (child.pidfd_refusal() != 0) {
       tracking_ = ProcessTracking::sigchld;

@@ -52,8 +52,8 @@ def two_server_table(path):
 
 
 class Server:
-    def __init__(self, tmp_path, index, mode, *extra):
-        self.log_dir = tmp_path / ("log%d" % index)
+    def __init__(self, tmp_path, index, mode, *extra, log=None):
+        self.log_dir = tmp_path / (log or "log%d" % index)
         script = tmp_path / "script.py"
         script.write_text(SCRIPT)
         self.proc = subprocess.Popen(
@@ -83,7 +83,11 @@ class Server:
 def servers(tmp_path):
     started = []
 
-    def start(mode_a, mode_b, *extra):
+    def start(mode_a, mode_b, *extra, again=False):
+        """Server A and B; with `again`: server B only, started once more."""
+        if again:
+            started.append(Server(tmp_path, 1, mode_b, *extra, log="log1-again"))
+            return started[-1]
         started.extend([Server(tmp_path, 0, mode_a, *extra), Server(tmp_path, 1, mode_b, *extra)])
         return started[-2], started[-1]
 
@@ -103,6 +107,13 @@ def joined(hub):
             return
         time.sleep(0.05)
     raise AssertionError("the agents did not meet")
+
+
+def wait_gone(pid, timeout=20):
+    deadline = time.monotonic() + timeout
+    while os.path.exists("/proc/%d" % pid) and " Z " not in open("/proc/%d/stat" % pid).read():
+        assert time.monotonic() < deadline, "pid %d still running" % pid
+        time.sleep(0.05)
 
 
 def decisions(server):
@@ -156,16 +167,41 @@ def test_restarts_used_up_end_both_with_every_attempt_on_record(servers):
     assert "rank 1 reached step 17" in b.output
 
 
-def test_a_member_lost_ends_the_job_on_the_hub(servers):
-    a, b = servers("once:9:30", "once:9:30", "--max-restarts", "2", "--restart-delay", "0.1")
+@pytest.mark.parametrize("killed", ["supervisor", "launcher"])
+def test_a_member_lost_and_started_again_rejoins_the_next_attempt(servers, killed):
+    a, b = servers("once:9:3", "once:9:3", "--max-restarts", "2", "--restart-delay", "0.1")
+    joined(a)
+    supervisor = b.supervisor()
+    os.kill(supervisor if killed == "supervisor" else b.proc.pid, signal.SIGKILL)
+    b.wait()
+    wait_gone(supervisor)  # its devices are free again, as on a node an engine restarts
+    # The engine starts server B's davincirun again: it rejoins the job's next attempt.
+    again = servers(None, "once:9:3", "--max-restarts", "2", "--restart-delay", "0.1", again=True)
+    assert again.wait() == 0, again.output
+    assert a.wait() == 0, a.output
+    assert decisions(a) == [(1, True, "restarted (1 of 2 restarts)"), (2, False, "")], a.output
+    first = a.summary()["attempts"][0]
+    assert first["stop_reason"] == "peer_lost", first
+    assert "server 127.0.0.2 rejoined the job (attempt 2)" in a.output, a.output
+    # It ran attempt 2 only, as every rank of attempt 2 does: same restart count, same port.
+    assert decisions(again) == [(2, False, "")], again.output
+    assert "rank 1 attempt 1 pid" in again.output and "rank 1 attempt 0" not in again.output, again.output
+    ports = [line.split("MASTER_PORT ")[1] for line in a.output.splitlines() + again.output.splitlines()
+             if " attempt 1 pid " in line]
+    assert len(ports) == 2 and ports[0] == ports[1], ports
+    assert_gone(a.pids() + again.pids())
+
+
+def test_a_member_that_does_not_rejoin_ends_the_job_at_the_wait_timeout(servers):
+    a, b = servers("once:9:30", "once:9:30", "--max-restarts", "2", "--restart-delay", "0", "--wait-timeout", "2")
     joined(a)
     os.kill(b.supervisor(), signal.SIGKILL)
     assert a.wait() == 1, a.output
     b.wait()
-    (only,) = decisions(a)
-    assert only[:2] == (1, False), only
-    assert only[2].startswith("not restarted: server 127.0.0.2 was lost ("), only
-    assert a.summary()["stop_reason"] == "peer_lost"
+    (first, second) = decisions(a)
+    assert first == (1, True, "restarted (1 of 2 restarts)"), a.output
+    assert second[:2] == (2, False) and second[2].startswith("not restarted: "), second
+    assert "server 127.0.0.2 did not rejoin the job within 2.0 s after it was lost" in a.output, a.output
     assert_gone(a.pids())
     # Server B's rank lost its supervisor: killed, it waits for this
     # machine's init to reap it (a zombie here, where init may not).
