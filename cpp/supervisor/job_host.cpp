@@ -144,8 +144,8 @@ std::vector<RankLaunch> launches_for(const JobSpec& spec, const RunDir& run_dir,
 
 std::unique_ptr<Supervisor> start_ranks(const JobSpec& spec, const RunDir& run_dir, const std::string& tag,
                                         LineSink& console, PlatformDirs& platform, int first_attempt) {
-  auto supervisor = std::make_unique<Supervisor>(launches_for(spec, run_dir, tag, platform, first_attempt), spec.supervisor,
-                                                 console, first_attempt);
+  auto supervisor = std::make_unique<Supervisor>(launches_for(spec, run_dir, tag, platform, first_attempt),
+                                                 spec.supervisor, console, first_attempt);
   if (spec.supervisor.max_restarts > 0) {
     Restarts restarts;
     restarts.judge = [&spec](const JobResult& attempt, const std::string& ruled_out_by) {

@@ -67,9 +67,9 @@ class JobPeers {
   std::vector<std::string> labels_;
   std::thread thread_;
 
-  std::mutex mutex_;                  // guards what follows
-  bool running_ = false;              // Supervisor::run() is under way: notices go through it
-  std::vector<std::string> pending_;  // notices for the console once it has returned
+  std::mutex mutex_;                                      // guards what follows
+  bool running_ = false;                                  // Supervisor::run() is under way: notices go through it
+  std::vector<std::string> pending_;                      // notices for the console once it has returned
   std::vector<std::function<void(Supervisor&)>> queued_;  // before the supervisor exists
 };
 

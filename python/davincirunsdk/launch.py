@@ -340,8 +340,10 @@ def start_distributed_train(
             ``TORCHELASTIC_RESTART_COUNT`` one higher and new rendezvous
             ports; each attempt's logs are kept (``.attempt2.log``...). A
             stop request, a signal, the job timeout or this process's end
-            never restart. Default 0 (no restart), at most 10000; one server
-            only in this version (docs/restarts.md).
+            never restart. Default 0 (no restart), at most 10000. A job of
+            several servers restarts every server together, rank 0's
+            server deciding, and waits for a lost server to rejoin
+            (docs/restarts.md, "Across servers").
         restart_delay (float | None): seconds between an attempt's end and
             the next one's start; default 1, at most 86400.
         restart_on_same_error (bool): restart even when an attempt fails as

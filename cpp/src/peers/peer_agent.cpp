@@ -283,10 +283,10 @@ void PeerAgent::check_never_joined(Clock::time_point now) {
     PeerEvent event;
     event.kind = PeerEventKind::never_joined;
     event.server_id = config_.server_ids[i];
-    event.detail = member_lost_at_[i] ? fmt::format("did not rejoin the job within {} after it was lost",
-                                                    seconds_text(config_.connect_timeout))
-                                      : fmt::format("never joined: its agent did not connect within {}",
-                                                    seconds_text(config_.connect_timeout));
+    event.detail =
+        member_lost_at_[i]
+            ? fmt::format("did not rejoin the job within {} after it was lost", seconds_text(config_.connect_timeout))
+            : fmt::format("never joined: its agent did not connect within {}", seconds_text(config_.connect_timeout));
     stop_job(event, false, nullptr);
     return;
   }

@@ -218,16 +218,16 @@ class PeerAgent {
   std::vector<bool> member_joined_;                       // hub: by server index
   // The attempts (a job that restarts).
   std::uint32_t attempt_ = 1;
-  bool unheard_ = false;                                     // first_event_ came after this server's attempt was over
-  bool ended_ = false;                                       // the job's end is decided (hub) or delivered (member)
-  bool leaving_ = false;   // member: its launcher is gone; it leaves the job after this attempt
-  bool deciding_ = false;  // member awaiting its start: welcomed while the job decides
-  std::optional<PeerDecision> decision_;                     // member: heard, not yet delivered
+  bool unheard_ = false;                  // first_event_ came after this server's attempt was over
+  bool ended_ = false;                    // the job's end is decided (hub) or delivered (member)
+  bool leaving_ = false;                  // member: its launcher is gone; it leaves the job after this attempt
+  bool deciding_ = false;                 // member awaiting its start: welcomed while the job decides
+  std::optional<PeerDecision> decision_;  // member: heard, not yet delivered
   std::vector<std::optional<PeerAttemptOver>> member_over_;  // hub: this attempt's, by server index
   std::vector<std::string> member_gone_;                     // hub: why a member was lost ("" if not)
   // hub: a member lost may rejoin until this plus the wait timeout
   std::vector<std::optional<std::chrono::steady_clock::time_point>> member_lost_at_;
-  std::vector<std::string> member_refusal_;                  // hub: a member stopped after its attempt was over
+  std::vector<std::string> member_refusal_;  // hub: a member stopped after its attempt was over
 };
 
 }  // namespace davincirun::detail

@@ -23,9 +23,11 @@ EPOCHS = 8
 RESTARTS = ("--max-restarts", "2", "--restart-delay", "0.2")
 
 
-def start(host, table, checkpoint, *options):
-    return host.start_davincirun([*options, "-r", table, "--", sys.executable, TRAIN, "--epochs", str(EPOCHS),
-                                  "--checkpoint", checkpoint], cwd=host.root)
+def start(host, table, checkpoint, logs, *options):
+    """davincirun on `host`, its logs in <host root>/<logs> (a --log-dir after the host's wins)."""
+    return host.start_davincirun(["--log-dir", os.path.join(host.root, logs), *options, "-r", table, "--",
+                                  sys.executable, TRAIN, "--epochs", str(EPOCHS), "--checkpoint", checkpoint],
+                                 cwd=host.root)
 
 
 def finish(procs, timeout=300):
@@ -36,9 +38,9 @@ def finish(procs, timeout=300):
     return results
 
 
-def last_log(host, rank):
-    """Rank `rank`'s log of the last attempt in the host's latest run."""
-    run = os.path.join(host.log_dir, "latest")
+def last_log(host, logs, rank):
+    """Rank `rank`'s log of the last attempt in the host's latest run in `logs`."""
+    run = os.path.join(host.root, logs, "latest")
     names = sorted((n for n in os.listdir(run) if n.startswith("rank_%d." % rank)), key=lambda n: (len(n), n))
     with open(os.path.join(run, names[-1])) as f:
         return f.read()
@@ -55,9 +57,9 @@ def two_hosts(netns_hosts, tmp_path):
     hosts = netns_hosts.hosts[:2]
     table = netns_hosts.rank_table(tmp_path / "table.json", hosts, devices=1)
     # The run never interrupted, for what every restarted run must end with.
-    results = finish([start(h, table, str(tmp_path / "plain-ckpt")) for h in hosts])
+    results = finish([start(h, table, str(tmp_path / "plain-ckpt"), "plain") for h in hosts])
     assert [r[0] for r in results] == [0, 0], [r[2][-3000:] for r in results]
-    expected = outcome(last_log(hosts[0], 0))
+    expected = outcome(last_log(hosts[0], "plain", 0))
     for host in hosts:
         host.kill_all()
     yield hosts, table, expected
@@ -65,15 +67,18 @@ def two_hosts(netns_hosts, tmp_path):
 
 
 def rank_1_reached_epoch_3(host):
-    run = os.path.realpath(os.path.join(host.log_dir, "latest"))
-    path = os.path.join(run, "rank_1.device_0.log")
+    deadline = time.monotonic() + 60
+    while not os.path.isdir(os.path.join(host.root, "restarted", "latest")):
+        assert time.monotonic() < deadline, "no run directory"
+        time.sleep(0.05)
+    path = os.path.join(os.path.realpath(os.path.join(host.root, "restarted", "latest")), "rank_1.device_0.log")
     wait_for_text(path, "rank 1 epoch  3/%d" % EPOCHS, timeout=180.0)
     with open(path) as f:
         return int(re.search(r", pid (\d+)", f.read()).group(1))
 
 
 def check_resumed(hosts, expected):
-    resumed = last_log(hosts[0], 0)
+    resumed = last_log(hosts[0], "restarted", 0)
     match = re.search(r"rank 0: resumed after epoch (\d+) from .* \(restart 1\)", resumed)
     assert match and int(match.group(1)) >= 3, resumed[-2000:]
     assert "epoch  1/%d" % EPOCHS not in resumed
@@ -84,7 +89,7 @@ def check_resumed(hosts, expected):
 
 def test_a_rank_killed_on_the_second_host_restarts_both_hosts_which_resume(two_hosts, tmp_path):
     hosts, table, expected = two_hosts
-    procs = [start(h, table, str(tmp_path / "ckpt"), *RESTARTS) for h in hosts]
+    procs = [start(h, table, str(tmp_path / "ckpt"), "restarted", *RESTARTS) for h in hosts]
     killed_at = None
     try:
         os.kill(rank_1_reached_epoch_3(hosts[1]), signal.SIGKILL)
@@ -102,12 +107,12 @@ def test_a_rank_killed_on_the_second_host_restarts_both_hosts_which_resume(two_h
 def test_the_second_hosts_davincirun_killed_and_started_again_rejoins_the_job(two_hosts, tmp_path):
     hosts, table, expected = two_hosts
     checkpoint = str(tmp_path / "ckpt")
-    hub, member = [start(h, table, checkpoint, *RESTARTS) for h in hosts]
+    hub, member = [start(h, table, checkpoint, "restarted", *RESTARTS) for h in hosts]
     rank_1_reached_epoch_3(hosts[1])
     member.kill()  # SIGKILL: its supervisor stops the rank and leaves the job
     member.wait()
     assert hosts[1].wait_empty(30) == []  # as an engine restarting the server's container
-    again = start(hosts[1], table, checkpoint, *RESTARTS)
+    again = start(hosts[1], table, checkpoint, "again", *RESTARTS)
     results = finish([hub, again])
     assert [r[0] for r in results] == [0, 0], [r[2][-3000:] for r in results]
     hub_err = results[0][2]
