@@ -49,13 +49,17 @@ class Agent {
     std::unique_lock<std::mutex> lock(mutex_);
     return changed_.wait_for(lock, limit, ready);
   }
-  bool wait_stops(std::size_t n) { return wait([&] { return stops_.size() >= n; }); }
+  bool wait_stops(std::size_t n) {
+    return wait([&] { return stops_.size() >= n; });
+  }
   std::optional<PeerDecision> wait_decision(std::size_t n) {
     if (!wait([&] { return decisions_.size() >= n; })) return std::nullopt;
     std::lock_guard<std::mutex> lock(mutex_);
     return decisions_[n - 1];
   }
-  bool wait_returned() { return wait([&] { return returned_; }); }
+  bool wait_returned() {
+    return wait([&] { return returned_; });
+  }
   std::size_t stop_count() {
     std::lock_guard<std::mutex> lock(mutex_);
     return stops_.size();
@@ -174,7 +178,7 @@ TEST_CASE("a server done before another failed restarts too, told what stopped t
   const auto d = member.wait_decision(1);
   REQUIRE(d);
   CHECK(d->restart);
-  CHECK(member.unheard(1));  // the stop came after its own attempt was over: the decision carries it
+  CHECK(member.unheard(1));         // the stop came after its own attempt was over: the decision carries it
   CHECK(member.stop_count() == 0);  // nothing of its own ran any more to stop
 }
 
