@@ -33,6 +33,7 @@
 #include "job_peers.hpp"
 #include "job_summary.hpp"
 #include "lifeline.hpp"
+#include "process/tracking.hpp"
 #include "platform_dirs.hpp"
 #include "process/descendants.hpp"
 #include "process/fd_limit.hpp"
@@ -255,6 +256,7 @@ int run_job_host(int lifeline_fd) {
     return 1;
   };
   std::optional<JobJournal> journal;
+  bool started_early = false;  // a member awaiting its start told the launcher before any rank ran
   try {
     complete_options(spec);
     tag = random_tag();
@@ -267,8 +269,17 @@ int run_job_host(int lifeline_fd) {
     if (JobPeers::wanted(spec.peers)) peers = std::make_unique<JobPeers>(spec, console.sink());
     // A member of a job that restarts starts as the attempt the hub names:
     // started again after its server was lost, it rejoins the job under way.
-    const int attempt = peers && peers->awaits_start() ? peers->await_start(lifeline_fd) : 1;
+    // The launcher hears "started" first (no process yet), so that it
+    // waits as for a running job and passes a stop on at once.
+    int attempt = 1;
+    if (peers && peers->awaits_start()) {
+      run_dir->point_latest();
+      lifeline.send(Frame::started, encode_started({run_dir->path(), tag, {}, resolve_tracking(spec.supervisor)}));
+      started_early = true;
+      attempt = peers->await_start(lifeline_fd);
+    }
     supervisor = start_ranks(spec, *run_dir, tag, console.sink(), *platform, attempt);
+    if (started_early) console.sink().attempt_started(attempt, supervisor->pids());
     if (peers) {
       peers->start(*supervisor, run_dir->path(), rank_labels(spec));
     } else if (spec.supervisor.stall_timeout.count() > 0) {
@@ -284,11 +295,13 @@ int run_job_host(int lifeline_fd) {
     for (const auto& note : spec.notes) supervisor->post_notice(note, true);
     for (const auto& dir : platform->removed_after_job()) spec.remove_after_job.push_back(dir);
   } catch (const std::exception& e) {
-    return abandon(e, true);
+    return abandon(e, !started_early);
   }
   run_dir->point_latest();
   if (subreaper_refused != 0) console.sink().notice(notice_line(subreaper_notice(subreaper_refused)));
-  lifeline.send(Frame::started, encode_started({run_dir->path(), tag, supervisor->pids(), supervisor->tracking()}));
+  if (!started_early) {
+    lifeline.send(Frame::started, encode_started({run_dir->path(), tag, supervisor->pids(), supervisor->tracking()}));
+  }
 
   hold_while_starting(spec.supervisor, lifeline_fd, console.sink());
   JobResult result;

@@ -113,9 +113,11 @@ void JobPeers::start_thread() {
       PeerStop stop;
       stop.server_id = spec_.server_id;
       stop.detail = fmt::format("lost its peer channel: {}", e.what());
+      agent_returned_ = true;
       with_supervisor([stop](Supervisor& s) { s.request_stop_by_peer(JobEvent::peer_lost, stop); });
       return;
     }
+    agent_returned_ = true;
     with_supervisor([](Supervisor& s) { s.servers_done(); });
   });
 }
@@ -134,9 +136,12 @@ int JobPeers::await_start(int lifeline_fd) {
   for (;;) {
     flush_pending();  // this thread's console: nothing else writes to it yet
     if (const auto attempt = agent_->attempt_to_start()) return static_cast<int>(*attempt);
-    if (const std::string why = agent_->why_not_started(); !why.empty()) {
-      throw Error(fmt::format("server {} does not take part in the job: {}", spec_.server_id, why));
+    std::string why = agent_->why_not_started();
+    if (why.empty() && agent_returned_) {
+      const auto event = agent_->stop_event();
+      why = event ? fmt::format("server {} {}", event->server_id, event->detail) : "its peer agent ended";
     }
+    if (!why.empty()) throw Error(fmt::format("server {} does not take part in the job: {}", spec_.server_id, why));
     pollfd p{lifeline_fd, POLLIN, 0};
     if (::poll(&p, 1, 20) > 0) return 1;
     sigset_t pending;

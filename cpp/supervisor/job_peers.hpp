@@ -66,6 +66,7 @@ class JobPeers {
   std::string run_dir_;
   std::vector<std::string> labels_;
   std::thread thread_;
+  std::atomic<bool> agent_returned_{false};
 
   std::mutex mutex_;                                      // guards what follows
   bool running_ = false;                                  // Supervisor::run() is under way: notices go through it

@@ -237,13 +237,13 @@ void PeerAgent::retry_join(Clock::time_point now) {
       report_delivered_ = true;  // nobody to tell: give up
       return;
     }
-    if (config_.awaits_start) not_starting("the agent of rank 0's server could not be reached");
     PeerEvent event;
     event.kind = PeerEventKind::unreachable;
     event.server_id = config_.server_ids.at(config_.hub_index);
     event.detail = fmt::format("could not be reached: its agent at {}:{} did not answer within {}{}",
                                config_.hub_address, config_.port, seconds_text(config_.connect_timeout),
                                last_connect_error_.empty() ? "" : " (" + last_connect_error_ + ")");
+    if (config_.awaits_start) not_starting(fmt::format("server {} (rank 0's) {}", event.server_id, event.detail));
     stop_job(event, false, nullptr);
     return;
   }

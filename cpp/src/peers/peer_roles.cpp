@@ -150,6 +150,7 @@ void PeerAgent::member_frame(Connection& c, const RawPeerFrame& f) {
       event.detail =
           fmt::format("refused this server: {} (is the same server started twice?)", decode_refusal(f.payload).reason);
       drop(c, "");
+      if (config_.awaits_start) not_starting(fmt::format("server {} (rank 0's) {}", event.server_id, event.detail));
       stop_job(event, false, nullptr);
       return;
     }
