@@ -33,10 +33,10 @@
 #include "job_peers.hpp"
 #include "job_summary.hpp"
 #include "lifeline.hpp"
-#include "process/tracking.hpp"
 #include "platform_dirs.hpp"
 #include "process/descendants.hpp"
 #include "process/fd_limit.hpp"
+#include "process/tracking.hpp"
 #include "run_dir.hpp"
 #include "stack_dump.hpp"
 
