@@ -3,6 +3,9 @@
 #include <pybind11/stl.h>
 
 #include <optional>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "bind_fields.hpp"
 #include "bindings.hpp"
@@ -75,9 +78,17 @@ void bind_results(py::module_& m) {
                                  "One attempt of a job: its first run, or a restart of the whole job in place "
                                  "(max_restarts; docs/restarts.md).");
   def_fields<JobAttempt>(attempt);
+  attempt.def("__repr__", [](const JobAttempt& a) {
+    return fmt::format("<JobAttempt {}: {}{}>", a.attempt, to_string(a.stop_reason),
+                       a.decision.empty() ? std::string() : ", " + a.decision);
+  });
 
   py::class_<JobResult> job(m, "JobResult", "How a job ended: every rank, the first failure, why it stopped.");
   def_fields<JobResult>(job);
+  job.def("__repr__", [](const JobResult& r) {
+    return fmt::format("<JobResult exit_code={}, stop_reason={}, {} rank(s), {} attempt(s)>", r.exit_code(),
+                       to_string(r.stop_reason), r.ranks.size(), r.attempts.size());
+  });
   job.def_property_readonly(
          "stop_signal_receiver", [](const JobResult& r) { return to_string(r.stop_signal_origin.receiver); },
          "With stop_reason \"signaled\": \"launcher\" (the davincirun command got it) or \"supervisor\" (the "

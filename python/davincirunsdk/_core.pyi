@@ -546,6 +546,8 @@ class JobAttempt:
     """
     One attempt of a job: its first run, or a restart of the whole job in place (max_restarts; docs/restarts.md).
     """
+    def __repr__(self) -> str:
+        ...
     @property
     def attempt(self) -> int:
         """
@@ -600,6 +602,8 @@ class JobResult:
     """
     How a job ended: every rank, the first failure, why it stopped.
     """
+    def __repr__(self) -> str:
+        ...
     def failure_report(self, tail_lines: typing.SupportsInt | typing.SupportsIndex = 20) -> str:
         ...
     @property

@@ -179,6 +179,8 @@ def test_the_handle_follows_the_attempt_running(tmp_path, job_env):
     last = [r.pid for r in job.result.ranks]
     assert job.pids == last and [p.pid for p in job.fmk_processes] == last
     assert [r.pid for r in job.result.attempts[0].ranks] == first and not set(first) & set(last)
+    assert repr(job.result) == "<JobResult exit_code=0, stop_reason=none, 2 rank(s), 2 attempt(s)>"
+    assert repr(job.result.attempts[0]) == "<JobAttempt 1: rank_failed, restarted (1 of 1 restarts)>"
 
 
 def test_restart_options_without_max_restarts_are_warned_of(tmp_path, job_env):
