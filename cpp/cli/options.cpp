@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "common/edit_distance.hpp"
 #include "davincirun/errors.hpp"
 #include "foreign_flags.hpp"
 
@@ -216,6 +217,26 @@ void take_foreign_flag(CliOptions& out, const ForeignFlag& foreign, int& i, int 
   out.notes.push_back(taken_flag_note(foreign));
 }
 
+// The flag a mistyped long option most likely meant ("--restart_delay":
+// --restart-delay), or "" when none is close.
+std::string closest_flag(std::string_view name) {
+  if (name.substr(0, 2) != "--") return {};
+  std::string dashed(name);
+  std::replace(dashed.begin() + 2, dashed.end(), '_', '-');
+  std::string best;
+  std::size_t best_distance = 3;  // at most two edits away
+  const auto consider = [&](const std::string& flag) {
+    const std::size_t d = detail::edit_distance(dashed, flag, 2);
+    if (d < best_distance) {
+      best_distance = d;
+      best = flag;
+    }
+  };
+  for_each_option<LaunchOptions, on_command_line>([&](const auto& option) { consider(long_flag(option)); });
+  for (const char* flag : {"--help", "--version", "--dry-run", "--quiet", "--verbose"}) consider(flag);
+  return best;
+}
+
 }  // namespace
 
 std::string usage_text() {
@@ -270,7 +291,10 @@ CliOptions parse_command_line(int argc, char** argv) {
     } else if (const ForeignFlag* foreign = find_foreign_flag(name)) {
       take_foreign_flag(out, *foreign, i, argc, argv, value);
     } else {
-      throw UsageError(fmt::format("unknown option '{}' (see davincirun --help)", arg));
+      const std::string meant = closest_flag(name);
+      throw UsageError(meant.empty()
+                           ? fmt::format("unknown option '{}' (see davincirun --help)", arg)
+                           : fmt::format("unknown option '{}'; did you mean {}? (see davincirun --help)", arg, meant));
     }
   }
   for (; i < argc; ++i) out.launch.command.emplace_back(argv[i]);

@@ -73,7 +73,9 @@ def test_arguments_pass_through_untouched(tmp_path, rank_table, job_env):
     "args, message",
     [
         ([], "no command given"),
-        (["--no-such-option", "true"], "unknown option"),
+        (["--no-such-option", "true"], "unknown option '--no-such-option' (see davincirun --help)"),
+        (["--restart_delay", "1", "true"], "unknown option '--restart_delay'; did you mean --restart-delay?"),
+        (["--grace-periods=3", "true"], "unknown option '--grace-periods=3'; did you mean --grace-period?"),
         (["--grace-period", "soon", "true"], "--grace-period"),
         (["--grace-period", "1e20", "true"], "--grace-period must be a number of seconds between 0 and 86400"),
         (["--grace-period", "0x10", "true"], "--grace-period expects a number of seconds, got '0x10'"),
