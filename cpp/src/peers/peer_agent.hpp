@@ -163,6 +163,7 @@ class PeerAgent {
   void late_stop(const PeerEvent& event);
   void hub_decide(bool now);
   std::optional<std::string> refusal(std::uint32_t server) const;
+  const PeerAttemptOver* over_of(std::uint32_t server) const;
   void hub_gone(const std::string& why);
   static std::string stopped_decision(const PeerEvent& event);
   void deliver_decision();

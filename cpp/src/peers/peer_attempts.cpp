@@ -45,13 +45,19 @@ void PeerAgent::late_stop(const PeerEvent& event) {
   }
 }
 
+// Server `i`'s end of this attempt as heard (this server's own for the hub), or null.
+const PeerAttemptOver* PeerAgent::over_of(std::uint32_t i) const {
+  if (i == config_.server_index) return &local_over_;
+  const std::optional<PeerAttemptOver>& over = member_over_.at(i);
+  return over.has_value() ? &over.value() : nullptr;
+}
+
 // Why server `i` rules a restart of this attempt out, or nullopt.
 std::optional<std::string> PeerAgent::refusal(std::uint32_t i) const {
   const std::string& id = config_.server_ids.at(i);
   if (!member_gone_[i].empty()) return std::nullopt;  // it may rejoin the next attempt
   if (!member_refusal_[i].empty()) return member_refusal_[i];
-  const PeerAttemptOver* over =
-      i == config_.server_index ? &local_over_ : (member_over_[i] ? &*member_over_[i] : nullptr);
+  const PeerAttemptOver* over = over_of(i);
   if (over == nullptr) {
     return fmt::format("not restarted: server {} had not joined the job when attempt {} ended", id, attempt_);
   }
@@ -76,7 +82,8 @@ void PeerAgent::hub_decide(bool now) {
       const bool hopeless = !member_joined_[i] && stopping_ && (lingered(t) || t - started_ >= config_.connect_timeout);
       if (!hopeless) return;
     }
-    success = success && member_over_[i] && member_over_[i]->success;
+    const PeerAttemptOver* over = over_of(i);
+    success = success && over != nullptr && over->success;
     order.push_back(i);
   }
   PeerDecision d;
@@ -91,8 +98,7 @@ void PeerAgent::hub_decide(bool now) {
     order.erase(std::remove(order.begin() + 1, order.end(), first), order.end());
     if (first != config_.server_index) order.insert(order.begin(), first);
     for (const std::uint32_t i : order) {
-      const PeerAttemptOver* over =
-          i == config_.server_index ? &local_over_ : (member_over_[i] ? &*member_over_[i] : nullptr);
+      const PeerAttemptOver* over = over_of(i);
       if (d.root_cause.empty() && over != nullptr) d.root_cause = over->root_cause;
       if (d.decision.empty()) d.decision = refusal(i).value_or(std::string());
     }
@@ -127,8 +133,10 @@ void PeerAgent::hub_gone(const std::string& why) {
 // Once this server's attempt is over (the decision may come first: a hub
 // that goes away decides at once).
 void PeerAgent::deliver_decision() {
-  if (!decision_ || !local_finished_) return;
-  const PeerDecision d = *std::exchange(decision_, std::nullopt);
+  if (!local_finished_) return;
+  const std::optional<PeerDecision> taken = std::exchange(decision_, std::nullopt);
+  if (!taken) return;
+  const PeerDecision& d = *taken;
   if (leaving_) {
     ended_ = true;  // its launcher is gone: this server's own verdict stands, and it leaves
     return;
