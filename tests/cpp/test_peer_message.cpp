@@ -155,4 +155,25 @@ TEST_CASE("malformed peer payloads are protocol errors, never crashes", "[peers]
   hello.nonce = "short";
   CHECK_THROWS_AS(decode_hello(encode_hello(hello)), PeerProtocolError);
   CHECK_THROWS_AS(decode_heartbeat(encode_heartbeat({1}) + "x"), PeerProtocolError);
+  CHECK_THROWS_AS(decode_over(encode_heartbeat({1})), PeerProtocolError);
+  CHECK_THROWS_AS(decode_decision(""), PeerProtocolError);
+  CHECK_THROWS_AS(decode_welcome(encode_welcome({2, true}) + "x"), PeerProtocolError);
+}
+
+TEST_CASE("the attempts' messages keep every field across the wire", "[peers][restarts]") {
+  const PeerAttemptOver over{3, false, true, "not restarted: it failed as attempt 2 did", "ValueError: bad"};
+  const PeerAttemptOver o = decode_over(encode_over(over));
+  CHECK(o.attempt == 3);
+  CHECK_FALSE(o.success);
+  CHECK(o.refuses_restart);
+  CHECK(o.decision == over.decision);
+  CHECK(o.root_cause == over.root_cause);
+  const PeerDecision d = decode_decision(encode_decision({2, true, "restarted (2 of 5 restarts)", "OSError: link"}));
+  CHECK(d.attempt == 2);
+  CHECK(d.restart);
+  CHECK(d.decision == "restarted (2 of 5 restarts)");
+  CHECK(d.root_cause == "OSError: link");
+  const PeerWelcome w = decode_welcome(encode_welcome({4, true}));
+  CHECK(w.attempt == 4);
+  CHECK(w.deciding);
 }

@@ -56,6 +56,27 @@ void decode(const RawPeerFrame& f) {
         if (decode_refusal(encode_refusal(r)).reason != r.reason) finding("refusal does not round-trip");
         break;
       }
+      case PeerFrame::welcome: {
+        if (f.payload.empty()) break;  // the challenge's answer may come without one
+        const PeerWelcome w = decode_welcome(f.payload);
+        const PeerWelcome again = decode_welcome(encode_welcome(w));
+        if (again.attempt != w.attempt || again.deciding != w.deciding) finding("welcome does not round-trip");
+        break;
+      }
+      case PeerFrame::over: {
+        const PeerAttemptOver o = decode_over(f.payload);
+        const PeerAttemptOver again = decode_over(encode_over(o));
+        if (again.attempt != o.attempt || again.decision != o.decision || again.refuses_restart != o.refuses_restart)
+          finding("attempt over does not round-trip");
+        break;
+      }
+      case PeerFrame::decided: {
+        const PeerDecision d = decode_decision(f.payload);
+        const PeerDecision again = decode_decision(encode_decision(d));
+        if (again.attempt != d.attempt || again.restart != d.restart || again.decision != d.decision)
+          finding("decision does not round-trip");
+        break;
+      }
       default: break;
     }
   } catch (const PeerProtocolError&) {}
