@@ -184,15 +184,7 @@ void hold_while_starting(const SupervisorOptions& options, int lifeline_fd, Line
   console.notice(
       notice_line(fmt::format("holding the job in starting for {} ms (DAVINCIRUN_TEST_HOLD)", options.hold.count())));
   const auto deadline = std::chrono::steady_clock::now() + options.hold;
-  while (std::chrono::steady_clock::now() < deadline) {
-    pollfd p{lifeline_fd, POLLIN, 0};
-    if (::poll(&p, 1, 20) > 0) return;
-    sigset_t pending;
-    ::sigpending(&pending);
-    for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
-      if (sigismember(&pending, sig) == 1) return;
-    }
-  }
+  while (std::chrono::steady_clock::now() < deadline && !stop_arrived(lifeline_fd, 20)) {}
 }
 
 // What the job's supervisor needs of the options the spec does not carry.

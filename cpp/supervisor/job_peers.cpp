@@ -1,8 +1,5 @@
 #include "job_peers.hpp"
 
-#include <poll.h>
-#include <signal.h>
-
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -10,6 +7,7 @@
 #include "common/text.hpp"
 #include "davincirun/errors.hpp"
 #include "davincirun/root_cause.hpp"
+#include "lifeline.hpp"
 #include "stack_dump.hpp"
 
 namespace davincirun::detail {
@@ -142,13 +140,7 @@ int JobPeers::await_start(int lifeline_fd) {
       why = event ? fmt::format("server {} {}", event->server_id, event->detail) : "its peer agent ended";
     }
     if (!why.empty()) throw Error(fmt::format("server {} does not take part in the job: {}", spec_.server_id, why));
-    pollfd p{lifeline_fd, POLLIN, 0};
-    if (::poll(&p, 1, 20) > 0) return 1;
-    sigset_t pending;
-    ::sigpending(&pending);
-    for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
-      if (sigismember(&pending, sig) == 1) return 1;
-    }
+    if (stop_arrived(lifeline_fd, 20)) return 1;
   }
 }
 

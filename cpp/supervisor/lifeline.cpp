@@ -124,4 +124,15 @@ void CommandListener::run() {
   }
 }
 
+bool stop_arrived(int lifeline_fd, int wait_ms) {
+  pollfd p{lifeline_fd, POLLIN, 0};
+  if (::poll(&p, 1, wait_ms) > 0) return true;
+  sigset_t pending;
+  ::sigpending(&pending);
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+    if (sigismember(&pending, sig) == 1) return true;
+  }
+  return false;
+}
+
 }  // namespace davincirun::detail

@@ -49,6 +49,12 @@ class RelaySink final : public LineSink {
 /// while the main thread runs the job, and passes them to `supervisor`.
 /// The launcher's end closing stops the job gracefully. The notices about
 /// them come from the supervisor, on the main thread.
+/// Waits up to `wait_ms` for a reason to stop waiting before the job's
+/// event loop runs: true when the launcher sent something or closed the
+/// lifeline, or a stop signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) is pending.
+/// Consumes nothing: the event loop takes it once it runs.
+bool stop_arrived(int lifeline_fd, int wait_ms);
+
 class CommandListener {
  public:
   /// `already_read`: command bytes that came with the job's spec frame.

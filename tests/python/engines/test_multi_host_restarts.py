@@ -15,6 +15,7 @@ import time
 import pytest
 from conftest import REPO, needs_modules
 from log_watch import wait_for_text
+from test_multi_host import finish
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slow, needs_modules("torch", "sklearn")]
 
@@ -28,14 +29,6 @@ def start(host, table, checkpoint, logs, *options):
     return host.start_davincirun(["--log-dir", os.path.join(host.root, logs), *options, "-r", table, "--",
                                   sys.executable, TRAIN, "--epochs", str(EPOCHS), "--checkpoint", checkpoint],
                                  cwd=host.root)
-
-
-def finish(procs, timeout=300):
-    results = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=timeout)
-        results.append((proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")))
-    return results
 
 
 def last_log(host, logs, rank):
@@ -57,7 +50,7 @@ def two_hosts(netns_hosts, tmp_path):
     hosts = netns_hosts.hosts[:2]
     table = netns_hosts.rank_table(tmp_path / "table.json", hosts, devices=1)
     # The run never interrupted, for what every restarted run must end with.
-    results = finish([start(h, table, str(tmp_path / "plain-ckpt"), "plain") for h in hosts])
+    results = finish([start(h, table, str(tmp_path / "plain-ckpt"), "plain") for h in hosts], timeout=300)
     assert [r[0] for r in results] == [0, 0], [r[2][-3000:] for r in results]
     expected = outcome(last_log(hosts[0], "plain", 0))
     for host in hosts:
@@ -95,7 +88,7 @@ def test_a_rank_killed_on_the_second_host_restarts_both_hosts_which_resume(two_h
         os.kill(rank_1_reached_epoch_3(hosts[1]), signal.SIGKILL)
         killed_at = time.monotonic()
     finally:
-        results = finish(procs)
+        results = finish(procs, timeout=300)
     assert [r[0] for r in results] == [0, 0], [r[2][-3000:] for r in results]
     hub_err = results[0][2]
     assert "attempt 1 of 3: rank 1 on server %s failed with signal 9 (SIGKILL)" % hosts[1].address in hub_err, hub_err
@@ -113,7 +106,7 @@ def test_the_second_hosts_davincirun_killed_and_started_again_rejoins_the_job(tw
     member.wait()
     assert hosts[1].wait_empty(30) == []  # as an engine restarting the server's container
     again = start(hosts[1], table, checkpoint, "again", *RESTARTS)
-    results = finish([hub, again])
+    results = finish([hub, again], timeout=300)
     assert [r[0] for r in results] == [0, 0], [r[2][-3000:] for r in results]
     hub_err = results[0][2]
     assert "server %s left the job: davincirun is gone" % hosts[1].address in hub_err, hub_err
