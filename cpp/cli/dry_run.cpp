@@ -19,7 +19,7 @@ std::string describe_plan(const LaunchPlan& plan, const std::vector<std::string>
       "command: {}\n"
       "master {}:{}, work dir {}, logs under {}\n"
       "this machine is server {}: {}\n"
-      "RANK_TABLE_FILE will name the normalized copy written into the run directory\n"
+      "{}\n"
       "device locks: {}\n"
       "cache disk: {}; ASCEND_PROCESS_LOG_PATH and the other platform defaults are set when the run directory "
       "exists (docs/environment.md)\n",
@@ -28,11 +28,26 @@ std::string describe_plan(const LaunchPlan& plan, const std::vector<std::string>
       to_string(plan.table.format), server.server_id, plan.table.servers.size(), plan.job.rank_start,
       plan.job.rank_start + plan.job.local_world_size - 1, plan.job.world_size, detail::shell_quote(command),
       plan.job.master_addr, plan.job.master_port, plan.work_dir, plan.log_dir, server.server_id, plan.server_reason,
+      plan.job.launch_mode == LaunchMode::cm
+          ? "RANK_TABLE_FILE, RANK_ID and RANK_SIZE are not set: CANN refuses them beside the CM_* variables"
+          : "RANK_TABLE_FILE will name the normalized copy written into the run directory",
       plan.device_lock_dir.empty() ? plan.device_locks_off : plan.device_lock_dir,
       plan.cache_dir.empty() ? "not used" : plan.cache_dir);
-  if (plan.job.dynamic_cluster) {
-    out += fmt::format("launch mode dynamic-cluster: MindSpore's scheduler at {}:{}{}\n", plan.job.master_addr,
-                       plan.job.sched_port, plan.job.rank_start == 0 ? ", started here" : ", on the server of rank 0");
+  switch (plan.job.launch_mode) {
+    case LaunchMode::dynamic_cluster:
+      out +=
+          fmt::format("launch mode dynamic-cluster: MindSpore's scheduler at {}:{}{}\n", plan.job.master_addr,
+                      plan.job.sched_port, plan.job.rank_start == 0 ? ", started here" : ", on the server of rank 0");
+      break;
+    case LaunchMode::tf_config:
+      out += fmt::format("launch mode tf-config: TF_CONFIG's cluster {}; each rank is the worker of its rank\n",
+                         plan.job.tf_cluster_json);
+      break;
+    case LaunchMode::cm:
+      out += fmt::format("launch mode cm: CANN's chief at {}:{} (rank 0, logical device {}); this server is {}\n",
+                         plan.job.master_addr, plan.job.cm_chief_port, plan.job.cm_chief_device, plan.job.cm_worker_ip);
+      break;
+    case LaunchMode::rank_table: break;
   }
   if (plan.peers.enabled) {
     out += fmt::format(

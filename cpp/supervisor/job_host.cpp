@@ -123,7 +123,8 @@ std::vector<RankLaunch> launches_for(const JobSpec& spec, const RunDir& run_dir,
     launch.show_on_console = i >= spec.show_on_console.size() || spec.show_on_console[i];
     launch.process.argv = spec.command;
     Environment env(spec.environments[i]);
-    env.set("RANK_TABLE_FILE", run_dir.table_path());
+    // The plan leaves it out where the ranks must not see it (launch mode cm).
+    if (env.get("RANK_TABLE_FILE")) env.set("RANK_TABLE_FILE", run_dir.table_path());
     env.set("DAVINCIRUN_JOB_TAG", tag);
     if (attempt > 1) {
       const std::string restarts = std::to_string(attempt - 1);

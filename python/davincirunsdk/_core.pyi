@@ -175,7 +175,7 @@ class LaunchOptions:
     @property
     def launch_mode(self) -> str:
         """
-        Rank-table (default): each rank reads the table; dynamic-cluster: MindSpore's dynamic cluster, as msrun starts it: the ranks as workers plus a scheduler ([sched], scheduler.log) on the server of rank 0 (docs/mindspore.md).
+        Rank-table (default): each rank reads the table; dynamic-cluster: MindSpore's dynamic cluster, as msrun starts it: the ranks as workers plus a scheduler ([sched], scheduler.log) on the server of rank 0 (docs/mindspore.md); tf-config: TensorFlow's TF_CONFIG for MultiWorkerMirroredStrategy; cm: CANN's rank-table-free CM_* variables for TensorFlow on NPUs (docs/tensorflow.md).
         """
     @launch_mode.setter
     def launch_mode(self, arg1: str) -> None:

@@ -141,7 +141,9 @@ def _restarts(max_restarts: int) -> int:
 def _mode(launch_mode: str) -> str:
     if not isinstance(launch_mode, str):
         raise _option_error(
-            "launch_mode", "launch_mode: expected \"rank-table\" or \"dynamic-cluster\", got %r" % (launch_mode,),
+            "launch_mode",
+            "launch_mode: expected \"rank-table\", \"dynamic-cluster\", \"tf-config\" or \"cm\", got %r"
+            % (launch_mode,),
             OptionTypeError)
     return launch_mode
 
@@ -370,7 +372,14 @@ def start_distributed_train(
             the command as its scheduler (``MS_ROLE=MS_SCHED``, log
             ``scheduler.log``, console prefix ``[sched]``), a member of the
             job like a rank: its failure fails the job. See
-            docs/mindspore.md.
+            docs/mindspore.md. ``"tf-config"``: as ``"rank-table"``, plus
+            ``TF_CONFIG`` for TensorFlow's ``MultiWorkerMirroredStrategy``
+            (every rank a worker at host:port in rank order, this rank's
+            task; TensorFlow 1.15 and 2.x). ``"cm"``: CANN's rank-table-free
+            mode for TensorFlow on NPUs: ``CM_CHIEF_IP``, ``CM_CHIEF_PORT``,
+            ``CM_CHIEF_DEVICE``, ``CM_WORKER_IP``, ``CM_WORKER_SIZE``, and no
+            ``RANK_TABLE_FILE``, ``RANK_ID`` or ``RANK_SIZE`` (CANN refuses
+            them together). See docs/tensorflow.md.
         nproc (int | None): no rank table: this many ranks (1 to 1024) on
             this machine, on ``devices`` or the first NPUs of ``/dev`` (else
             devices 0..nproc-1); not with ``rank_table``.

@@ -113,7 +113,7 @@ TEST_CASE("launch options: the launch mode's spelling, nproc and devices rules",
   CHECK(parse_launch_mode("rank-table") == LaunchMode::rank_table);
   CHECK(std::string(to_string(LaunchMode::dynamic_cluster)) == "dynamic-cluster");
   CHECK_THROWS_WITH(parse_launch_mode("msrun"),
-                    Catch::Contains("launch_mode must be rank-table or dynamic-cluster, got 'msrun'"));
+                    Catch::Contains("launch_mode must be rank-table, dynamic-cluster, tf-config or cm, got 'msrun'"));
   LaunchOptions o;
   o.command = {"true"};
   o.nproc = 0;

@@ -46,7 +46,7 @@ JobEnvironment a_job() {
 // The same job in MindSpore's dynamic-cluster mode.
 JobEnvironment a_dynamic_job() {
   JobEnvironment job = a_job();
-  job.dynamic_cluster = true;
+  job.launch_mode = LaunchMode::dynamic_cluster;
   job.sched_port = 21234;
   return job;
 }

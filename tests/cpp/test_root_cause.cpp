@@ -253,3 +253,31 @@ TEST_CASE("failure report: the root cause of the failed rank, with its log path"
   CHECK(has(report, "EI0006: Getting socket timed out."));
   CHECK(!has(report, "C++ Call Stack"));
 }
+
+TEST_CASE("a C++ fatal record is the error when no traceback precedes it", "[root_cause]") {
+  // TensorFlow's layout, with its timestamp; then glog's and absl's; then look-alikes that are not.
+  const RootCause tf = find_root_cause(
+      "epoch 1\n"
+      "2026-12-05 10:00:00.123456: F tensorflow/core/framework/tensor_shape.cc:187] Check failed: size >= 0 "
+      "(-1 vs. 0)\n"
+      "Aborted (core dumped)\n");
+  CHECK(tf.found);
+  CHECK(tf.exception == "F tensorflow/core/framework/tensor_shape.cc:187] Check failed: size >= 0 (-1 vs. 0)");
+  CHECK(has(tf.text, "Check failed"));
+  const RootCause glog = find_root_cause("[rank1]: F1205 10:00:00.123456  4711 op_kernel.cc:12] Check failed: ok\n");
+  CHECK(glog.exception == "F1205 10:00:00.123456  4711 op_kernel.cc:12] Check failed: ok");
+  for (const char* not_fatal :
+       {"F means fine] ok\n", "Finished epoch 3: loss 0.1\n",
+        "2026-12-05 10:00:00.123456: E tensorflow/core/x.cc:1] an error, not fatal\n", "F x:12] no file name\n"}) {
+    INFO(not_fatal);
+    const RootCause c = find_root_cause(not_fatal);
+    CHECK_FALSE(c.found);
+    CHECK(c.exception.empty());
+  }
+  // A traceback's exception stays the error; the record is shown beside it.
+  const RootCause both = find_root_cause(
+      "2026-12-05 10:00:00.1: F tensorflow/core/a.cc:9] Check failed: x\n"
+      "Traceback (most recent call last):\n  File \"t.py\", line 1, in <module>\nValueError: late\n");
+  CHECK(both.exception == "ValueError: late");
+  CHECK(has(both.text, "Check failed: x"));
+}

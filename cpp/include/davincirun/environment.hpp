@@ -4,6 +4,7 @@
 // source of that fact, is in docs/environment.md.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -12,8 +13,40 @@
 #include <vector>
 
 #include "davincirun/device_allocation.hpp"
+#include "davincirun/enum_names.hpp"
 
 namespace davincirun {
+
+/// How the ranks of a job find each other (docs/environment.md has each
+/// variable's reader and source).
+enum class LaunchMode {
+  /// One process per device, each told the rank table and its identity
+  /// (RANK_TABLE_FILE, RANK_ID, DEVICE_ID...: HCCL's rendezvous, read by
+  /// MindSpore, TensorFlow's adapter and torch_npu) and MASTER_ADDR/MASTER_PORT
+  /// (torch.distributed's env:// rendezvous).
+  rank_table,
+  /// MindSpore's dynamic cluster, as its msrun starts it (MindSpore >= 2.0;
+  /// the only distributed mode of its CPU backend): the same processes as
+  /// workers (MS_ROLE=MS_WORKER, MS_NODE_ID = RANK_ID) plus one scheduler
+  /// process on the server of rank 0 running the same command with
+  /// MS_ROLE=MS_SCHED; every process gets MS_SCHED_HOST, MS_SCHED_PORT and
+  /// MS_WORKER_NUM. The scheduler is a member of the job like a rank
+  /// (ProcessRole::scheduler). docs/mindspore.md.
+  dynamic_cluster,
+  /// rank_table plus TF_CONFIG, TensorFlow's cluster description, which its
+  /// MultiWorkerMirroredStrategy reads (tensorflow/python/distribute/
+  /// cluster_resolver/tfconfig_cluster_resolver.py): every rank a "worker"
+  /// at host:port, in rank order; this rank its task. docs/tensorflow.md.
+  tf_config,
+  /// CANN's rank-table-free mode for TensorFlow on NPUs: CM_CHIEF_IP,
+  /// CM_CHIEF_PORT, CM_CHIEF_DEVICE, CM_WORKER_IP and CM_WORKER_SIZE instead
+  /// of RANK_TABLE_FILE, RANK_ID and RANK_SIZE, which CANN forbids alongside
+  /// them (CANN environment variable reference, envref_07_0050..0054).
+  cm,
+};
+
+/// to_string(): "rank-table", "dynamic-cluster", "tf-config" or "cm", as the front ends spell the option.
+DAVINCIRUN_ENUM_NAMES(LaunchMode, "rank-table", "dynamic-cluster", "tf-config", "cm");
 
 /// An environment block: ordered "NAME=value" entries with unique names.
 class Environment {
@@ -53,10 +86,11 @@ struct JobEnvironment {
   /// and this machine's address on it; both empty for none.
   std::string socket_interface;
   std::string socket_address;
-  /// MindSpore's dynamic cluster (LaunchMode::dynamic_cluster): when true,
-  /// every process gets MS_SCHED_HOST = master_addr, MS_SCHED_PORT =
-  /// sched_port, MS_WORKER_NUM = world_size, and MS_ROLE.
-  bool dynamic_cluster = false;
+  /// Which variables below the ranks get besides the rank table's.
+  LaunchMode launch_mode = LaunchMode::rank_table;
+  /// MindSpore's dynamic cluster (LaunchMode::dynamic_cluster): every
+  /// process gets MS_SCHED_HOST = master_addr, MS_SCHED_PORT = sched_port,
+  /// MS_WORKER_NUM = world_size, and MS_ROLE.
   int sched_port = 0;  ///< MS_SCHED_PORT
   /// MS_TOPO_TIMEOUT when unset (dynamic cluster): seconds MindSpore's
   /// processes wait for the cluster to form, which msrun sets from its
@@ -76,6 +110,14 @@ struct JobEnvironment {
   /// attempt, set anew for each later one by the job's supervisor process.
   int max_restarts = 0;
   int restart_count = 0;
+  /// LaunchMode::tf_config: TF_CONFIG's "cluster" value, the JSON object
+  /// {"worker": ["<host>:<port>", ...]} listing every rank in rank order
+  /// (launch_modes.cpp says where hosts and ports come from).
+  std::string tf_cluster_json;
+  /// LaunchMode::cm (CM_CHIEF_IP is master_addr, CM_WORKER_SIZE world_size):
+  int cm_chief_port = 0;     ///< CM_CHIEF_PORT: where rank 0's process listens
+  int cm_chief_device = 0;   ///< CM_CHIEF_DEVICE: rank 0's logical device id on its server
+  std::string cm_worker_ip;  ///< CM_WORKER_IP: this server's address, as the chief reaches it
 };
 
 /// OMP_NUM_THREADS a rank gets when it is unset and its server runs more
@@ -85,10 +127,13 @@ struct JobEnvironment {
 /// many OpenMP threads as the machine has cores.
 inline constexpr int default_omp_num_threads = 1;
 
-/// Variables of MindSpore's dynamic-cluster mode, removed from the inherited
-/// environment (and set anew in dynamic-cluster mode): a platform launcher
-/// may leave them set, and then MindSpore tries to bind a scheduler port
-/// ("Address already in use") instead of reading the rank table.
+/// Variables of the launch modes, removed from the inherited environment
+/// (and set anew by the mode that uses them): a platform launcher may leave
+/// them set for its own process, and they would mislead every rank.
+/// MindSpore's MS_* then tries to bind a scheduler port ("Address already in
+/// use") instead of reading the rank table; a TF_CONFIG describes another
+/// cluster (and an Estimator reading one without a chief fails); CANN's
+/// CM_* beside RANK_TABLE_FILE is an error.
 const std::vector<std::string_view>& scrubbed_variable_names();
 
 /// Default HCCL_CONNECT_TIMEOUT in seconds when the user set none: 1800, as
@@ -107,7 +152,7 @@ inline constexpr int default_hccl_connect_timeout_s = 1800;
 ///     TORCHELASTIC_RUN_ID=job.job_id, TORCHELASTIC_MAX_RESTARTS=job.max_restarts,
 ///     TORCHELASTIC_USE_AGENT_STORE=False (no agent hosts a TCPStore here:
 ///     rank 0 creates it at MASTER_PORT), TORCH_NCCL_ASYNC_ERROR_HANDLING=1;
-///     with job.dynamic_cluster and job.topo_timeout_s > 0, MS_TOPO_TIMEOUT;
+///     in dynamic-cluster mode with job.topo_timeout_s > 0, MS_TOPO_TIMEOUT;
 ///     with job.socket_interface, GLOO_SOCKET_IFNAME=<name>,
 ///     NCCL_SOCKET_IFNAME==<name>, and HCCL_SOCKET_IFNAME==<name> with
 ///     HCCL_IF_IP=<address>, each kept when set in `inherited` or `extra`;
@@ -121,10 +166,16 @@ inline constexpr int default_hccl_connect_timeout_s = 1800;
 ///     per-rank names GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK (= RANK, one
 ///     role), ROLE_WORLD_SIZE (= WORLD_SIZE), TORCHELASTIC_RESTART_COUNT
 ///     (an inherited value belongs to another launch, such as a torchrun
-///     that started davincirun, and would be wrong for every rank); with
-///     `job.dynamic_cluster` also MS_ROLE=MS_WORKER, MS_NODE_ID (= RANK_ID),
-///     MS_SCHED_HOST, MS_SCHED_PORT, MS_WORKER_NUM, as msrun sets them
-///     (MindSpore 2.10 parallel/cluster/process_entity/_api.py).
+///     that started davincirun, and would be wrong for every rank); then
+///     per job.launch_mode: dynamic-cluster also MS_ROLE=MS_WORKER,
+///     MS_NODE_ID (= RANK_ID), MS_SCHED_HOST, MS_SCHED_PORT, MS_WORKER_NUM,
+///     as msrun sets them (MindSpore 2.10 parallel/cluster/process_entity/
+///     _api.py); tf-config also TF_CONFIG = {"cluster": <job.tf_cluster_json>,
+///     "task": {"type": "worker", "index": RANK}}; cm also CM_CHIEF_IP
+///     (master_addr), CM_CHIEF_PORT, CM_CHIEF_DEVICE, CM_WORKER_IP,
+///     CM_WORKER_SIZE (world_size), and RANK_TABLE_FILE, RANK_ID and
+///     RANK_SIZE removed, even when `extra` names them, since CANN refuses
+///     them beside the CM_* variables.
 /// For MindSpore's scheduler (`rank.role` ProcessRole::scheduler) layer 4 is
 /// what msrun gives its scheduler: MS_ROLE=MS_SCHED, MS_SCHED_HOST,
 /// MS_SCHED_PORT, MS_WORKER_NUM, RANK_ID=0, RANK_SIZE, plus RANK_TABLE_FILE,
@@ -158,6 +209,10 @@ int parse_port(std::string_view name, const std::string& text);
 /// A TCP port on `host` that was free a moment ago (bind to port 0, read it,
 /// close). Throws SystemError when no socket can be bound.
 int find_free_port(const std::string& host = "127.0.0.1");
+
+/// `count` TCP ports on `host` that were free a moment ago, no two alike:
+/// each socket stays bound until all are found. Throws SystemError.
+std::vector<int> find_free_ports(const std::string& host, std::size_t count);
 
 /// First and last port derived_port() gives: below Linux's default
 /// ephemeral range (32768-60999, net.ipv4.ip_local_port_range), where the

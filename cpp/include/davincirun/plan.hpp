@@ -35,27 +35,8 @@ inline constexpr std::chrono::milliseconds max_wait_timeout{365LL * 86'400'000};
 /// DAVINCIRUN_LOCK_DIR variable, LaunchOptions::device_lock_dir; device_lock.hpp).
 inline constexpr const char* default_device_lock_dir = "/tmp/davincirun-locks";
 
-/// How the ranks of a job find each other (docs/mindspore.md).
-enum class LaunchMode {
-  /// One process per device, each told the rank table and its identity
-  /// (RANK_TABLE_FILE, RANK_ID, DEVICE_ID...: HCCL's rendezvous, read by
-  /// MindSpore, TensorFlow and torch_npu) and MASTER_ADDR/MASTER_PORT
-  /// (torch.distributed's env:// rendezvous).
-  rank_table,
-  /// MindSpore's dynamic cluster, as its msrun starts it (MindSpore >= 2.0;
-  /// the only distributed mode of its CPU backend): the same processes as
-  /// workers (MS_ROLE=MS_WORKER, MS_NODE_ID = RANK_ID) plus one scheduler
-  /// process on the server of rank 0 running the same command with
-  /// MS_ROLE=MS_SCHED; every process gets MS_SCHED_HOST, MS_SCHED_PORT and
-  /// MS_WORKER_NUM (environment.hpp). The scheduler is a member of the job
-  /// like a rank (ProcessRole::scheduler).
-  dynamic_cluster,
-};
-
-/// to_string(): "rank-table" or "dynamic-cluster", as the front ends spell the option.
-DAVINCIRUN_ENUM_NAMES(LaunchMode, "rank-table", "dynamic-cluster");
-/// The mode of a text to_string() gives. Throws OptionError("launch_mode")
-/// naming both modes for any other text.
+/// The mode of a text to_string() (environment.hpp) gives. Throws
+/// OptionError("launch_mode") naming every mode for any other text.
 LaunchMode parse_launch_mode(std::string_view text);
 
 /// Most ranks --nproc may ask for on one machine.
@@ -231,7 +212,8 @@ constexpr auto fields_of(const LaunchOptions*) {
       field("launch_mode", &L::launch_mode,
             "rank-table (default): each rank reads the table; dynamic-cluster: MindSpore's dynamic cluster, as msrun "
             "starts it: the ranks as workers plus a scheduler ([sched], scheduler.log) on the server of rank 0 "
-            "(docs/mindspore.md)")
+            "(docs/mindspore.md); tf-config: TensorFlow's TF_CONFIG for MultiWorkerMirroredStrategy; cm: CANN's "
+            "rank-table-free CM_* variables for TensorFlow on NPUs (docs/tensorflow.md)")
           .flag("MODE"),
       field("nproc", &L::nproc, "no rank table: N ranks on this machine").flag("N", 0, "a number of ranks, e.g. 2"),
       field("devices", &L::devices,
@@ -347,7 +329,9 @@ constexpr auto fields_of(const PeerPlan*) {
 /// (a listening socket of a leftover, connections in TIME_WAIT).
 struct AttemptPorts {
   /// The variables to set per attempt: MASTER_PORT and, in dynamic-cluster
-  /// mode, MS_SCHED_PORT, unless the user set them (a user's port is kept).
+  /// mode, MS_SCHED_PORT, in cm mode CM_CHIEF_PORT, unless the user set them
+  /// (a user's port is kept). TF_CONFIG's ports stay: each is one rank's own
+  /// listening socket, which its restarted process binds again.
   std::vector<std::string> names;
   /// Several launchers (one per server or pod): what every one of them
   /// derives the same port from (the table's digest, as for the first

@@ -28,6 +28,11 @@
 //    code is E, a letter for the component, four digits, then ':' or a
 //    space), each with its indented message lines ("Solution: ...",
 //    "TraceBack (most recent call last):", ...), the same line once;
+//  - fatal records of a C++ log, which abort the process without a Python
+//    traceback: TensorFlow's "2024-05-01 10:00:00.123456: F tensorflow/
+//    core/framework/tensor_shape.cc:187] Check failed: ..." and glog's or
+//    absl's "F0501 10:00:00.123456 1234 file.cc:12] ..." (the latest few,
+//    distinct);
 //  - torchrun's "Root Cause (first observed failure):" section;
 //  - the log's last lines (its trailing blank lines not counted).
 //
@@ -51,6 +56,13 @@
 //    the CANN error-reporting API (ReportPredefinedErrMsg,
 //    ReportInnerErrMsg) and troubleshooting guide ("AI Core Error"),
 //    hiascend.com.
+//  - TensorFlow: its Python errors are exceptions of
+//    tensorflow.python.framework.errors_impl ("...InvalidArgumentError:
+//    ..."), shown as any exception; its C++ log records are "<date> <time>:
+//    <severity letter> <file>:<line>] <message>" (platform/default/
+//    logging.cc: under tensorflow/core in 1.15, tsl in 2.x), F being fatal
+//    ("Check failed:");
+//    recorded from TensorFlow 1.15.5 and 2.21 in tests/data/failure_logs/.
 //  - PyTorch: torch.distributed.elastic's ChildFailedError summary ("Root
 //    Cause (first observed failure):" between rules of '='), its "[rankN]:"
 //    line prefixes, and c10's "Exception raised from ..." frames,
@@ -71,8 +83,8 @@ struct RootCauseLimits {
   /// sequence) and ends with "…".
   static constexpr std::size_t line_bytes = 400;
   /// Lines of the block, "..." markers not counted. The parts are taken in
-  /// this order until it is reached: exception, earlier exception, error
-  /// codes, sections, traceback head, last lines (the newest first).
+  /// this order until it is reached: exception, earlier exception, fatal
+  /// records, error codes, sections, traceback head, last lines (the newest first).
   static constexpr std::size_t lines = 64;
   /// Lines of an exception (its first line included).
   static constexpr std::size_t exception_lines = 8;
@@ -81,6 +93,8 @@ struct RootCauseLimits {
   /// Distinct error-code lines, the latest kept, and message lines of each.
   static constexpr std::size_t error_codes = 6;
   static constexpr std::size_t error_code_message_lines = 3;
+  /// Distinct fatal records of a C++ log, the latest kept.
+  static constexpr std::size_t fatal_records = 3;
   /// Content lines of each section.
   static constexpr std::size_t section_lines = 12;
   /// The largest `tail_lines` taken.
@@ -96,17 +110,19 @@ struct RootCause {
   /// space), at most RootCauseLimits::lines lines of at most line_bytes
   /// bytes, plus "..." lines. Empty only for a log with no visible line.
   std::string text;
-  /// The exception line, without a traceback prefix: "RuntimeError: ...".
-  /// When the last exception's message is empty (ChildFailedError: ) and
-  /// an earlier one is shown, that one. Empty without a traceback.
+  /// The error that ended the process: the exception line, without a
+  /// traceback prefix ("RuntimeError: ..."); when the last exception's
+  /// message is empty (ChildFailedError: ) and an earlier one is shown, that
+  /// one; without a traceback, the last fatal record of a C++ log, from its
+  /// severity letter on ("F tensorflow/...] Check failed: ..."). Else empty.
   std::string exception;
   /// The most telling CANN error-code line ("EI0006: ..."): of the latest
   /// RootCauseLimits::error_codes distinct ones, the first (in the log's
   /// order) that says more than "Inner Error!", else the first. Empty
   /// without one.
   std::string error_code;
-  /// A traceback, an error code or a section was found: `text` is more
-  /// than the last lines.
+  /// A traceback, a fatal record, an error code or a section was found:
+  /// `text` is more than the last lines.
   bool found = false;
   /// Where it was found: "its log", or "its torch error file" (rank_root_cause()).
   std::string source = "its log";

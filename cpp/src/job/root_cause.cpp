@@ -95,6 +95,37 @@ bool is_error_code_line(std::string_view s) {
   return s[6] == ':' || s[6] == ' ';
 }
 
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// A fatal record of a C++ log, which aborts the process with no Python
+// traceback: TensorFlow's "<date> <time>: F <file>:<line>] <message>" and
+// glog's or absl's "F<MMDD> <time> <thread> <file>:<line>] <message>"
+// (TensorFlow's "Check failed: ..."). Returns the text from its severity
+// letter on, or an empty view.
+std::string_view fatal_record(std::string_view s) {
+  s = without_bracket_prefix(s);
+  // TensorFlow's own timestamp, "2024-05-01 10:00:00.123456: ".
+  if (s.size() > 21 && s[4] == '-' && s[7] == '-' && s[10] == ' ' && s[13] == ':') {
+    const std::size_t colon = s.find(": ", 19);
+    if (colon == npos || colon > 32) return {};
+    s.remove_prefix(colon + 2);
+  }
+  if (s.size() < 8 || s[0] != 'F') return {};
+  const bool tf_style = s[1] == ' ';
+  const bool glog_style = all_digits(s.substr(1, 4)) && s.size() > 5 && s[5] == ' ';
+  if (!tf_style && !glog_style) return {};
+  // "<file>:<line>] " before the message, within the record's head.
+  const std::size_t close = s.find("] ");
+  if (close == npos || close > 160) return {};
+  const std::size_t colon = s.rfind(':', close);
+  if (colon == npos || !all_digits(s.substr(colon + 1, close - colon - 1)) || s.substr(0, colon).find('.') == npos) {
+    return {};
+  }
+  return trim(s);
+}
+
 enum class Section { none, error_message, call_stack, torch_root_cause };
 
 Section section_of(std::string_view s) {
@@ -264,6 +295,20 @@ void add_error_codes(const Lines& lines, Picker& pick, RootCause& out) {
   out.error_code = first;
 }
 
+// The latest fatal records of a C++ log, distinct; the last one is the
+// error that ended the process when no traceback says otherwise.
+bool add_fatal_records(const Lines& lines, Picker& pick, RootCause& out) {
+  std::vector<std::string_view> seen;
+  for (std::size_t i = lines.size(); i-- > 0 && seen.size() < Limits::fatal_records;) {
+    const std::string_view record = fatal_record(lines[i]);
+    if (record.empty() || std::find(seen.begin(), seen.end(), record) != seen.end()) continue;
+    if (seen.empty() && out.exception.empty()) out.exception = std::string(record);
+    seen.push_back(record);
+    pick.add(i);
+  }
+  return !seen.empty();
+}
+
 // The last section of each header ("- Ascend Error Message:", "- Framework
 // Error Message:", "Root Cause (first observed failure):"), without rules.
 bool add_sections(const Lines& lines, Picker& pick) {
@@ -305,10 +350,11 @@ RootCause find_root_cause(std::string_view log, std::size_t tail_lines) {
     if (tb.exception != npos) pick.add_range(tb.exception, tb.exception_end);
     add_earlier_exception(lines, tb, pick, out);
   }
+  const bool fatal = add_fatal_records(lines, pick, out);
   add_error_codes(lines, pick, out);
   const bool sections = add_sections(lines, pick);
   if (head != npos) add_traceback_head(lines, tb, pick);
-  out.found = head != npos || !out.error_code.empty() || sections;
+  out.found = head != npos || fatal || !out.error_code.empty() || sections;
 
   std::size_t end = lines.size();
   while (end > 0 && trim(lines[end - 1]).empty()) --end;

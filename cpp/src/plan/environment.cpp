@@ -86,8 +86,9 @@ const std::vector<std::string_view>& identity_variable_names() {
 }
 
 const std::vector<std::string_view>& scrubbed_variable_names() {
-  static const std::vector<std::string_view> names = {"MS_ROLE", "MS_SCHED_HOST", "MS_SCHED_PORT", "MS_WORKER_NUM",
-                                                      "MS_NODE_ID"};
+  static const std::vector<std::string_view> names = {
+      "MS_ROLE",     "MS_SCHED_HOST", "MS_SCHED_PORT",   "MS_WORKER_NUM", "MS_NODE_ID",    "TF_CONFIG",
+      "CM_CHIEF_IP", "CM_CHIEF_PORT", "CM_CHIEF_DEVICE", "CM_WORKER_IP",  "CM_WORKER_SIZE"};
   return names;
 }
 
@@ -134,15 +135,15 @@ Environment rank_environment(const Environment& inherited, const JobEnvironment&
   env.set_default("TORCHELASTIC_MAX_RESTARTS", std::to_string(job.max_restarts));
   env.set_default("TORCHELASTIC_USE_AGENT_STORE", "False");  // Python's str(False), as torchrun writes it
   env.set_default("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
-  if (job.dynamic_cluster && job.topo_timeout_s > 0)
-    env.set_default("MS_TOPO_TIMEOUT", std::to_string(job.topo_timeout_s));
+  const bool dynamic_cluster = job.launch_mode == LaunchMode::dynamic_cluster;
+  if (dynamic_cluster && job.topo_timeout_s > 0) env.set_default("MS_TOPO_TIMEOUT", std::to_string(job.topo_timeout_s));
   for (const auto& [name, value] : extra) env.set(name, value);
 
   env.set("RANK_TABLE_FILE", job.rank_table_file);
   env.set("RANK_SIZE", std::to_string(job.world_size));
   env.set("JOB_ID", job.job_id);
   env.set("DAVINCIRUN_RESTART_COUNT", std::to_string(job.restart_count));
-  if (job.dynamic_cluster) {
+  if (dynamic_cluster) {
     env.set("MS_ROLE", rank.role == ProcessRole::scheduler ? "MS_SCHED" : "MS_WORKER");
     env.set("MS_SCHED_HOST", job.master_addr);
     env.set("MS_SCHED_PORT", std::to_string(job.sched_port));
@@ -157,7 +158,7 @@ Environment rank_environment(const Environment& inherited, const JobEnvironment&
     }
     return env;
   }
-  if (job.dynamic_cluster) env.set("MS_NODE_ID", std::to_string(rank.rank));
+  if (dynamic_cluster) env.set("MS_NODE_ID", std::to_string(rank.rank));
 
   const std::string rank_id = std::to_string(rank.rank);
   const std::string logical = std::to_string(rank.logical_device_id);
@@ -176,6 +177,18 @@ Environment rank_environment(const Environment& inherited, const JobEnvironment&
   env.set("ROLE_RANK", rank_id);
   env.set("ROLE_WORLD_SIZE", std::to_string(job.world_size));
   env.set("TORCHELASTIC_RESTART_COUNT", std::to_string(job.restart_count));
+  if (job.launch_mode == LaunchMode::tf_config) {
+    // TensorFlow takes the first worker as the chief when the cluster names none.
+    env.set("TF_CONFIG",
+            fmt::format(R"({{"cluster":{},"task":{{"type":"worker","index":{}}}}})", job.tf_cluster_json, rank.rank));
+  } else if (job.launch_mode == LaunchMode::cm) {
+    env.set("CM_CHIEF_IP", job.master_addr);
+    env.set("CM_CHIEF_PORT", std::to_string(job.cm_chief_port));
+    env.set("CM_CHIEF_DEVICE", std::to_string(job.cm_chief_device));
+    env.set("CM_WORKER_IP", job.cm_worker_ip);
+    env.set("CM_WORKER_SIZE", std::to_string(job.world_size));
+    for (const char* name : {"RANK_TABLE_FILE", "RANK_ID", "RANK_SIZE"}) env.unset(name);
+  }
   return env;
 }
 

@@ -17,6 +17,7 @@
 #include "davincirun/errors.hpp"
 #include "davincirun/rank_table_loader.hpp"
 #include "davincirun/socket_interface.hpp"
+#include "plan/launch_modes.hpp"
 #include "plan/peer_plan.hpp"
 #include "plan/plan_tables.hpp"
 
@@ -84,21 +85,19 @@ int rendezvous_port(const Environment& env, std::string_view name, const JobEnvi
   }
   if (!found_free && job.rank_start == 0) {
     check_port_free(port, name,
-                    name == "MS_SCHED_PORT" ? "MindSpore's scheduler listens on it here, the server of rank 0"
-                                            : "rank 0 listens on it here for torch.distributed's rendezvous");
+                    name == "MS_SCHED_PORT"   ? "MindSpore's scheduler listens on it here, the server of rank 0"
+                    : name == "CM_CHIEF_PORT" ? "rank 0's process listens on it here for CANN's cluster set-up"
+                                              : "rank 0 listens on it here for torch.distributed's rendezvous");
   }
   return port;
 }
 
 // MASTER_ADDR: loopback when every rank runs here; otherwise the address of
-// the server holding rank 0 (its host_ip, else container_ip, else server_id).
+// the server holding rank 0 (detail::server_address()).
 std::string master_address(const RankTable& table) {
   if (table.servers.size() == 1) return "127.0.0.1";
   for (const auto& server : table.servers) {
-    if (server.rank_start != 0) continue;
-    if (server.host_ip) return *server.host_ip;
-    if (server.container_ip) return *server.container_ip;
-    return server.server_id;
+    if (server.rank_start == 0) return detail::server_address(server);
   }
   return table.servers.front().server_id;
 }
@@ -133,9 +132,17 @@ std::string device_lock_dir_from(const Environment& env, const std::string& conf
 // What the options ask that has no effect, for LaunchPlan::warnings.
 std::vector<std::string> option_warnings(const LaunchOptions& options) {
   std::vector<std::string> warnings;
+  const LaunchMode mode = options.launch_mode;
   for (const auto& [name, value] : options.env) {
     const auto& identity = identity_variable_names();
-    if (std::find(identity.begin(), identity.end(), name) != identity.end()) {
+    const bool cm_refused =
+        mode == LaunchMode::cm && (name == "RANK_TABLE_FILE" || name == "RANK_ID" || name == "RANK_SIZE");
+    const bool mode_sets = (mode == LaunchMode::tf_config && name == "TF_CONFIG") ||
+                           (mode == LaunchMode::cm && name.rfind("CM_", 0) == 0 && name != "CM_CHIEF_PORT");
+    if (cm_refused) {
+      warnings.push_back(fmt::format(
+          "{} is removed from every rank in launch mode cm: CANN refuses it beside the CM_* variables", name));
+    } else if (mode_sets || std::find(identity.begin(), identity.end(), name) != identity.end()) {
       warnings.push_back(
           fmt::format("{} has no effect among the extra variables: the launcher sets it for each rank", name));
     }
@@ -279,8 +286,9 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
       job.socket_address = interface->address;
     }
   }
-  job.dynamic_cluster = options.launch_mode == LaunchMode::dynamic_cluster;
-  if (job.dynamic_cluster) {
+  job.launch_mode = options.launch_mode;
+  const bool dynamic_cluster = job.launch_mode == LaunchMode::dynamic_cluster;
+  if (dynamic_cluster) {
     job.topo_timeout_s = static_cast<int>((options.wait_timeout.count() + 999) / 1000);
     job.sched_port = rendezvous_port(with_extra, "MS_SCHED_PORT", job, several_launchers, digest);
     // Workers keep MASTER_PORT (set, never bound by MindSpore): the user's, or a free one.
@@ -290,14 +298,23 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   } else {
     job.master_port = rendezvous_port(with_extra, "MASTER_PORT", job, several_launchers, digest);
   }
+  if (job.launch_mode == LaunchMode::cm) {
+    job.cm_chief_port = rendezvous_port(with_extra, "CM_CHIEF_PORT", job, several_launchers, digest);
+    detail::plan_cm(job, plan.table, local, plan.ranks);
+  } else if (job.launch_mode == LaunchMode::tf_config) {
+    job.tf_cluster_json =
+        detail::tf_cluster_json(plan.table, local, job.job_id, several_launchers ? digest : std::string());
+  }
   plan.attempt_ports.seed = several_launchers ? digest : std::string();
   plan.attempt_ports.host = job.master_addr;
-  for (const char* name : {"MASTER_PORT", "MS_SCHED_PORT"}) {
-    const bool used = job.dynamic_cluster || std::string_view(name) == "MASTER_PORT";
+  for (const char* name : {"MASTER_PORT", "MS_SCHED_PORT", "CM_CHIEF_PORT"}) {
+    const std::string_view n = name;
+    const bool used = n == "MASTER_PORT" || (n == "MS_SCHED_PORT" && dynamic_cluster) ||
+                      (n == "CM_CHIEF_PORT" && job.launch_mode == LaunchMode::cm);
     if (used && with_extra.get(name).value_or("").empty()) plan.attempt_ports.names.emplace_back(name);
   }
   job.max_restarts = options.supervisor.max_restarts;
-  if (job.dynamic_cluster && job.rank_start == 0) {
+  if (dynamic_cluster && job.rank_start == 0) {
     // MindSpore's scheduler runs with the server of rank 0, as msrun starts
     // it on the node whose address is --master_addr.
     RankAssignment scheduler;

@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -35,8 +37,12 @@ int parse_port(std::string_view name, const std::string& text) {
   return static_cast<int>(port);
 }
 
-int find_free_port(const std::string& host) {
-  const UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+namespace {
+
+// A socket bound to a port the kernel chose on `host` (loopback when `host`
+// is not an IPv4 literal), and that port.
+std::pair<UniqueFd, int> bind_free_port(const std::string& host) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) throw SystemError("socket", errno);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -47,7 +53,22 @@ int find_free_port(const std::string& host) {
   }
   socklen_t len = sizeof addr;
   if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) throw SystemError("getsockname", errno);
-  return ntohs(addr.sin_port);
+  return {std::move(fd), ntohs(addr.sin_port)};
+}
+
+}  // namespace
+
+int find_free_port(const std::string& host) { return bind_free_port(host).second; }
+
+std::vector<int> find_free_ports(const std::string& host, std::size_t count) {
+  std::vector<UniqueFd> held;
+  std::vector<int> ports;
+  for (std::size_t i = 0; i < count; ++i) {
+    auto [fd, port] = bind_free_port(host);
+    held.push_back(std::move(fd));
+    ports.push_back(port);
+  }
+  return ports;
 }
 
 int derived_port(std::string_view table_json, std::string_view job_id, std::string_view purpose) {
