@@ -281,3 +281,25 @@ TEST_CASE("a C++ fatal record is the error when no traceback precedes it", "[roo
   CHECK(both.exception == "ValueError: late");
   CHECK(has(both.text, "Check failed: x"));
 }
+
+TEST_CASE("root cause of TensorFlow errors: its Python errors and its fatal C++ records", "[root_cause]") {
+  const RootCause tf2 = read_root_cause(layout("tensorflow2_invalid_argument.log"));
+  check_bounds(tf2);
+  CHECK(tf2.exception.rfind("tensorflow.python.framework.errors_impl.InvalidArgumentError: ", 0) == 0);
+  CHECK(has(tf2.exception, "Input to reshape is a tensor with 3 values, but the requested shape has 2"));
+  const RootCause tf1 = read_root_cause(layout("tensorflow1_invalid_argument.log"));
+  check_bounds(tf1);
+  CHECK(tf1.exception ==
+        "tensorflow.python.framework.errors_impl.InvalidArgumentError: Input to reshape is a tensor with 3 values, "
+        "but the requested shape has 2");
+  // The fatal record is the error of a process that aborted, shown among TensorFlow's info records.
+  const RootCause check1 = read_root_cause(layout("tensorflow1_check_failed.log"));
+  CHECK(check1.found);
+  CHECK(check1.exception ==
+        "F tensorflow/core/kernels/ctc_decoder_ops.cc:41] Check failed: 0 < m.dimension(1) (0 vs. 0)");
+  const RootCause check2 = read_root_cause(layout("tensorflow2_check_failed.log"));
+  check_bounds(check2);
+  CHECK(check2.exception.rfind("F0000 00:00:", 0) == 0);
+  CHECK(has(check2.exception, "tensor_shape.cc:362] Check failed: d < dims() (1 vs. 0)"));
+  CHECK(has(check2.text, "Check failed"));
+}
