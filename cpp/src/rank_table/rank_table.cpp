@@ -242,12 +242,8 @@ std::vector<RankTableDevice> Checker::devices(const Json& list, const std::strin
   }
   std::vector<RankTableDevice> out;
   out.reserve(list.size());
-  std::string at = pointer;  // one buffer for every device's pointer
-  for (std::size_t j = 0; j < list.size(); ++j) {
-    at.resize(pointer.size());
-    append_index(at, j);
-    out.push_back(device(list[j], at));
-  }
+  for_each_element(list, pointer,
+                   [&](const Json& element, const std::string& at) { out.push_back(device(element, at)); });
   return out;
 }
 

@@ -37,6 +37,18 @@ std::string child(const std::string& pointer, std::size_t index);
 /// The same, appended to `pointer` in place (a reused buffer allocates nothing).
 void append_key(std::string& pointer, std::string_view key);
 void append_index(std::string& pointer, std::size_t index);
+/// Calls fn(element, its pointer) for each element of the array `list` at
+/// `pointer`, the pointers made in one reused buffer: a table of 65,536
+/// ranks allocates one, not one per rank.
+template <typename Fn>
+void for_each_element(const Json& list, const std::string& pointer, Fn&& fn) {
+  std::string at = pointer;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    at.resize(pointer.size());
+    append_index(at, i);
+    fn(list[i], at);
+  }
+}
 /// The top-level "status" of a JSON document, when it is an object with a
 /// string status; nullopt otherwise (never throws).
 std::optional<std::string> top_level_status(std::string_view text);

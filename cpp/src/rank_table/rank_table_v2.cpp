@@ -48,12 +48,9 @@ RankTable Checker::check_v2(Json doc) {
       expect_array(value, at);
       if (value.empty()) fail(Kind::bad_value, at, "rank_list is empty");
       ranks.reserve(value.size());
-      std::string pointer = at;  // one buffer for every rank's pointer
-      for (std::size_t k = 0; k < value.size(); ++k) {
-        pointer.resize(at.size());
-        append_index(pointer, k);
-        ranks.push_back(v2_rank(value[k], pointer));
-      }
+      for_each_element(value, at, [&](const Json& element, const std::string& pointer) {
+        ranks.push_back(v2_rank(element, pointer));
+      });
     }
     // "version" is checked above; topo_file_path, detour and the like are kept, not read.
   }

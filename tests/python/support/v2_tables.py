@@ -7,6 +7,7 @@ import json
 def v2_rank(rank_id, device_id, layer0, host_ip=None):
     """One rank on NPU `device_id` of the server whose own network is `layer0`,
     with its host address when given."""
+    ipv4 = "172.%d.%d.%d" % (16 + rank_id // 65536, rank_id // 256 % 256, rank_id % 256)
     rank = {"rank_id": rank_id, "device_id": device_id, "local_id": device_id}
     if host_ip is not None:
         rank["host_ip"] = host_ip
@@ -15,7 +16,7 @@ def v2_rank(rank_id, device_id, layer0, host_ip=None):
          "rank_addr_list": [{"addr_type": "EID", "addr": "000000000000000000100000dfdf%04x" % (rank_id % 65536),
                              "ports": ["0/4"], "plane_id": "plane0"}]},
         {"net_layer": 1, "net_instance_id": "az0", "net_type": "CLOS", "net_attr": "",
-         "rank_addr_list": [{"addr_type": "IPV4", "addr": "172.16.%d.%d" % (rank_id // 200, rank_id % 200 + 1),
+         "rank_addr_list": [{"addr_type": "IPV4", "addr": ipv4,
                              "ports": ["1/5", "1/6"]}]},
     ]
     return rank
