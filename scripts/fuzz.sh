@@ -47,7 +47,8 @@ fuzz_one() {
   case $name in
     rank_table)
       # The corpus of earlier runs lived in build/fuzz/corpus itself.
-      seeds=(tests/data/rank_tables/valid tests/data/rank_tables/invalid)
+      seeds=(tests/data/rank_tables/valid tests/data/rank_tables/invalid
+        tests/data/rank_tables_2_0/valid tests/data/rank_tables_2_0/invalid)
       dict=(-dict=tests/fuzz/rank_table.dict) ;;
     peer_message) dict=(-dict=tests/fuzz/peer_message.dict) ;;
     *) echo "fuzz: unknown target '$name' (rank_table, peer_message)" >&2; return 2 ;;

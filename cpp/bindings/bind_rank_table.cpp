@@ -38,7 +38,8 @@ void bind_rank_table(py::module_& m) {
       .def_readonly("rank_id", &RankTableDevice::rank_id)
       .def_readonly("device_ip", &RankTableDevice::device_ip)
       .def_readonly("super_device_id", &RankTableDevice::super_device_id)
-      .def_readonly("pod_name", &RankTableDevice::pod_name);
+      .def_readonly("pod_name", &RankTableDevice::pod_name)
+      .def_readonly("local_id", &RankTableDevice::local_id);
   py::class_<RankTableServer>(m, "RankTableServer")
       .def_readonly("server_id", &RankTableServer::server_id)
       .def_readonly("host_ip", &RankTableServer::host_ip)
@@ -78,7 +79,7 @@ void bind_rank_table(py::module_& m) {
       "(table, resolved file path): the table at a file or directory, waiting for it; the waiting lines name "
       "`no_wait_setting` and `stop_name` as the ways not to wait and to stop.");
   m.def("write_normalized_rank_table", &write_normalized_rank_table, py::arg("table"), py::arg("path"),
-        "Writes the 1.0/1.2 copy ranks read (mode 0600, a new file).");
+        "Writes the copy ranks read (1.0, 1.2 or 2.0; mode 0600, a new file).");
   m.def("write_rank_table_file", &write_rank_table_file, py::arg("table"), py::arg("path"),
         "Writes a table for people and other machines (mode 0644, atomically, replacing `path`).",
         py::call_guard<py::gil_scoped_release>());
@@ -99,7 +100,8 @@ void bind_rank_table(py::module_& m) {
       py::arg("server_id") = std::nullopt, py::arg("devices") = std::nullopt, py::arg("system_root") = "/",
       py::call_guard<py::gil_scoped_release>(), "This machine's devices and addresses as a validated table.");
   m.def("merge_rank_tables", &merge_rank_tables, py::arg("inputs"), py::arg("source"),
-        py::call_guard<py::gil_scoped_release>(), "One validated 1.0 table of the servers of `inputs`, in order.");
+        py::call_guard<py::gil_scoped_release>(),
+        "One validated table of the servers of `inputs`, in order (1.0; 2.0 from 2.0 tables).");
   py::class_<LocalServer>(m, "LocalServer", "This machine's part of a rank table.")
       .def_readonly("index", &LocalServer::index, "Its server's position in the table's servers.")
       .def_readonly("reason", &LocalServer::reason, "Why this machine is that server.")

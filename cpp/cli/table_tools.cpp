@@ -101,8 +101,9 @@ Rank tables (written atomically, mode 0644, after validation):
       interface, else the first IPv4 address of this machine
   davincirun --merge-rank-tables OUT IN...
       OUT: one table of the servers of every IN, in the order given, ranks
-      renumbered consecutively; a server_id or device_ip in two tables, or a
-      device without device_ip, is refused
+      renumbered consecutively (format 2.0 tables: one 2.0 table); a
+      server_id or device_ip in two tables, or a device without device_ip
+      (1.0), is refused
 )";
 }
 

@@ -14,6 +14,9 @@ class RankTableDevice:
     def device_ip(self) -> str | None:
         ...
     @property
+    def local_id(self) -> int | None:
+        ...
+    @property
     def pod_name(self) -> str | None:
         ...
     @property
@@ -800,7 +803,7 @@ def machine_rank_table(server_id: str | None = None, devices: collections.abc.Se
     """
 def merge_rank_tables(inputs: collections.abc.Sequence[str], source: str) -> RankTable:
     """
-    One validated 1.0 table of the servers of `inputs`, in order.
+    One validated table of the servers of `inputs`, in order (1.0; 2.0 from 2.0 tables).
     """
 def parent_pid(pid: typing.SupportsInt | typing.SupportsIndex) -> int | None:
     """
@@ -830,7 +833,7 @@ def wait_for_rank_table(path: str, wait_timeout: typing.SupportsFloat | typing.S
     """
 def write_normalized_rank_table(table: RankTable, path: str) -> None:
     """
-    Writes the 1.0/1.2 copy ranks read (mode 0600, a new file).
+    Writes the copy ranks read (1.0, 1.2 or 2.0; mode 0600, a new file).
     """
 def write_rank_table_file(table: RankTable, path: str) -> None:
     """

@@ -51,8 +51,9 @@ def export_path() -> Optional[str]:
 
 
 def export(table: _core.RankTable) -> str:
-    """Writes `table`'s 1.0 (or 1.2) form, scalars as decimal strings, mode
-    0600, to this process's file and returns its path.
+    """Writes `table`'s 1.0 (or 1.2) form, scalars as decimal strings (a
+    2.0 table: its 2.0 form, integers as JSON integers), mode 0600, to this
+    process's file and returns its path.
 
     Raises:
         LauncherSystemError: the file cannot be written (an ``OSError``).

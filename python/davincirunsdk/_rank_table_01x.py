@@ -214,7 +214,7 @@ class RankTableV0(RankTable):
 
 
 class RankTableV1(RankTable):
-    """A format 1.0 (or 1.2) table: ``rank_table_path`` is the path given,
+    """A format 1.0 (or 1.2, 2.0) table: ``rank_table_path`` is the path given,
     ``rank_table`` the file's JSON.
 
     Raises:

@@ -65,7 +65,7 @@ def generate_rank_table(wait_timeout: float = 300) -> Optional[_core.RankTable]:
     names (a file, or a directory holding ``jobstart_hccl.json`` or
     ``hccl.json``), else, when neither is set, the first of
     :data:`DEFAULT_RANK_TABLE_PATHS` that exists
-    (``/user/config/jobstart_hccl.json``); in any format (0.1, 1.0, 1.2),
+    (``/user/config/jobstart_hccl.json``); in any format (0.1, 1.0, 1.2, 2.0),
     waiting up to ``wait_timeout`` seconds while the platform is still
     writing it.
 
@@ -91,7 +91,8 @@ def generate_rank_table(wait_timeout: float = 300) -> Optional[_core.RankTable]:
 def set_rank_env(rank_table: _core.RankTable) -> Dict[str, str]:
     """Exports `rank_table` for processes started by hand, as in 0.1.x.
 
-    Writes its 1.0 (or 1.2) form, scalars as decimal strings, to this
+    Writes its 1.0 (or 1.2) form, scalars as decimal strings (a 2.0 table:
+    its 2.0 form, integers as JSON integers), to this
     process's one private file (mode 0600, ``hccl.json`` in a 0700 directory
     ``davincirun-rank-table-*`` under ``TMPDIR``, the same for every call,
     replaced atomically, removed when the process exits) and sets in
@@ -164,7 +165,7 @@ def init_rank_table(wait_timeout: float = 300) -> Union[Dict[str, str], bool]:
     ``hccl.json``), else the first of :data:`DEFAULT_RANK_TABLE_PATHS` that
     exists (``/user/config/jobstart_hccl.json``, where 0.1.x looked too),
     waiting up to ``wait_timeout`` seconds for the platform to finish
-    writing it; writes its 1.0 (or 1.2) form to this process's one private
+    writing it; writes its 1.0 (1.2, 2.0) form to this process's one private
     file (see :func:`set_rank_env`: the same file for every call, removed
     when the process exits) and sets ``RANK_TABLE_FILE``, ``RANK_SIZE``, ``RANK_START`` and (unless
     set) ``MA_CURRENT_HOST_IP`` in ``os.environ``.
@@ -264,14 +265,15 @@ def merge_rank_tables(output: PathLike, inputs: Iterable[PathLike]) -> _core.Ran
     Servers come in the order of ``inputs`` (within one input, in its rank
     order); ranks are renumbered consecutively across them, each device
     keeping its place within its server; the result is format 1.0 with
-    ``server_count`` updated, validated by this package's parser, and
+    ``server_count`` updated (format 2.0 tables: a 2.0 table of their ranks,
+    ``rank_count`` updated), validated by this package's parser, and
     written atomically with mode 0644 (docs/rank-tables.md, "Merging
     tables").
 
     Args:
         output (str | os.PathLike): the file to write; may be one of ``inputs``.
         inputs (list[str | os.PathLike]): the tables (formats 0.1 and 1.0,
-            status ``completed``), at least one.
+            or 2.0 only; status ``completed``), at least one.
 
     Returns:
         RankTable: the merged table.
@@ -280,8 +282,10 @@ def merge_rank_tables(output: PathLike, inputs: Iterable[PathLike]) -> _core.Ran
         RankTableError: an input cannot be read or is invalid (naming it);
             kind ``duplicate``: a ``server_id`` or ``device_ip`` in two inputs
             (naming both files and pointers); ``missing``: a device without
-            ``device_ip`` in a merge of several servers; ``unsupported``: a
-            format 1.2 input; ``bad_value``: an input not ``completed``.
+            ``device_ip`` in a 1.0 merge of several servers; ``unsupported``:
+            a format 1.2 input, or 2.0 inputs beside others (naming both);
+            ``inconsistent``: 2.0 inputs with and without ``host_ip``;
+            ``bad_value``: an input not ``completed``.
         OptionTypeError: an argument of the wrong type, or no input.
         LauncherSystemError: ``output`` cannot be written (an ``OSError``).
     """

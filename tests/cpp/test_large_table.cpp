@@ -134,3 +134,33 @@ TEST_CASE("at 65,536 ranks, a duplicate is still named at its first repeat in ta
   CHECK(e.pointer() == some("/server_list/4095/server_id"));
   CHECK_THAT(e.detail(), Catch::Matchers::Contains("(also at /server_list/2/server_id)"));
 }
+
+TEST_CASE("a 2.0 table of 65,536 ranks is grouped into its 4,096 servers and planned for one", "[rank_table][scale]") {
+  TempDir dir;
+  const std::vector<std::string> addresses = davincirun::MachineIdentity::current().addresses;
+  const std::string here = addresses.empty() ? server_id(servers - 1) : addresses.front();
+  Json ranks = Json::array();
+  for (int rank = 0; rank < servers * devices; ++rank) {
+    const int s = rank / devices;
+    ranks.push_back(
+        {{"rank_id", rank},
+         {"device_id", rank % devices},
+         {"local_id", rank % devices},
+         {"host_ip", s == servers - 1 ? here : server_id(s)},
+         {"level_list",
+          {{{"net_layer", 0},
+            {"net_instance_id", "srv" + std::to_string(s)},
+            {"rank_addr_list", {{{"addr_type", "IPV4"}, {"addr", device_ip(rank)}, {"ports", {"0/4"}}}}}}}}});
+  }
+  write_file(dir / "hccl.json",
+             Json({{"version", "2.0"}, {"rank_count", servers * devices}, {"rank_list", std::move(ranks)}}).dump());
+  const LaunchPlan plan = plan_for(dir / "hccl.json", addresses.empty() ? std::optional(here) : std::nullopt, dir);
+  CHECK(plan.table.format == davincirun::RankTableFormat::v2_0);
+  CHECK(plan.table.servers.size() == static_cast<std::size_t>(servers));
+  CHECK(plan.server_index == static_cast<std::size_t>(servers - 1));
+  CHECK(plan.job.rank_start == (servers - 1) * devices);
+  CHECK(plan.job.master_addr == server_id(0));
+  REQUIRE(plan.ranks.size() == static_cast<std::size_t>(devices));
+  CHECK(plan.ranks.back().rank == servers * devices - 1);
+  CHECK(plan.ranks.back().physical_device_id == devices - 1);
+}

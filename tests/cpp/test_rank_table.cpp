@@ -328,13 +328,13 @@ TEST_CASE("the table integer parser takes decimal digits only", "[rank_table]") 
   }
 }
 
-TEST_CASE("version: 1.0 and 1.2 are read, 0.1 is recognised by group_list", "[rank_table]") {
+TEST_CASE("version: 1.0, 1.2 and 2.0 are read, 0.1 is recognised by group_list", "[rank_table]") {
   Json doc = two_servers();
   doc["version"] = "7.3";
   auto e = doc_error(doc);
   CHECK(e.kind() == Kind::unsupported);
   CHECK(e.pointer() == some("/version"));
-  CHECK(e.detail() == R"(unsupported rank table version "7.3" (supported: "1.0", "1.2", and )"
+  CHECK(e.detail() == R"(unsupported rank table version "7.3" (supported: "1.0", "1.2", "2.0", and )"
                       "format 0.1, which has no version)");
 
   doc["version"] = 1.0;

@@ -1,5 +1,6 @@
-// The shared rank table corpus (tests/data/rank_tables/MANIFEST.json), checked
-// under the rules of its "_about": every entry gives exactly its outcome.
+// The shared rank table corpus (tests/data/rank_tables/MANIFEST.json) and the
+// format 2.0 one beside it (tests/data/rank_tables_2_0), checked under the
+// rules of their "_about": every entry gives exactly its outcome.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -67,11 +68,17 @@ void check_same_layout(const RankTable& actual, const RankTable& expected) {
       CHECK(a.devices[j].rank_id == e.devices[j].rank_id);
       CHECK(a.devices[j].device_ip == e.devices[j].device_ip);
       CHECK(a.devices[j].super_device_id == e.devices[j].super_device_id);
+      CHECK(a.devices[j].local_id == e.devices[j].local_id);
     }
   }
 }
 
-void check_valid_entry(const std::string& path, const Json& entry) {
+// The format of the copy for the ranks: 1.x and 2.0 stay, 0.1 becomes 1.0.
+RankTableFormat normalized_format(RankTableFormat read) {
+  return read == RankTableFormat::v0_1 ? RankTableFormat::v1_0 : read;
+}
+
+void check_valid_entry(const std::string& dir, const std::string& path, const Json& entry) {
   LoadedRankTable loaded;
   try {
     loaded = load_once(path);
@@ -95,14 +102,24 @@ void check_valid_entry(const std::string& path, const Json& entry) {
   }
   if (entry.contains("converted_v1")) {
     // The conversion gives the expected 1.0 table, in the RankTable and in the copy for the ranks.
-    const std::string expected_path = corpus_dir + entry.at("converted_v1").get<std::string>();
+    const std::string expected_path = dir + entry.at("converted_v1").get<std::string>();
     check_same_layout(table, load_rank_table(expected_path));
     CHECK(Json::parse(table.normalized_json) == Json::parse(read_text(expected_path)));
   }
-  // The copy for the ranks reads back as the same table, in format 1.x.
+  // The copy for the ranks reads back as the same table, in its format.
   const RankTable copy = parse_rank_table(table.normalized_json, "normalized");
   check_same_layout(copy, table);
-  CHECK(copy.format == (table.format == RankTableFormat::v1_2 ? RankTableFormat::v1_2 : RankTableFormat::v1_0));
+  CHECK(copy.format == normalized_format(table.format));
+  if (entry.contains("kept")) {
+    const Json original = Json::parse(read_text(path));
+    const Json normalized = Json::parse(table.normalized_json);
+    for (const auto& pointer : entry.at("kept")) {
+      CAPTURE(pointer);
+      const auto at = Json::json_pointer(pointer.get<std::string>());
+      REQUIRE(normalized.contains(at));
+      CHECK(normalized.at(at) == original.at(at));
+    }
+  }
 }
 
 void check_error_entry(const std::string& path, const Json& entry) {
@@ -145,10 +162,9 @@ void check_timeout_entry(const std::string& path) {
   CHECK(load_once(path).table.status == "initializing");
 }
 
-}  // namespace
-
-TEST_CASE("every corpus table loads as MANIFEST.json says", "[rank_table]") {
-  const Json manifest = Json::parse(read_text(corpus_dir + "MANIFEST.json"));
+// Checks every entry of `dir`/MANIFEST.json; the number of each outcome.
+std::map<std::string, std::size_t> check_corpus(const std::string& dir) {
+  const Json manifest = Json::parse(read_text(dir + "MANIFEST.json"));
   REQUIRE(manifest.contains("_about"));
   std::map<std::string, std::size_t> checked;
   for (const auto& [name, entry] : manifest.items()) {
@@ -156,27 +172,45 @@ TEST_CASE("every corpus table loads as MANIFEST.json says", "[rank_table]") {
     INFO("corpus file: " << name);
     const std::string outcome = entry.at("outcome").get<std::string>();
     if (outcome == "valid") {
-      check_valid_entry(corpus_dir + name, entry);
+      check_valid_entry(dir, dir + name, entry);
     } else if (outcome == "timeout") {
-      check_timeout_entry(corpus_dir + name);
+      check_timeout_entry(dir + name);
     } else {
       CHECK(outcome == "error");
-      check_error_entry(corpus_dir + name, entry);
+      check_error_entry(dir + name, entry);
     }
     ++checked[outcome];
   }
-  CHECK(checked["valid"] >= 13);
-  CHECK(checked["error"] >= 20);
-  CHECK(checked["timeout"] >= 1);
+  return checked;
 }
 
-TEST_CASE("every corpus file has a MANIFEST.json entry", "[rank_table]") {
-  const Json manifest = Json::parse(read_text(corpus_dir + "MANIFEST.json"));
+void check_every_file_listed(const std::string& corpus) {
+  const Json manifest = Json::parse(read_text(corpus + "MANIFEST.json"));
   for (const char* dir : {"valid", "invalid"}) {
-    for (const auto& file : std::filesystem::directory_iterator(corpus_dir + dir)) {
+    for (const auto& file : std::filesystem::directory_iterator(corpus + dir)) {
       const std::string name = std::string(dir) + "/" + file.path().filename().string();
       CAPTURE(name);
       CHECK(manifest.contains(name));
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("every corpus table loads as MANIFEST.json says", "[rank_table]") {
+  auto checked = check_corpus(corpus_dir);
+  CHECK(checked["valid"] >= 13);
+  CHECK(checked["error"] >= 20);
+  CHECK(checked["timeout"] >= 1);
+}
+
+TEST_CASE("every 2.0 corpus table loads as its MANIFEST.json says", "[rank_table][v2]") {
+  auto checked = check_corpus(corpus_v2_dir);
+  CHECK(checked["valid"] >= 6);
+  CHECK(checked["error"] >= 9);
+}
+
+TEST_CASE("every corpus file has a MANIFEST.json entry", "[rank_table]") {
+  check_every_file_listed(corpus_dir);
+  check_every_file_listed(corpus_v2_dir);
 }

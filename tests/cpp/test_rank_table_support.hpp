@@ -19,6 +19,8 @@ namespace rank_table_test {
 using Json = nlohmann::ordered_json;
 
 inline const std::string corpus_dir = DAVINCIRUN_TEST_DATA "/rank_tables/";
+/// Format 2.0 tables, apart from the shared corpus above (a byte-identical copy).
+inline const std::string corpus_v2_dir = DAVINCIRUN_TEST_DATA "/rank_tables_2_0/";
 
 inline std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -65,7 +65,10 @@ std::optional<std::string> address_bytes(const std::string& text) {
 void check_table(const RankTable& table) {
   const bool v0 = table.format == RankTableFormat::v0_1;
   const bool v1_2 = table.format == RankTableFormat::v1_2;
+  const bool v2 = table.format == RankTableFormat::v2_0;
   expect(!table.servers.empty(), "a parsed table has no servers");
+  // 2.0 servers are grouped one way: by every rank's host_ip, or by none.
+  const bool by_host = table.servers.front().host_ip.has_value();
 
   std::size_t devices = 0;
   std::set<int> ranks;
@@ -74,8 +77,14 @@ void check_table(const RankTable& table) {
   std::set<std::string> ips;
   const bool multi_server = table.servers.size() > 1;
   for (const auto& server : table.servers) {
-    expect(!server.server_id.empty() && server.server_id.size() <= 64,
-           "server_id empty or longer than 64 bytes: " + server.server_id);
+    // A 2.0 server is named by its ranks' host_ip or net_layer 0 net_instance_id (up to 1024 bytes).
+    expect(!server.server_id.empty() && server.server_id.size() <= (v2 ? 1024U : 64U),
+           "server_id empty or too long: " + server.server_id);
+    if (v2) {
+      expect(server.host_ip.has_value() == by_host, "2.0 servers grouped by host_ip and by net_layer 0 at once");
+      expect(!server.host_ip || *server.host_ip == server.server_id, "a 2.0 server_id other than its host_ip");
+      expect(!server.container_ip, "container_ip on a 2.0 server");
+    }
     expect(server_ids.insert(server.server_id).second, "server_id repeated: " + server.server_id);
     // Server ids that are addresses are one server when they name one address.
     const auto address = address_bytes(server.server_id);
@@ -85,6 +94,7 @@ void check_table(const RankTable& table) {
     expect(v0 == !server.pod_names.empty(), "pod_names set on a 1.x table or empty on a 0.1 table");
 
     std::set<int> device_ids;
+    std::set<int> local_ids;
     std::set<int> server_ranks;
     for (const RankTableDevice& device : server.devices) {
       ++devices;
@@ -100,12 +110,19 @@ void check_table(const RankTable& table) {
                "super_device_id out of range");
       }
       expect(v0 == device.pod_name.has_value(), "pod_name present iff format 0.1");
+      expect(v2 == device.local_id.has_value(), "local_id present iff format 2.0");
+      if (v2) {
+        expect(device.device_id <= 64, "a 2.0 device_id above 64: " + std::to_string(device.device_id));
+        expect(*device.local_id >= 0 && *device.local_id <= 64, "local_id out of range");
+        expect(local_ids.insert(*device.local_id).second, "local_id repeated on server " + server.server_id);
+        expect(!device.device_ip, "device_ip on a 2.0 device");
+      }
       if (device.pod_name) {
         bool listed = false;
         for (const auto& name : server.pod_names) listed = listed || name == *device.pod_name;
         expect(listed, "a device's pod is not among its server's pod_names");
       }
-      expect(!multi_server || device.device_ip.has_value(),
+      expect(v2 || !multi_server || device.device_ip.has_value(),
              "a device without device_ip on a table with several servers");
       if (device.device_ip) {
         const auto bytes = address_bytes(*device.device_ip);
@@ -163,7 +180,7 @@ void check_table(const RankTable& table) {
 }
 
 // The normalized document must read back as the same table, in format 1.0
-// (1.2 when read from 1.2), and normalize to itself.
+// (1.2 and 2.0 when read from them), and normalize to itself.
 void check_round_trip(const RankTable& table) {
   RankTable again;
   try {
@@ -172,8 +189,7 @@ void check_round_trip(const RankTable& table) {
     finding(std::string("the normalized table does not parse: ") + e.what() + "\n" + table.normalized_json);
   }
   check_table(again);
-  const RankTableFormat expected =
-      table.format == RankTableFormat::v1_2 ? RankTableFormat::v1_2 : RankTableFormat::v1_0;
+  const RankTableFormat expected = table.format == RankTableFormat::v0_1 ? RankTableFormat::v1_0 : table.format;
   expect(again.format == expected, "the normalized table has another format");
   expect(again.status == table.status, "status changed by normalizing");
   expect(again.world_size == table.world_size, "world_size changed by normalizing");
@@ -189,7 +205,7 @@ void check_round_trip(const RankTable& table) {
       const auto& x = a.devices[j];
       const auto& y = b.devices[j];
       expect(x.device_id == y.device_id && x.rank_id == y.rank_id && x.device_ip == y.device_ip &&
-                 x.super_device_id == y.super_device_id,
+                 x.super_device_id == y.super_device_id && x.local_id == y.local_id,
              "a device changed by normalizing (server " + a.server_id + ", device " + std::to_string(j) + ")");
     }
   }

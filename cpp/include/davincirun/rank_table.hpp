@@ -5,10 +5,14 @@
 //   - 1.2 (SuperPoD): 1.0 plus super_device_id on every device and an optional
 //     super_pod_list[].{super_pod_id, server_list[].server_id};
 //   - 0.1 ("template 2", ModelArts): no version, group_list[].instance_list[]
-//     .{pod_name, server_id, devices[]}, no rank ids; converted to 1.0 (below).
+//     .{pod_name, server_id, devices[]}, no rank ids; converted to 1.0 (below);
+//   - 2.0 (Ascend 950 generation): "version": "2.0", rank_count and a flat
+//     rank_list[].{rank_id, local_id, device_id, level_list[]}, no servers:
+//     ranks are grouped into servers (below); it stays 2.0.
 // Scalars are accepted as decimal strings or JSON integers (HCCL itself only
-// accepts strings; generators such as MindSpore's old merge_hccl.py write
-// integers). Unknown fields are ignored. A UTF-8 byte order mark is skipped.
+// accepts strings in 0.1 and 1.x, and only integers in 2.0; generators such as
+// MindSpore's old merge_hccl.py write integers). Unknown fields are ignored. A
+// UTF-8 byte order mark is skipped.
 //
 // Rules checked (HCCL and MindSpore, see docs/rank-tables.md), reported in this
 // precedence when a table has several problems:
@@ -18,12 +22,12 @@
 //   3. uniqueness: server_id, then device_id within a server, then rank_id,
 //      then device_ip; then (1.2) super_pod_id, a server in super_pod_list,
 //      super_device_id within a super pod; (0.1: pod_name, then the pod
-//      number within a group come first);
+//      number within a group come first); (2.0: then local_id within a server);
 //   4. table-wide rules: rank ids exactly 0..N-1, each server's ranks one
-//      contiguous block, server_count equal to the number of servers; then
-//      (1.2) super_pod_list naming exactly the servers of server_list;
-//      (0.1) pods of one server adjacent in rank order, group_count,
-//      instance_count and device_count.
+//      contiguous block, server_count (2.0: rank_count) equal to the number of
+//      servers (ranks); then (1.2) super_pod_list naming exactly the servers of
+//      server_list; (0.1) pods of one server adjacent in rank order,
+//      group_count, instance_count and device_count.
 // Within 2, the format is decided first (it decides how the rest is read), and
 // an object's required fields are checked when the object is reached, before
 // its members. A duplicate is reported at its second occurrence.
@@ -36,6 +40,17 @@
 // required on every device when the table has more than one server; the
 // placeholder "-.-.-.-" (a node whose NPU network is not configured) is an
 // error there, and on a one-server table is read as absent with a warning.
+//
+// Format 2.0 (rules of HCCL's parser and guide, docs/rank-tables.md): integers
+// as above but within HCCL's ranges (rank_count 1..65536, device_id and
+// local_id 0..64, net_layer 0..7, ports 1..65535); level_list of 1 to 8
+// entries in ascending net_layer; rank_addr_list addresses valid for their
+// addr_type (IPV4, IPV6 literals; EID 32 hex digits). Servers: when any rank has
+// a host_ip (an IP literal), every rank needs one and ranks of one address are
+// one server (server_id and host_ip that address); otherwise ranks of one
+// net_instance_id in their net_layer 0 entry are one server (server_id that
+// id), which every rank then needs. Servers in the order their first rank
+// appears, devices in rank_list order.
 //
 // Format 0.1 conversion: groups in file order, skipping those whose
 // device_count is 0; within a group, pods ordered by the integer after the last
@@ -59,10 +74,11 @@ enum class RankTableFormat {
   v0_1,  ///< no "version", "group_list" (ModelArts); converted to 1.0
   v1_0,  ///< "version": "1.0"
   v1_2,  ///< "version": "1.2" (SuperPoD)
+  v2_0,  ///< "version": "2.0" (Ascend 950 generation: rank_list, level_list)
 };
 
-/// to_string(): "0.1", "1.0" or "1.2".
-DAVINCIRUN_ENUM_NAMES(RankTableFormat, "0.1", "1.0", "1.2");
+/// to_string(): "0.1", "1.0", "1.2" or "2.0".
+DAVINCIRUN_ENUM_NAMES(RankTableFormat, "0.1", "1.0", "1.2", "2.0");
 
 /// One NPU of a server, as listed in the table.
 struct RankTableDevice {
@@ -71,12 +87,15 @@ struct RankTableDevice {
   std::optional<std::string> device_ip;         ///< IPv4/IPv6 literal; optional on one-server tables
   std::optional<std::int64_t> super_device_id;  ///< format 1.2 only (always set there)
   std::optional<std::string> pod_name;          ///< format 0.1 only: the pod this device belongs to
+  std::optional<int> local_id;                  ///< format 2.0 only (always set there): 0..64, unique per server
 };
 
 /// One server (machine or pod) of the table.
 struct RankTableServer {
-  std::string server_id;                    ///< non-empty, unique, at most 64 characters
-  std::optional<std::string> host_ip;       ///< Kubernetes operator tables
+  /// Non-empty, unique; 1.x and 0.1: at most 64 characters. 2.0: its ranks'
+  /// host_ip, else their net_layer 0 net_instance_id (at most 1024 bytes).
+  std::string server_id;
+  std::optional<std::string> host_ip;       ///< Kubernetes operator tables; 2.0: the ranks' host_ip
   std::optional<std::string> container_ip;  ///< Kubernetes operator tables
   std::vector<RankTableDevice> devices;     ///< in file order (0.1: rank order); never empty
   int rank_start = 0;                       ///< smallest rank_id on this server
@@ -106,11 +125,13 @@ struct RankTable {
   /// The table the ranks should read (write_normalized_rank_table): format 1.0
   /// (1.2 when read from 1.2), every scalar a decimal string, server_count and
   /// status present, placeholder device_ips dropped, unknown fields of a 1.x
-  /// file kept; a 0.1 table converted to 1.0. JSON text, ends without newline.
+  /// file kept; a 0.1 table converted to 1.0. A 2.0 table stays 2.0, its
+  /// integers JSON integers (as HCCL reads them), status present, unknown
+  /// fields kept. JSON text, ends without newline.
   std::string normalized_json;
 };
 
-/// Largest accepted rank_id / device_id / server_count. Larger values are reported as out of range.
+/// Largest accepted rank_id / device_id / server_count (2.0: rank_id). Larger values are reported as out of range.
 inline constexpr std::int64_t max_table_integer = 1'000'000;
 /// Largest accepted super_device_id (HCCL reads it as a 32-bit unsigned integer).
 inline constexpr std::int64_t max_super_device_id = 4'294'967'295;

@@ -24,6 +24,13 @@ std::string dotted_quad(const in_addr& address) {
   return out;
 }
 
+// Whether inet_pton reads `text` as an address of `family` (it would stop at a NUL).
+bool parses_as(int family, std::string_view text) {
+  if (text.find('\0') != std::string_view::npos) return false;
+  unsigned char bytes[sizeof(in6_addr)];
+  return ::inet_pton(family, std::string(text).c_str(), bytes) == 1;
+}
+
 }  // namespace
 
 std::optional<std::array<unsigned char, 16>> address_bytes(std::string_view text) {
@@ -58,6 +65,10 @@ std::optional<std::string> canonical_ip(std::string_view text) {
 }
 
 bool is_ip_address(std::string_view text) { return address_bytes(text).has_value(); }
+
+bool is_ipv4_literal(std::string_view text) { return parses_as(AF_INET, text); }
+
+bool is_ipv6_literal(std::string_view text) { return parses_as(AF_INET6, text); }
 
 std::string address_key(std::string_view text) { return canonical_ip(text).value_or(std::string(text)); }
 

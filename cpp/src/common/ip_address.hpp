@@ -25,6 +25,11 @@ std::optional<std::array<unsigned char, 16>> address_bytes(std::string_view text
 /// Whether canonical_ip(text) is an address, without making its text.
 bool is_ip_address(std::string_view text);
 
+/// Whether `text` is a plain IPv4 (dotted quad) or IPv6 literal, as
+/// inet_pton reads it: no zone, and an IPv4-mapped IPv6 address is IPv6.
+bool is_ipv4_literal(std::string_view text);
+bool is_ipv6_literal(std::string_view text);
+
 /// `text`'s canonical address when it is an IP literal, else `text` itself:
 /// the key under which host names and addresses are compared.
 std::string address_key(std::string_view text);

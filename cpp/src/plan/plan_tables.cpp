@@ -50,19 +50,24 @@ RankTable narrowed_table(const RankTable& table, const std::vector<int>& devices
     }
   }
   // The normalized text keeps every field the platform wrote; only the
-  // devices and their rank ids change.
+  // devices (2.0: ranks) and their rank ids change.
   Json json = Json::parse(table.normalized_json);
-  Json& server = json["server_list"][0];
+  const bool v2 = table.format == RankTableFormat::v2_0;
+  Json& listed_json = v2 ? json["rank_list"] : json["server_list"][0]["device"];
   Json kept = Json::array();
   int next_rank = 0;
-  for (const Json& device : server["device"]) {
-    const int id = std::stoi(device["device_id"].get<std::string>());
+  for (const Json& device : listed_json) {
+    // Normalized: 2.0 integers are JSON integers, 1.x ones decimal strings.
+    const Json& device_id = device["device_id"];
+    const int id = v2 ? device_id.get<int>() : std::stoi(device_id.get<std::string>());
     if (std::find(devices.begin(), devices.end(), id) == devices.end()) continue;
     Json copy = device;
-    copy["rank_id"] = std::to_string(next_rank++);
+    copy["rank_id"] = v2 ? Json(next_rank) : Json(std::to_string(next_rank));
+    ++next_rank;
     kept.push_back(std::move(copy));
   }
-  server["device"] = std::move(kept);
+  listed_json = std::move(kept);
+  if (v2) json["rank_count"] = next_rank;
   RankTable narrowed = parse_rank_table(json.dump(), source);
   narrowed.warnings.insert(narrowed.warnings.begin(), table.warnings.begin(), table.warnings.end());
   return narrowed;

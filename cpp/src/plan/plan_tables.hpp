@@ -15,7 +15,8 @@ namespace davincirun::detail {
 RankTable one_server_table(const std::vector<int>& devices, const std::string& source);
 
 /// `table` with only the devices in `devices` (physical ids), ranks
-/// renumbered 0..k-1 in the table's order, parsed again under the source
+/// renumbered 0..k-1 in the table's order (2.0: rank_list's order, and
+/// rank_count set), in the table's format, parsed again under the source
 /// name `source`; the table's own warnings are kept. Throws OptionError
 /// ("devices") for a table of more than one server or a device it does not
 /// list.

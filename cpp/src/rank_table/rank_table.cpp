@@ -1,7 +1,8 @@
 // Rank table parser. The rules and their precedence are listed in rank_table.hpp;
 // this file decides the format and checks formats 1.0 and 1.2 element by
 // element, in document order (the JSON text: rank_table_json.cpp; 0.1:
-// rank_table_v0.cpp; the uniqueness and table-wide rules: rank_table_rules.cpp).
+// rank_table_v0.cpp; 2.0: rank_table_v2.cpp; the uniqueness and table-wide
+// rules: rank_table_rules.cpp).
 #include "davincirun/rank_table.hpp"
 
 #include <algorithm>
@@ -32,7 +33,9 @@ RankTable Checker::check(Json doc) {
     fail(Kind::shape, "", "expected a JSON object at the top level, got " + describe(doc));
   }
   format_ = detect_format(doc);  // the format decides how everything else is read
-  RankTable table = format_ == RankTableFormat::v0_1 ? check_v0(doc) : check_v1(std::move(doc));
+  RankTable table = format_ == RankTableFormat::v0_1   ? check_v0(doc)
+                    : format_ == RankTableFormat::v2_0 ? check_v2(std::move(doc))
+                                                       : check_v1(std::move(doc));
   table.format = format_;
   table.warnings = std::move(warnings_);
   return table;
@@ -51,7 +54,7 @@ RankTableFormat Checker::detect_format(const Json& top) const {
     return *format;
   }
   fail(Kind::unsupported, "/version",
-       fmt::format("unsupported rank table version {} (supported: \"1.0\", \"1.2\", and format "
+       fmt::format("unsupported rank table version {} (supported: \"1.0\", \"1.2\", \"2.0\", and format "
                    "0.1, which has no version)",
                    describe(*it)));
 }
@@ -239,12 +242,8 @@ std::vector<RankTableDevice> Checker::devices(const Json& list, const std::strin
   }
   std::vector<RankTableDevice> out;
   out.reserve(list.size());
-  std::string at = pointer;  // one buffer for every device's pointer
-  for (std::size_t j = 0; j < list.size(); ++j) {
-    at.resize(pointer.size());
-    append_index(at, j);
-    out.push_back(device(list[j], at));
-  }
+  for_each_element(list, pointer,
+                   [&](const Json& element, const std::string& at) { out.push_back(device(element, at)); });
   return out;
 }
 

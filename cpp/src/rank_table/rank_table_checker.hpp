@@ -2,6 +2,8 @@
 //   rank_table_json.cpp    the JSON text: limits, repeated keys, syntax errors;
 //   rank_table.cpp         format detection, formats 1.0 and 1.2;
 //   rank_table_v0.cpp      format 0.1 and its conversion to 1.0;
+//   rank_table_v2.cpp      format 2.0: its ranks and their servers;
+//   rank_table_v2_levels.cpp  format 2.0: a rank's level_list;
 //   rank_table_rules.cpp   uniqueness and table-wide rules, message helpers;
 //   rank_table_writer.cpp  the normalized document and writing it.
 #pragma once
@@ -35,6 +37,18 @@ std::string child(const std::string& pointer, std::size_t index);
 /// The same, appended to `pointer` in place (a reused buffer allocates nothing).
 void append_key(std::string& pointer, std::string_view key);
 void append_index(std::string& pointer, std::size_t index);
+/// Calls fn(element, its pointer) for each element of the array `list` at
+/// `pointer`, the pointers made in one reused buffer: a table of 65,536
+/// ranks allocates one, not one per rank.
+template <typename Fn>
+void for_each_element(const Json& list, const std::string& pointer, Fn&& fn) {
+  std::string at = pointer;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    at.resize(pointer.size());
+    append_index(at, i);
+    fn(list[i], at);
+  }
+}
 /// The top-level "status" of a JSON document, when it is an object with a
 /// string status; nullopt otherwise (never throws).
 std::optional<std::string> top_level_status(std::string_view text);
@@ -101,6 +115,14 @@ struct V0CountMismatch {
   std::string detail;
 };
 
+/// One 2.0 rank as read, before its server is known.
+struct V2Rank {
+  std::string pointer;  ///< /rank_list/K
+  RankTableDevice device;
+  std::string server;  ///< what names its server: host_ip, else the net_layer 0 net_instance_id
+  std::optional<std::string> host_ip;
+};
+
 /// Walks a parsed document in document order and turns the first problem found
 /// into a RankTableError naming the source and the JSON Pointer.
 class Checker {
@@ -151,6 +173,17 @@ class Checker {
   void v0_check_adjacent(const std::vector<V0Pod>& ordered) const;
   void v0_check_counts(const std::vector<V0CountMismatch>& counts) const;
 
+  // Format 2.0 (rank_table_v2.cpp; level_list: rank_table_v2_levels.cpp).
+  RankTable check_v2(Json doc);
+  V2Rank v2_rank(const Json& value, const std::string& pointer);
+  int v2_integer(const Json& value, const std::string& pointer, int min, int max) const;
+  std::optional<std::string> v2_levels(const Json& list, const std::string& pointer) const;
+  std::pair<int, std::string> v2_level(const Json& value, const std::string& pointer) const;
+  void v2_address(const Json& value, const std::string& pointer) const;
+  RankTable v2_group(const std::vector<V2Rank>& ranks);
+  void v2_check_local_ids(const RankTable& table) const;
+  void v2_check_rank_count(const RankTable& table, int rank_count) const;
+
   // Uniqueness (precedence 3) and table-wide rules (precedence 4), rank_table_rules.cpp.
   void check_unique(const RankTable& table) const;
   void check_super_pods_unique(const RankTable& table) const;
@@ -162,6 +195,7 @@ class Checker {
   const std::string& source_;
   RankTableFormat format_ = RankTableFormat::v1_0;
   bool multi_server_ = false;   // decides whether device_ip is required
+  bool by_host_ = false;        // 2.0: some rank has a host_ip, so every rank needs one
   std::size_t text_bytes_ = 0;  // of the text parsed: the normalized copy is about as long
   Origins origins_;
   std::vector<std::string> warnings_;
@@ -172,5 +206,8 @@ class Checker {
 std::string normalized_v1(Json doc, const RankTable& table, std::size_t expected_bytes);
 /// The normalized document of a converted 0.1 table: format 1.0.
 std::string normalized_from_v0(const RankTable& table);
+/// The normalized document of a checked 2.0 table (`doc` its original,
+/// changed in place): its integers JSON integers, status added when absent.
+std::string normalized_v2(Json doc, const RankTable& table, std::size_t expected_bytes);
 
 }  // namespace davincirun::detail

@@ -1,5 +1,6 @@
 // merge_rank_tables: the tables of several servers as one, ranks renumbered
-// in argument order (rules: rank_table_merge.hpp).
+// in argument order (rules: rank_table_merge.hpp); 1.0 (and converted 0.1)
+// tables into a 1.0 table, 2.0 tables into a 2.0 table.
 #include "davincirun/rank_table_merge.hpp"
 
 #include <algorithm>
@@ -28,7 +29,8 @@ struct Input {
 
 // Where a server or device of an input is, for messages: its JSON Pointer in
 // a 1.x file (servers and devices are in file order there), nullopt for a
-// converted 0.1 table, whose document differs; `what` names it either way.
+// converted 0.1 table, whose document differs, and for a 2.0 table, whose
+// servers the parser made; `where` names it either way.
 struct Spot {
   std::size_t input = 0;
   std::size_t server = 0;
@@ -40,7 +42,8 @@ class Merger {
   explicit Merger(const std::vector<Input>& inputs) : inputs_(inputs) {}
 
   std::optional<std::string> pointer(const Spot& spot, std::string_view field) const {
-    if (inputs_[spot.input].table.format == RankTableFormat::v0_1) return std::nullopt;
+    const RankTableFormat format = inputs_[spot.input].table.format;
+    if (format == RankTableFormat::v0_1 || format == RankTableFormat::v2_0) return std::nullopt;
     std::string at = detail::child("/server_list", spot.server);
     if (spot.device) at = detail::child(detail::child(at, "device"), *spot.device);
     return detail::child(at, field);
@@ -129,6 +132,63 @@ void append_servers(const Input& input, int& next_rank, Json& servers) {
   }
 }
 
+// A 2.0 input's ranks, as normalized (unknown fields kept), in its file order,
+// their ranks moved up by `offset`.
+void append_ranks(const Input& input, int offset, Json& ranks) {
+  Json doc = Json::parse(input.table.normalized_json);
+  for (Json& rank : doc["rank_list"]) {
+    rank["rank_id"] = offset + rank["rank_id"].get<int>();  // normalized: an integer
+    ranks.push_back(std::move(rank));
+  }
+}
+
+// 2.0 has no server_list to merge into: a merged table holds one format.
+void check_one_format(const std::vector<Input>& read) {
+  const auto is_v2 = [](const Input& input) { return input.table.format == RankTableFormat::v2_0; };
+  const Input& first = read.front();
+  for (const Input& input : read) {
+    if (is_v2(input) == is_v2(first)) continue;
+    const bool versioned = input.table.format != RankTableFormat::v0_1;
+    throw RankTableError(Kind::unsupported, input.file,
+                         versioned ? std::optional<std::string>("/version") : std::nullopt,
+                         fmt::format("a format {} table cannot be merged with {}, a format {} table: 2.0 tables "
+                                     "merge only with 2.0 tables",
+                                     to_string(input.table.format), first.file, to_string(first.table.format)));
+  }
+}
+
+// 2.0 ranks are grouped into servers by host_ip when they have one, else by
+// their net_layer 0: a merged table must be grouped one way.
+void check_one_grouping(const std::vector<Input>& read) {
+  const auto by_host = [](const Input& input) { return input.table.servers.front().host_ip.has_value(); };
+  const Input& first = read.front();
+  for (const Input& input : read) {
+    if (by_host(input) == by_host(first)) continue;
+    const Input& with = by_host(input) ? input : first;
+    const Input& without = by_host(input) ? first : input;
+    throw RankTableError(Kind::inconsistent, input.file, std::nullopt,
+                         fmt::format("the ranks of {} have a host_ip and those of {} do not: a merged table groups "
+                                     "its ranks into servers one way, so give every rank a host_ip or none",
+                                     with.file, without.file));
+  }
+}
+
+// One 2.0 table of the inputs' ranks, the first input's other top-level
+// fields (topo_file_path...) kept.
+std::string merged_v2(const std::vector<Input>& read) {
+  Json ranks = Json::array();
+  int offset = 0;
+  for (const Input& input : read) {
+    append_ranks(input, offset, ranks);
+    offset += input.table.world_size;
+  }
+  Json doc = Json::parse(read.front().table.normalized_json);
+  doc["status"] = "completed";
+  doc["rank_count"] = offset;
+  doc["rank_list"] = std::move(ranks);
+  return doc.dump(2, ' ', false, Json::error_handler_t::replace);
+}
+
 }  // namespace
 
 RankTable merge_rank_tables(const std::vector<std::string>& inputs, const std::string& source) {
@@ -150,9 +210,14 @@ RankTable merge_rank_tables(const std::vector<std::string>& inputs, const std::s
     server_count += table.servers.size();
     read.push_back({file, std::move(table)});
   }
+  check_one_format(read);
+  const bool v2 = read.front().table.format == RankTableFormat::v2_0;
+  if (v2) check_one_grouping(read);
   const Merger merger(read);
   merger.check_unique();
-  if (server_count > 1) merger.check_device_ips();
+  // 2.0 ranks reach each other through the addresses of their level_list.
+  if (server_count > 1 && !v2) merger.check_device_ips();
+  if (v2) return parse_rank_table(merged_v2(read), source);
 
   Json servers = Json::array();
   int next_rank = 0;

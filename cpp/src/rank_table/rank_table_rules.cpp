@@ -131,9 +131,9 @@ void Checker::check_unique(const RankTable& table) const {
     device_ids.clear();
     for (const auto& device : server.devices) device_ids.push_back(device.device_id);
     if (const auto repeat = first_repeat(device_ids)) {
-      // Two pods of one host: say which, since the file lists them apart.
-      const std::string also =
-          format_ == RankTableFormat::v0_1 ? " (also at " + at({i, repeat->second}, "device_id") + ")" : "";
+      // Two pods of one host, two ranks of a 2.0 rank_list: say which, since the file lists them apart.
+      const bool apart = format_ == RankTableFormat::v0_1 || format_ == RankTableFormat::v2_0;
+      const std::string also = apart ? " (also at " + at({i, repeat->second}, "device_id") + ")" : "";
       fail(Kind::duplicate, at({i, repeat->first}, "device_id"),
            fmt::format("device {} listed twice on server {}{}", device_ids[repeat->first], server.server_id, also));
     }

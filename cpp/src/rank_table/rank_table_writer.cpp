@@ -1,12 +1,14 @@
 // The normalized rank table: what the ranks read. HCCL accepts only decimal
-// strings for scalars and needs a 1.x table, so the launcher hands the ranks
-// this copy rather than the platform's file ("read leniently, write strictly").
+// strings for the scalars of a 1.x table (which a 0.1 table becomes), and only
+// JSON integers for those of a 2.0 table, so the launcher hands the ranks this
+// copy rather than the platform's file ("read leniently, write strictly").
 // Tables made for people (this machine's, a merged one) are written the same way.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -48,6 +50,16 @@ std::string dump(const Json& doc, std::size_t expected = 0) {
                                                 Json::error_handler_t::replace);
   serializer.dump(doc, true, false, 2);
   return text;
+}
+
+// object[key] = the integer its decimal text says (the parser checked the
+// digits and their range), unless it is a JSON integer already.
+void set_integer(Json& object, const char* key) {
+  const auto it = object.find(key);
+  if (it == object.end() || !it->is_string()) return;
+  std::int64_t number = 0;
+  for (const char digit : it->get_ref<const std::string&>()) number = number * 10 + (digit - '0');
+  *it = number;
 }
 
 }  // namespace
@@ -105,6 +117,23 @@ std::string normalized_from_v0(const RankTable& table) {
   top["server_count"] = decimal(table.servers.size());
   top["server_list"] = std::move(servers);
   return dump(top);
+}
+
+// HCCL's 2.0 reader takes JSON integers only (nlohmann's get<int64_t>, which
+// refuses a string); unknown fields stay where they were.
+std::string normalized_v2(Json doc, const RankTable& table, std::size_t expected_bytes) {
+  set_integer(doc, "rank_count");
+  for (Json& rank : doc["rank_list"]) {
+    for (const char* key : {"rank_id", "device_id", "local_id", "replaced_local_id", "device_port", "host_port"}) {
+      set_integer(rank, key);
+    }
+    for (Json& level : rank["level_list"]) set_integer(level, "net_layer");
+  }
+  if (doc.contains("status")) return dump(doc, expected_bytes);
+  Json top = Json::object();
+  top["status"] = table.status;
+  for (auto& [key, value] : doc.get_ref<Json::object_t&>()) top[key] = std::move(value);
+  return dump(top, expected_bytes);
 }
 
 }  // namespace detail
