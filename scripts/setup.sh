@@ -92,6 +92,9 @@ fi
 # MindSpore's CPU wheel in a venv of its own (it needs numpy<2), for the
 # tests that train with it: scripts/mindspore_env.sh.
 bash scripts/mindspore_env.sh >/dev/null
+# TensorFlow's CPU builds, 2.21 on CPython 3.11 and 1.15.5 on pyenv's 3.7, in
+# venvs of their own, for the tests that train with them: scripts/tensorflow_env.sh.
+bash scripts/tensorflow_env.sh >/dev/null
 
 # Nothing may have changed outside build/venv.
 base_after=$(installed_packages "$base")

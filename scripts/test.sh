@@ -46,9 +46,9 @@ run_stage "C++ tests under ASan and UBSan" cpp_sanitized
 # explore a little further.
 run_stage "Fuzzing, 2 targets x 40 s" bash scripts/fuzz.sh 40
 
-# MindSpore's tests fail rather than skip when its venv is missing.
+# MindSpore's and TensorFlow's tests fail rather than skip when their venvs are missing.
 python_tests() {
-  export DAVINCIRUN_REQUIRE_MINDSPORE=1
+  export DAVINCIRUN_REQUIRE_MINDSPORE=1 DAVINCIRUN_REQUIRE_TENSORFLOW=1
   "$VENV_PYTHON" -m pytest -q -p no:cacheprovider tests/python
 }
 run_stage "Python tests" python_tests

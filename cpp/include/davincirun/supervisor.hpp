@@ -237,6 +237,8 @@ class Supervisor {
   std::string describe_event(const Event& event) const;
   std::string asker() const;
   void enter_stopping(const Event& cause);
+  /// The grace period of the stop under way (kill_on_failure: none after a failure).
+  std::chrono::milliseconds stop_grace() const;
   void enter_killing(const Event& cause);
   void enter_draining();
   void enter_waiting();

@@ -108,6 +108,16 @@ struct SupervisorOptions {
   /// not write): such a failure is a bug no restart cures, so by default
   /// (false) the job ends there, saying so.
   bool restart_on_same_error = false;
+  /// When a rank fails (here or on another server: StopReason::rank_failed,
+  /// peer_failed, peer_lost), the ranks left get no grace period: SIGTERM,
+  /// then SIGKILL at once. Set by the plan in launch mode tf-config, where
+  /// TensorFlow 2.x takes SIGTERM for a preemption notice and keeps running
+  /// (its multi-worker runtime installs a SIGTERM notifier:
+  /// tensorflow/core/common_runtime/eager/context_distributed_manager.cc),
+  /// while its collectives can never complete without the failed rank. A
+  /// stop the user asks for keeps grace_period, which TensorFlow's
+  /// PreemptionCheckpointHandler uses to save a checkpoint. Default false.
+  bool kill_on_failure = false;
 };
 
 // What the launcher sends its supervisor process, and the launch options
@@ -139,7 +149,7 @@ constexpr auto fields_of(const SupervisorOptions*) {
             "what the process that started the job is called in messages (\"the notebook kernel is gone\"; "
             "default: {})")
           .only(on_wire | in_python),
-      field("quiet", &O::quiet).only(on_wire),
+      field("quiet", &O::quiet).only(on_wire), field("kill_on_failure", &O::kill_on_failure).only(on_wire),
       field("max_restarts", &O::max_restarts,
             "restart the whole job in place up to N times after a rank fails (or the stall watchdog stops it); "
             "never after a stop request, a signal or the job timeout (default: {}; docs/restarts.md)")

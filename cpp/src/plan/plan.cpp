@@ -326,6 +326,7 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
     plan.environments.push_back(rank_environment(environment, job, rank, options.env));
   }
   plan.options.supervisor.tracking = tracking_from(with_extra, options.supervisor.tracking);
+  plan.options.supervisor.kill_on_failure = job.launch_mode == LaunchMode::tf_config;
   plan.device_lock_dir = device_lock_dir_from(environment, options.device_lock_dir);
   const bool lock_dir_named =
       !options.device_lock_dir.empty() || !environment.get("DAVINCIRUN_LOCK_DIR").value_or("").empty();

@@ -173,26 +173,33 @@ void Supervisor::enter_stopping(const Event& cause) {
     log_notice(stop_.why + (failure ? "; no other rank is running" : ": no rank is running"));
     return;
   }
-  clocks_->kill_deadline = Clock::now() + options_.grace_period;
-  if (options_.grace_period > detail::stop_report_delay) {
-    clocks_->report_deadline = Clock::now() + detail::stop_report_delay;
-  }
+  const milliseconds grace = stop_grace();
+  clocks_->kill_deadline = Clock::now() + grace;
+  if (grace > detail::stop_report_delay) clocks_->report_deadline = Clock::now() + detail::stop_report_delay;
   const std::string whom =
       reached.ranks == 0 ? std::string("the scheduler")
                          : fmt::format("{} rank(s){}", reached.ranks, reached.scheduler ? " and the scheduler" : "");
   log_notice(fmt::format("{}{}{} (SIGTERM); {}", stop_.why,
                          failure && reached.ranks > 0 ? "; stopping the other " : ": stopping ", whom,
-                         detail::kill_hint(options_.grace_period, asker(), stop_.reason == StopReason::requested)));
+                         grace.count() == 0 && options_.kill_on_failure
+                             ? std::string("SIGKILL at once: TensorFlow takes SIGTERM for a preemption notice and "
+                                           "keeps running (launch mode tf-config)")
+                             : detail::kill_hint(grace, asker(), stop_.reason == StopReason::requested)));
+}
+
+milliseconds Supervisor::stop_grace() const {
+  const bool failure = stop_.reason == StopReason::rank_failed || stop_.reason == StopReason::peer_failed ||
+                       stop_.reason == StopReason::peer_lost;
+  return failure && options_.kill_on_failure ? milliseconds(0) : options_.grace_period;
 }
 
 void Supervisor::enter_killing(const Event& cause) {
   const std::vector<detail::RunningRank> running = ranks_->running();
   switch (cause.kind) {
     case JobEvent::grace_over:
-      if (!running.empty()) {
+      if (!running.empty() && stop_grace().count() > 0) {
         log_notice(fmt::format("grace period of {:.1f} s is over: killing the ranks still running: {}",
-                               std::chrono::duration<double>(options_.grace_period).count(),
-                               detail::describe_running(running)));
+                               std::chrono::duration<double>(stop_grace()).count(), detail::describe_running(running)));
       }
       break;
     case JobEvent::kill_request:
