@@ -89,9 +89,10 @@ else
   echo "setup: ${wheel} is installed in build/venv"
 fi
 
-# MindSpore's CPU wheel in a venv of its own (it needs numpy<2), for the
-# tests that train with it: scripts/mindspore_env.sh.
-bash scripts/mindspore_env.sh >/dev/null
+# MindSpore's CPU wheels in venvs of their own (they need numpy<2), for the
+# tests that train with them: 2.10.0 on CPython 3.11 and 2.0.0, the oldest
+# on PyPI, on pyenv's 3.7 (scripts/mindspore_env.sh --all).
+bash scripts/mindspore_env.sh --all >/dev/null
 # TensorFlow's CPU builds, 2.21 on CPython 3.11 and 1.15.5 on pyenv's 3.7, in
 # venvs of their own, for the tests that train with them: scripts/tensorflow_env.sh.
 bash scripts/tensorflow_env.sh >/dev/null

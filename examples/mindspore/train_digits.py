@@ -68,16 +68,30 @@ def main():
     # In PyNative mode each all-reduce is a separate call from Python: an
     # epoch takes about ten times as long on two CPU cores.
     ms.set_context(mode=ms.GRAPH_MODE)
-    ms.set_device("CPU")
+    if hasattr(ms, "set_device"):  # MindSpore 2.5 and later
+        ms.set_device("CPU")
+    else:  # older releases (2.0.0 ...): the device is part of the context
+        ms.set_context(device_target="CPU")
 
-    # With MS_ROLE=MS_SCHED, init() serves the cluster until every worker
-    # has finished and then ends the process (exit status 0) without
-    # returning; the guard below only makes sure a scheduler never trains.
-    # In a worker, init() connects to the scheduler and sets up MindSpore's
-    # CPU collectives (mccl).
+    # With MS_ROLE=MS_SCHED, init() in MindSpore 2.10 serves the cluster
+    # until every worker has finished and then ends the process (exit
+    # status 0) without returning. In MindSpore 2.0.0 it returns once every
+    # worker has registered, and the process then waits at its exit until
+    # every worker has left: there the guard below is what keeps the
+    # scheduler out of the training code. In a worker, init() connects to
+    # the scheduler and sets up MindSpore's CPU collectives (mccl).
+    if os.environ.get("MS_ROLE") == "MS_SCHED" and ms.__version__.startswith("2.0."):
+        # MindSpore 2.0.0 drops a worker's registration reply that comes
+        # back before the worker waits for it, and the cluster fails 30 s
+        # later (docs/mindspore.md). A scheduler at the lowest CPU priority
+        # never pre-empts a worker to answer that early; it has little to do.
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     init()
     if os.environ.get("MS_ROLE") == "MS_SCHED":
         sys.exit(0)
+    # MindSpore's rank: 2.10 takes it from MS_NODE_ID (the launcher sets it
+    # to RANK_ID); 2.0.0 numbers the workers in the order they registered,
+    # so there it may differ from RANK_ID. The data shard follows MindSpore's.
     rank, world = get_rank(), get_group_size()
     ms.set_auto_parallel_context(parallel_mode=ParallelMode.DATA_PARALLEL, gradients_mean=True)
     ms.set_seed(0)  # identical initial weights on every worker

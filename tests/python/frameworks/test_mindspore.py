@@ -3,8 +3,13 @@ dynamic-cluster launch mode trains examples/mindspore/train_digits.py with a
 scheduler and two workers, from a shell and from a notebook kernel; a worker,
 the scheduler or the launcher killed mid-training ends the whole job at
 once; and rank-table mode, which MindSpore cannot use on the CPU, fails in
-seconds with MindSpore's own message and a hint naming dynamic-cluster mode."""
+seconds with MindSpore's own message and a hint naming dynamic-cluster mode.
 
+The shell training test, the worker-kill test and the rank-table test run
+on both environments, MindSpore 2.10.0 (CPython 3.11) and 2.0.0, the oldest
+on PyPI (CPython 3.7); the others on 2.10.0 only."""
+
+import collections
 import json
 import os
 import re
@@ -32,6 +37,133 @@ ACCURACY_THRESHOLD = 0.93
 # after the second epoch, and job_timeout bounds a test that goes wrong.
 ENDLESS = ["--epochs", "5000"]
 STOP_BOUND = 1.0  # seconds from a kill to every other member of the job gone
+
+MindSpore = collections.namedtuple("MindSpore", "version python")
+
+
+@pytest.fixture(params=["2.10", "2.0"])
+def mindspore(request):
+    """Each MindSpore environment in turn: 2.10's is conftest's
+    mindspore_python; 2.0's is build/mindspore20-env (bash
+    scripts/mindspore_env.sh --version 2.0) or DAVINCIRUN_MINDSPORE20_PYTHON,
+    missing it skips, or fails under DAVINCIRUN_REQUIRE_MINDSPORE=1, as 2.10's does."""
+    if request.param == "2.10":
+        return MindSpore("2.10", request.getfixturevalue("mindspore_python"))
+    default = os.path.join(REPO, "build", "mindspore20-env", "bin", "python")
+    path = os.environ.get("DAVINCIRUN_MINDSPORE20_PYTHON") or default
+    if not os.access(path, os.X_OK):
+        message = "no MindSpore 2.0 environment at %s: run bash scripts/mindspore_env.sh --version 2.0" % path
+        if os.environ.get("DAVINCIRUN_REQUIRE_MINDSPORE") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return MindSpore("2.0", path)
+
+
+# MindSpore 2.0.0 loses, now and then, the scheduler's reply to a worker's
+# registration: its RPC client clears the slot for the reply after sending
+# the request (TCPClient::ReceiveSync), so a reply that comes back first is
+# dropped. The worker waits 30 s, registers again, and by then the
+# scheduler's 30 s heartbeat timeout has marked it lost: the cluster fails.
+# On this 2-core machine it hit 15 of 39 starts; the example's scheduler,
+# at the lowest CPU priority on 2.0.x, avoids it (docs/mindspore.md). Should
+# it happen all the same, a test on 2.0.0 starts the job again, at most
+# LOST_REGISTRATION_RETRIES times; 2.10 never loses one, and a test on it
+# fails at the first.
+LOST_NODE = re.compile(r"The node: \S+ is timed out")
+LOST_REGISTRATION_RETRIES = 2
+
+
+def registration_lost(mindspore, run_dir):
+    """Whether the scheduler of this MindSpore 2.0.0 job has declared a worker lost."""
+    if mindspore.version != "2.0":
+        return False
+    try:
+        with open(os.path.join(run_dir, "scheduler.log"), errors="replace") as f:
+            return LOST_NODE.search(f.read()) is not None
+    except OSError:
+        return False
+
+
+def starts(mindspore):
+    """How many times a test may start its job."""
+    return 1 + (LOST_REGISTRATION_RETRIES if mindspore.version == "2.0" else 0)
+
+
+def run_cli(args, job_env, tmp_path, mindspore, timeout=300):
+    """Runs davincirun to its end, from a new log dir per start (log, log2, ...),
+    starting it again when MindSpore 2.0.0 lost a registration; returns
+    (returncode, stdout, stderr, run dir, starts)."""
+    deadline = time.monotonic() + timeout
+    for start in range(1, starts(mindspore) + 1):
+        log_dir = tmp_path / ("log" if start == 1 else "log%d" % start)
+        out_path, err_path = tmp_path / ("stdout%d.txt" % start), tmp_path / ("stderr%d.txt" % start)
+        with open(str(out_path), "w") as out, open(str(err_path), "w") as err:
+            proc = subprocess.Popen(cli(["-l", str(log_dir)] + list(args), job_env, tmp_path), cwd=str(tmp_path),
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        run_dir = str(log_dir / "latest")
+        try:
+            while proc.poll() is None:
+                assert time.monotonic() < deadline, "davincirun still running after %s s" % timeout
+                if registration_lost(mindspore, run_dir):
+                    proc.terminate()
+                    proc.wait(timeout=30)
+                    break
+                time.sleep(0.2)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if proc.returncode == 0 or not registration_lost(mindspore, run_dir):
+            break
+        print("MindSpore 2.0.0 lost a registration (start %d)" % start)
+    else:
+        raise AssertionError("MindSpore 2.0.0 lost a registration in each of %d starts" % start)
+    with open(str(out_path), errors="replace") as out, open(str(err_path), errors="replace") as err:
+        return proc.returncode, out.read(), err.read(), os.path.realpath(str(log_dir / "latest")), start
+
+
+def start_training(mindspore, rank_table, tmp_path, job_env, args=()):
+    """start_distributed_train() of the example, returned once rank 1 has
+    finished its second epoch; started again when MindSpore 2.0.0 lost a
+    registration. Returns (job, starts)."""
+    for start in range(1, starts(mindspore) + 1):
+        job = start_distributed_train(
+            [mindspore.python, EXAMPLE] + list(args), rank_table=rank_table(2),
+            log_dir=str(tmp_path / ("log%d" % start)), env=job_env, launch_mode="dynamic-cluster",
+            output_notebook=False, job_timeout=120,
+        )
+        try:
+            if wait_for_second_epoch(job, mindspore):
+                return job, start
+        except BaseException:
+            job.terminate()
+            job.wait(raise_exception=False)
+            raise
+        job.terminate()
+        job.wait(raise_exception=False)
+        print("MindSpore 2.0.0 lost a registration (start %d)" % start)
+    raise AssertionError("MindSpore 2.0.0 lost a registration in each of %d starts" % start)
+
+
+def wait_for_second_epoch(job, mindspore, timeout=120.0):
+    """True once the worker of RANK_ID 1 has printed its second epoch
+    (whatever MindSpore's rank for it: see the example), False as soon as
+    MindSpore 2.0.0 lost a registration; fails when the job ends first or
+    after `timeout` seconds."""
+    path = os.path.join(job.run_dir, "rank_1.device_1.log")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(path, errors="replace") as f:
+                if re.search(r"rank \d epoch  2/", f.read()):
+                    return True
+        except OSError:
+            pass
+        if registration_lost(mindspore, job.run_dir):
+            return False
+        assert job.poll() is None, "the job ended before the second epoch: see %s" % job.run_dir
+        time.sleep(0.05)
+    raise AssertionError("the second epoch never appeared in %s within %s s" % (path, timeout))
 
 
 def cli(args, job_env, cwd):
@@ -92,25 +224,23 @@ def final_lines(text, rank):
 
 @pytest.mark.slow
 @needs_cli
-def test_cli_trains_two_workers_and_a_scheduler_from_a_rank_table(tmp_path, rank_table, job_env, mindspore_python):
+def test_cli_trains_two_workers_and_a_scheduler_from_a_rank_table(tmp_path, rank_table, job_env, mindspore):
     """The shell way: davincirun --launch-mode dynamic-cluster -r TABLE python train_digits.py."""
     started = time.monotonic()
-    proc = subprocess.run(
-        cli(["-r", rank_table(2), mindspore_python, EXAMPLE, "--save-dir", str(tmp_path)], job_env, tmp_path),
-        cwd=str(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        universal_newlines=True, timeout=300,
-    )
+    returncode, out, err, run_dir, start = run_cli(
+        ["-r", rank_table(2), mindspore.python, EXAMPLE, "--save-dir", str(tmp_path)], job_env, tmp_path, mindspore)
     elapsed = time.monotonic() - started
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = proc.stdout
-    run_dir = os.path.realpath(str(tmp_path / "log" / "latest"))
+    assert returncode == 0, err[-3000:]
 
     # The scheduler ran the same script, its output in scheduler.log and live as [sched].
     with open(os.path.join(run_dir, "scheduler.log"), errors="replace") as f:
         scheduler_log = f.read()
-    assert "MetaServerNode" in scheduler_log  # MindSpore's scheduler side of init()
+    # MindSpore's scheduler side of init(): 2.0.0 logs from meta_server_node.cc
+    # while it waits at its exit for the workers to leave.
+    marker = "MetaServerNode" if mindspore.version == "2.10" else "meta_server_node.cc"
+    assert marker in scheduler_log
     sched_lines = [line for line in out.splitlines() if line.startswith("[sched] ")]
-    assert sched_lines and any("MetaServerNode" in line for line in sched_lines)
+    assert sched_lines and any(marker in line for line in sched_lines)
     assert "final test accuracy" not in scheduler_log  # it never trained
 
     # Both workers trained every epoch, to the same accuracy and the same parameters.
@@ -118,11 +248,15 @@ def test_cli_trains_two_workers_and_a_scheduler_from_a_rank_table(tmp_path, rank
     for rank in range(2):
         with open(os.path.join(run_dir, "rank_%d.device_%d.log" % (rank, rank)), errors="replace") as f:
             log = f.read()
-        assert len(re.findall(r"rank %d epoch +\d+/20: loss" % rank, log)) == 20
-        assert "[rank %d] rank %d epoch 20/20: loss" % (rank, rank) in out
-        # MindSpore's own view of the cluster matches the identity davincirun gave.
-        assert "rank %d/2: RANK_ID=%d DEVICE_ID=%d" % (rank, rank, rank) in log
-        results[rank] = final_lines(log, rank)
+        # MindSpore's own view of the cluster: 2.10 takes the rank davincirun
+        # gave (MS_NODE_ID); 2.0.0 numbers the workers as they registered.
+        [ms_rank] = [int(r) for r in re.findall(r"rank (\d)/2: RANK_ID=%d DEVICE_ID=%d" % (rank, rank), log)]
+        if mindspore.version == "2.10":
+            assert ms_rank == rank
+        assert len(re.findall(r"rank %d epoch +\d+/20: loss" % ms_rank, log)) == 20
+        assert "[rank %d] rank %d epoch 20/20: loss" % (rank, ms_rank) in out
+        results[ms_rank] = final_lines(log, ms_rank)
+    assert sorted(results) == [0, 1]
     assert results[0][0] > ACCURACY_THRESHOLD, results
     assert results[0] == results[1]
     import numpy as np
@@ -136,7 +270,8 @@ def test_cli_trains_two_workers_and_a_scheduler_from_a_rank_table(tmp_path, rank
     sched = scheduler_entry(summary)
     assert (sched["rank"], sched["exit_code"]) == (-1, 0)
     assert sorted(r["rank"] for r in summary["ranks"] if r.get("role") == "rank") == [0, 1]
-    print("dynamic-cluster training through the CLI: %.1f s, accuracy %.4f" % (elapsed, results[0][0]))
+    print("MindSpore %s, dynamic-cluster training through the CLI: %.1f s (%d start(s)), accuracy %.4f" % (
+        mindspore.version, elapsed, start, results[0][0]))
 
 
 @pytest.mark.slow
@@ -176,14 +311,10 @@ def test_notebook_cell_trains_with_the_scheduler_shown(tmp_path, rank_table, job
 # ---------------------------------------------------------------- failures
 
 
-def test_worker_killed_stops_the_scheduler_and_the_other_worker(tmp_path, rank_table, job_env, mindspore_python):
+def test_worker_killed_stops_the_scheduler_and_the_other_worker(tmp_path, rank_table, job_env, mindspore):
     marker = job_env[MARKER_VARIABLE]
-    job = start_distributed_train(
-        [mindspore_python, EXAMPLE] + ENDLESS, rank_table=rank_table(2), log_dir=str(tmp_path / "log"),
-        env=job_env, launch_mode="dynamic-cluster", output_notebook=False, job_timeout=120,
-    )
+    job, start = start_training(mindspore, rank_table, tmp_path, job_env, ENDLESS)
     try:
-        wait_for_text(os.path.join(job.run_dir, "rank_1.device_1.log"), "rank 1 epoch  2/")
         assert sorted(members(marker).values()) == [("MS_SCHED", "0"), ("MS_WORKER", "0"), ("MS_WORKER", "1")]
         _, killed_at = kill_member(marker, "MS_WORKER", 1)
         gone_after = wait_until_gone(marker)
@@ -202,7 +333,8 @@ def test_worker_killed_stops_the_scheduler_and_the_other_worker(tmp_path, rank_t
     assert len(others) == 2 and scheduler_entry(summary) in others
     assert all(r["terminated_by_launcher"] for r in others), others
     assert max(r["ended"] for r in others) - killed_at < STOP_BOUND, (killed_at, others)
-    print("worker SIGKILLed: the rest gone after %.3f s" % gone_after)
+    print("MindSpore %s, worker SIGKILLed: the rest gone after %.3f s (%d start(s))" % (
+        mindspore.version, gone_after, start))
 
 
 @needs_cli
@@ -257,14 +389,14 @@ def test_launcher_killed_leaves_no_member_of_the_job(tmp_path, rank_table, job_e
     print("launcher SIGKILLed: the job gone after %.3f s" % gone_after)
 
 
-def test_rank_table_mode_on_a_cpu_machine_hints_at_dynamic_cluster(tmp_path, rank_table, job_env, mindspore_python):
+def test_rank_table_mode_on_a_cpu_machine_hints_at_dynamic_cluster(tmp_path, rank_table, job_env, mindspore):
     """The default mode gives MindSpore no MS_ROLE: init() on the CPU refuses to
-    run (it only knows dynamic clusters there). The job ends in seconds, the
-    error quoting MindSpore."""
+    run (it only knows dynamic clusters there), in 2.0.0 with the same words
+    as in 2.10. The job ends in seconds, the error quoting MindSpore."""
     started = time.monotonic()
     with pytest.raises(DistributedRuntimeError) as info:
         start_and_wait_distributed_train(
-            [mindspore_python, EXAMPLE], rank_table=rank_table(2), log_dir=str(tmp_path / "log"), env=job_env,
+            [mindspore.python, EXAMPLE], rank_table=rank_table(2), log_dir=str(tmp_path / "log"), env=job_env,
             output_notebook=False, job_timeout=120,
         )
     elapsed = time.monotonic() - started

@@ -191,7 +191,8 @@ def test_devices_narrow_a_one_server_table(tmp_path, rank_table, job_env):
 
 
 @pytest.mark.parametrize("keywords, error, words", [
-    ({"launch_mode": "msrun"}, LaunchConfigError, "launch_mode must be rank-table or dynamic-cluster, got 'msrun'"),
+    ({"launch_mode": "msrun"}, LaunchConfigError,
+     "launch_mode must be rank-table, dynamic-cluster, tf-config or cm, got 'msrun'"),
     ({"launch_mode": 1}, OptionTypeError, "launch_mode: expected"),
     ({"nproc": "2"}, OptionTypeError, "nproc: expected a number of ranks"),
     ({"nproc": 0}, LaunchConfigError, "nproc must be a number of ranks between 1 and 1024, got 0"),
