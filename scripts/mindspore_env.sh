@@ -35,7 +35,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
-PYENV_ROOT=${PYENV_ROOT:-$HOME/.pyenv}
 
 usage() {
   sed -n 's/^#   bash /bash /p' "$0" >&2
@@ -58,13 +57,7 @@ while (($#)); do
   shift
 done
 
-# The newest installed X.Y.Z of pyenv's version X.Y, if any.
-pyenv_python() {
-  local dir
-  dir=$(ls -d "$PYENV_ROOT"/versions/"$1".* 2>/dev/null | grep -E "/$1\.[0-9]+$" | sort -V | tail -1 || true)
-  [[ -n $dir && -x $dir/bin/python$1 ]] && echo "$dir/bin/python$1"
-  return 0
-}
+source scripts/pyenv_python.sh
 
 # Sets ENV_DIR, BASE_PYTHON, REQUIREMENTS and WHY (what the base python must be) for version $1.
 configure() {

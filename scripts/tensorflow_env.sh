@@ -38,7 +38,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
-PYENV_ROOT=${PYENV_ROOT:-$HOME/.pyenv}
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 
 TF2_REQUIREMENTS=(tensorflow-cpu==2.21.0)
@@ -48,13 +47,7 @@ TF1_REQUIREMENTS=(tensorflow==1.15.5 "protobuf<3.21" "numpy<1.19")
 TF1_NO_DEPS=()
 TF1_VERSION=1.15.5
 
-# The newest installed X.Y.Z of pyenv's version X.Y, if any (as scripts/test_pythons.sh).
-pyenv_python() {
-  local dir
-  dir=$(ls -d "$PYENV_ROOT"/versions/"$1".* 2>/dev/null | grep -E "/$1\.[0-9]+$" | sort -V | tail -1 || true)
-  [[ -n $dir && -x $dir/bin/python$1 ]] && echo "$dir/bin/python$1"
-  return 0
-}
+source scripts/pyenv_python.sh
 
 clean=0
 envs=()

@@ -30,3 +30,12 @@ def processes_with(variable, value):
         if state != b"Z" and needle in env.split(b"\0"):
             found.append(int(name))
     return found
+
+
+def process_environ(pid):
+    """The environment of process `pid` as {name: value} (bytes), or None when it is gone."""
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            return dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
+    except OSError:
+        return None

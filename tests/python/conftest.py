@@ -24,7 +24,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [os.path.join(HERE, "support"), os.path.join(REPO, "tests", "fault")]
 from caller_signals import STOP_SIGNALS, restore_defaults  # noqa: E402
 from notebook_support import KERNEL_NAMES, checked_kernel  # noqa: E402
-from process_scan import MARKER_VARIABLE, processes_with_marker  # noqa: E402,F401 (used by the tests)
+from process_scan import MARKER_VARIABLE, process_environ, processes_with_marker  # noqa: E402,F401 (used by the tests)
 
 
 def pytest_sessionstart(session):
@@ -80,21 +80,28 @@ def rank_table(tmp_path):
     return make
 
 
+def framework_python(path, message, required_by):
+    """`path` when it is an executable interpreter of a framework's venv.
+    Missing, the test is skipped with `message`, unless the variable
+    `required_by` is 1 (scripts/test.sh sets it): then that is a failure,
+    so that the full test command never skips a framework quietly."""
+    if not os.access(path, os.X_OK):
+        if os.environ.get(required_by) == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
 @pytest.fixture(scope="session")
 def mindspore_python():
     """The interpreter of the MindSpore virtual environment
     (scripts/mindspore_env.sh: build/mindspore-env), or the one named by
-    DAVINCIRUN_MINDSPORE_PYTHON. Missing, the test is skipped, unless
-    DAVINCIRUN_REQUIRE_MINDSPORE=1 (scripts/test.sh sets it), where that
-    is a failure: the full test command never skips MindSpore quietly."""
+    DAVINCIRUN_MINDSPORE_PYTHON; missing, framework_python() decides
+    (DAVINCIRUN_REQUIRE_MINDSPORE)."""
     default = os.path.join(REPO, "build", "mindspore-env", "bin", "python")
     path = os.environ.get("DAVINCIRUN_MINDSPORE_PYTHON") or default
-    if not os.access(path, os.X_OK):
-        message = "no MindSpore environment at %s: run bash scripts/mindspore_env.sh" % path
-        if os.environ.get("DAVINCIRUN_REQUIRE_MINDSPORE") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
+    return framework_python(path, "no MindSpore environment at %s: run bash scripts/mindspore_env.sh" % path,
+                            "DAVINCIRUN_REQUIRE_MINDSPORE")
 
 
 @pytest.fixture(autouse=True)

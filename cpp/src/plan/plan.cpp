@@ -307,11 +307,11 @@ LaunchPlan plan_launch(const LaunchOptions& options, const Environment& environm
   }
   plan.attempt_ports.seed = several_launchers ? digest : std::string();
   plan.attempt_ports.host = job.master_addr;
-  for (const char* name : {"MASTER_PORT", "MS_SCHED_PORT", "CM_CHIEF_PORT"}) {
-    const std::string_view n = name;
-    const bool used = n == "MASTER_PORT" || (n == "MS_SCHED_PORT" && dynamic_cluster) ||
-                      (n == "CM_CHIEF_PORT" && job.launch_mode == LaunchMode::cm);
-    if (used && with_extra.get(name).value_or("").empty()) plan.attempt_ports.names.emplace_back(name);
+  std::vector<const char*> rendezvous_ports{"MASTER_PORT"};
+  if (dynamic_cluster) rendezvous_ports.push_back("MS_SCHED_PORT");
+  if (job.launch_mode == LaunchMode::cm) rendezvous_ports.push_back("CM_CHIEF_PORT");
+  for (const char* name : rendezvous_ports) {
+    if (with_extra.get(name).value_or("").empty()) plan.attempt_ports.names.emplace_back(name);
   }
   job.max_restarts = options.supervisor.max_restarts;
   if (dynamic_cluster && job.rank_start == 0) {

@@ -19,7 +19,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import MARKER_VARIABLE, REPO, processes_with_marker
+from conftest import MARKER_VARIABLE, REPO, framework_python, process_environ, processes_with_marker
 from log_watch import wait_for_text
 
 from davincirunsdk import DistributedRuntimeError, start_and_wait_distributed_train, start_distributed_train
@@ -51,12 +51,8 @@ def mindspore(request):
         return MindSpore("2.10", request.getfixturevalue("mindspore_python"))
     default = os.path.join(REPO, "build", "mindspore20-env", "bin", "python")
     path = os.environ.get("DAVINCIRUN_MINDSPORE20_PYTHON") or default
-    if not os.access(path, os.X_OK):
-        message = "no MindSpore 2.0 environment at %s: run bash scripts/mindspore_env.sh --version 2.0" % path
-        if os.environ.get("DAVINCIRUN_REQUIRE_MINDSPORE") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    return MindSpore("2.0", path)
+    message = "no MindSpore 2.0 environment at %s: run bash scripts/mindspore_env.sh --version 2.0" % path
+    return MindSpore("2.0", framework_python(path, message, "DAVINCIRUN_REQUIRE_MINDSPORE"))
 
 
 # MindSpore 2.0.0 loses, now and then, the scheduler's reply to a worker's
@@ -176,10 +172,8 @@ def members(marker):
     """{pid: (MS_ROLE, RANK_ID)} of the live processes carrying `marker`."""
     found = {}
     for pid in processes_with_marker(marker):
-        try:
-            with open("/proc/%d/environ" % pid, "rb") as f:
-                env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
-        except OSError:
+        env = process_environ(pid)
+        if env is None:
             continue
         found[pid] = (env.get(b"MS_ROLE", b"").decode(), env.get(b"RANK_ID", b"").decode())
     return found

@@ -13,7 +13,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import MARKER_VARIABLE, REPO, processes_with_marker
+from conftest import MARKER_VARIABLE, REPO, framework_python, process_environ, processes_with_marker
 from log_watch import wait_for_text
 
 pytestmark = pytest.mark.tensorflow
@@ -32,12 +32,8 @@ def tensorflow(request):
     the full test command never skips TensorFlow quietly."""
     env_dir, example = VERSIONS[request.param]
     python = os.path.join(REPO, "build", env_dir, "bin", "python")
-    if not os.access(python, os.X_OK):
-        message = "no TensorFlow %s environment at %s: run bash scripts/tensorflow_env.sh" % (request.param, python)
-        if os.environ.get("DAVINCIRUN_REQUIRE_TENSORFLOW") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    return python, os.path.join(EXAMPLES, example)
+    message = "no TensorFlow %s environment at %s: run bash scripts/tensorflow_env.sh" % (request.param, python)
+    return framework_python(python, message, "DAVINCIRUN_REQUIRE_TENSORFLOW"), os.path.join(EXAMPLES, example)
 
 
 def davincirun(args, job_env, tmp_path, **kwargs):
@@ -50,12 +46,7 @@ def davincirun(args, job_env, tmp_path, **kwargs):
 
 def rank_pid(marker, rank):
     for pid in processes_with_marker(marker):
-        try:
-            with open("/proc/%d/environ" % pid, "rb") as f:
-                env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
-        except OSError:
-            continue
-        if env.get(b"RANK") == str(rank).encode():
+        if (process_environ(pid) or {}).get(b"RANK") == str(rank).encode():
             return pid
     raise AssertionError("no process of rank %d" % rank)
 
@@ -126,8 +117,8 @@ def test_training_across_two_hosts(netns_hosts, tmp_path):
     """TensorFlow 1.15 (the quicker to start) on two hosts of one rank each:
     TF_CONFIG lists each host's address, and both replicas end alike."""
     python = os.path.join(REPO, "build", VERSIONS["1.15"][0], "bin", "python")
-    if not os.access(python, os.X_OK):
-        pytest.fail("no TensorFlow 1.15 environment at %s: run bash scripts/tensorflow_env.sh" % python)
+    python = framework_python(python, "no TensorFlow 1.15 environment at %s: run bash scripts/tensorflow_env.sh"
+                              % python, "DAVINCIRUN_REQUIRE_TENSORFLOW")
     hosts = netns_hosts.hosts[:2]
     table = netns_hosts.rank_table(tmp_path / "table.json", hosts, devices=1)
     out_dir = tmp_path / "out"
