@@ -4,7 +4,7 @@
 The folders under cpp/src are stages, in this order (docs/architecture.md,
 "The source tree"):
 
-    common → rank_table → plan → output → process → job → peers
+    common → rank_table → plan → output → process → job → peers → record
 
 A file may include its own stage's headers and those of the stages before
 it, never one after it; no two stages may include each other. A public
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "cpp" / "src"
 PUBLIC = ROOT / "cpp" / "include" / "davincirun"
 
-STAGES = ["common", "rank_table", "plan", "output", "process", "job", "peers"]
+STAGES = ["common", "rank_table", "plan", "output", "process", "job", "peers", "record"]
 # Public headers with no .cpp of their own.
 HEADER_ONLY = {
     "unique_fd.hpp": "common",

@@ -45,9 +45,10 @@ check "_core.pyi" bash scripts/stubs.sh --check
 
 if [[ $mode != --fast ]]; then
   # The compile commands of the development build: core, programs and module
-  # (configuring is enough, nothing is built).
+  # (configuring and the generated headers are enough, nothing is compiled).
   tidy() {
     cmake --preset dev >/dev/null
+    cmake --build build/dev --target davincirun_generated >/dev/null
     sources 'cpp/*.cpp' | xargs -P 2 -n 8 clang-tidy -p build/dev --quiet 2>&1 |
       grep -v -E '^[0-9]+ warnings? (and [0-9]+ errors? )?generated\.$|^\[[0-9]+/[0-9]+\] Processing file' |
       tee build/clang-tidy.log

@@ -35,6 +35,9 @@ apt_packages=(g++ nlohmann-json3-dev libfmt-dev catch2 clang libclang-rt-14-dev 
 apt_packages+=(slurm-wlm munge openmpi-bin iproute2 util-linux)
 # Debian's python3 makes no venv (build/venv) without its venv module.
 apt_packages+=(python3-venv)
+# Headless Chromium opens the job report's page in its tests
+# (tests/python/output/test_report_page.py, over --remote-debugging-pipe).
+apt_packages+=(chromium)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

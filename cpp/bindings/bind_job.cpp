@@ -126,6 +126,21 @@ class PyJob {
     return py::make_tuple(py::bytes(batch.lines), batch.skipped_lines, progress, exits, last_lines, attempts);
   }
 
+  /// Each rank's latest status since the last call (rank_progress.hpp):
+  /// [(rank index, progress text, output bytes a second, slow, why slow)].
+  py::list take_status() {
+    std::vector<RankStatus> statuses;
+    {
+      py::gil_scoped_release release;
+      statuses = queue_.take_status();
+    }
+    py::list out;
+    for (const auto& s : statuses) {
+      out.append(py::make_tuple(s.index, lenient_text(s.progress), s.bytes_per_s, s.slow, lenient_text(s.slow_detail)));
+    }
+    return out;
+  }
+
   void set_display_budget(std::size_t bytes) { queue_.set_budget(bytes); }
 
   void request_stop() { job_->request_stop(); }
@@ -233,6 +248,7 @@ void bind_job(py::module_& m) {
       .def("wait_for", &PyJob::wait_for, py::arg("timeout"), py::arg("on_output") = true,
            py::call_guard<py::gil_scoped_release>())
       .def("take_output", &PyJob::take_output, py::arg("everything") = false, py::arg("lines") = true)
+      .def("take_status", &PyJob::take_status)
       .def("set_display_budget", &PyJob::set_display_budget, py::arg("bytes"))
       .def("request_stop", &PyJob::request_stop)
       .def("request_kill", &PyJob::request_kill)

@@ -29,6 +29,7 @@
 #include "options.hpp"
 #include "process/command_lookup.hpp"
 #include "python_script.hpp"
+#include "report_command.hpp"
 
 namespace {
 
@@ -213,6 +214,7 @@ int run(const davincirun::cli::CliOptions& cli) {
 int main(int argc, char** argv) {
   using namespace davincirun;
   try {
+    if (cli::is_report_command(argc, argv)) return cli::run_report_command(argc, argv);
     cli::CliOptions cli = cli::parse_command_line(argc, argv);
     if (cli.help) {
       std::fputs(cli::usage_text().c_str(), stdout);

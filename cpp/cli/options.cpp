@@ -18,6 +18,7 @@
 #include "common/edit_distance.hpp"
 #include "davincirun/errors.hpp"
 #include "foreign_flags.hpp"
+#include "report_command.hpp"
 
 namespace davincirun::cli {
 
@@ -25,6 +26,7 @@ namespace {
 
 constexpr const char* usage_head = R"(Usage: davincirun [OPTIONS] [--] COMMAND [ARGS...]
        davincirun --write-rank-table FILE | --merge-rank-tables OUT IN...
+       davincirun report [RUN_DIR | JOB_ID]
 
 Starts COMMAND once per device of this machine's server in an HCCL rank table,
 with RANK_ID, RANK_SIZE, DEVICE_ID, ASCEND_DEVICE_ID, RANK_TABLE_FILE, JOB_ID,
@@ -242,7 +244,7 @@ std::string closest_flag(std::string_view name) {
 std::string usage_text() {
   std::string out = usage_head;
   for_each_option<LaunchOptions, on_command_line>([&](const auto& option) { out += help_lines(option); });
-  return out + usage_tail + table_tools_usage();
+  return out + usage_tail + table_tools_usage() + report_usage();
 }
 
 std::string flag_message(const OptionError& error) {

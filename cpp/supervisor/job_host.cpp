@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -23,6 +25,7 @@
 #include "davincirun/environment.hpp"
 #include "davincirun/errors.hpp"
 #include "davincirun/plan.hpp"
+#include "davincirun/report.hpp"
 #include "davincirun/restart_policy.hpp"
 #include "davincirun/root_cause.hpp"
 #include "davincirun/supervisor.hpp"
@@ -33,10 +36,12 @@
 #include "job_peers.hpp"
 #include "job_summary.hpp"
 #include "lifeline.hpp"
+#include "output/job_progress.hpp"
 #include "platform_dirs.hpp"
 #include "process/descendants.hpp"
 #include "process/fd_limit.hpp"
 #include "process/tracking.hpp"
+#include "record_writer.hpp"
 #include "run_dir.hpp"
 #include "stack_dump.hpp"
 
@@ -120,7 +125,7 @@ std::vector<RankLaunch> launches_for(const JobSpec& spec, const RunDir& run_dir,
     launch.rank = a.rank;
     launch.label = process_label(a);
     launch.log_path = run_dir.log_path(a, attempt);
-    launch.show_on_console = i >= spec.show_on_console.size() || spec.show_on_console[i];
+    launch.show_on_console = true;  // JobProgress reads every rank's lines and shows those asked for
     launch.process.argv = spec.command;
     Environment env(spec.environments[i]);
     // The plan leaves it out where the ranks must not see it (launch mode cm).
@@ -135,7 +140,10 @@ std::vector<RankLaunch> launches_for(const JobSpec& spec, const RunDir& run_dir,
       }
     }
     // torch's @record writes the rank's exception there, read first by the report.
-    if (a.role == ProcessRole::rank) env.set("TORCHELASTIC_ERROR_FILE", torch_error_file_for(launch.log_path));
+    if (a.role == ProcessRole::rank) {
+      env.set("TORCHELASTIC_ERROR_FILE", torch_error_file_for(launch.log_path));
+      env.set("DAVINCIRUN_METRICS_FILE", run_dir.metrics_path(a.rank));  // davincirunsdk.log_metric()
+    }
     platform.prepare(env, a.rank);  // CANN's and MindSpore's directories (platform_environment.hpp)
     launch.process.env = env.entries();
     launch.process.work_dir = spec.work_dir;
@@ -175,6 +183,19 @@ void write_summary(const JobSpec& spec, const RunDir& run_dir, JobResult& result
     console.notice(
         notice_line(fmt::format("cannot write the job summary {}: {}", run_dir.summary_path(), *result.summary_error)));
   }
+}
+
+// What the supervisor's watch of the output needs: each rank's label and
+// whether its lines are shown.
+JobProgress::Options progress_options(const JobSpec& spec) {
+  JobProgress::Options o;
+  o.labels = rank_labels(spec);
+  for (std::size_t i = 0; i < spec.ranks.size(); ++i) {
+    o.shown.push_back(i >= spec.show_on_console.size() || spec.show_on_console[i]);
+  }
+  o.server_id = spec.server_id;
+  o.slow_window = spec.supervisor.slow_window;
+  return o;
 }
 
 // A test's hold of `starting` (SupervisorOptions::hold), the ranks started:
@@ -231,6 +252,7 @@ int run_job_host(int lifeline_fd) {
   std::optional<DeviceLocks> locks;
   std::optional<RunDir> run_dir;
   std::optional<PlatformDirs> platform;
+  std::optional<JobProgress> progress;  // the ranks' console: it outlives the supervisor
   std::unique_ptr<Supervisor> supervisor;
   std::unique_ptr<JobPeers> peers;  // after the supervisor: destroyed (its thread ended) first
   std::string tag;
@@ -271,9 +293,14 @@ int run_job_host(int lifeline_fd) {
       started_early = true;
       attempt = peers->await_start(lifeline_fd);
     }
-    supervisor = start_ranks(spec, *run_dir, tag, console.sink(), *platform, attempt);
+    progress.emplace(console.sink(), progress_options(spec));
+    supervisor = start_ranks(spec, *run_dir, tag, *progress, *platform, attempt);
+    supervisor->set_ticker([&progress] { progress->tick(); }, std::chrono::seconds(1));
     if (started_early) console.sink().attempt_started(attempt, supervisor->pids());
     if (peers) {
+      peers->set_part_maker([&](const JobResult& so_far) {
+        return part_for_hub(spec, record_input(spec, *run_dir, so_far, journal ? &*journal : nullptr, &*progress));
+      });
       peers->start(*supervisor, run_dir->path(), rank_labels(spec));
     } else if (spec.supervisor.stall_timeout.count() > 0) {
       ServerLink link;
@@ -285,6 +312,7 @@ int run_job_host(int lifeline_fd) {
     }
     journal.emplace(run_dir->events_path());
     supervisor->set_journal([&journal](const std::string& line) { journal->write(line); });
+    progress->set_journal([&journal](const std::string& line) { journal->write(line, false); });
     for (const auto& note : spec.notes) supervisor->post_notice(note, true);
     for (const auto& dir : platform->removed_after_job()) spec.remove_after_job.push_back(dir);
   } catch (const std::exception& e) {
@@ -308,6 +336,8 @@ int run_job_host(int lifeline_fd) {
     return abandon(e, false);
   }
   write_summary(spec, *run_dir, result, console.sink());
+  write_record(spec, *run_dir, record_input(spec, *run_dir, result, journal ? &*journal : nullptr, &*progress),
+               peers.get(), console.sink());
   console.flush();  // every line reaches the launcher before the result
   lifeline.send(Frame::result, encode_result(result));
   return 0;

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "davincirun/unique_fd.hpp"
+#include "record/job_record.hpp"
 
 namespace davincirun::detail {
 
@@ -14,11 +16,16 @@ class JobJournal {
   /// Creates `path` (mode 0600; never an existing file). A log that cannot
   /// be created or written is given up quietly: the job does not depend on it.
   explicit JobJournal(const std::string& path);
-  /// Appends "<UTC time with milliseconds> <line>\n".
-  void write(const std::string& line);
+  /// Appends "<UTC time with milliseconds> <line>\n"; `keep`: also into
+  /// entries(), for the job record.
+  void write(const std::string& line, bool keep = true);
+  /// The lines kept, the first max_entries of them.
+  const std::vector<JournalEntry>& entries() const noexcept { return entries_; }
+  static constexpr std::size_t max_entries = 10'000;
 
  private:
   UniqueFd fd_;
+  std::vector<JournalEntry> entries_;
 };
 
 }  // namespace davincirun::detail

@@ -38,6 +38,9 @@ PeerConfig config_of(const JobSpec& spec) {
   c.job_key = p.job_key;
   c.max_restarts = spec.supervisor.max_restarts;
   c.awaits_start = !p.hub && spec.supervisor.max_restarts > 0;
+  c.sends_part = true;
+  // A member's part comes once its ranks are gone: within their grace period after a stop.
+  c.gather_timeout = spec.supervisor.grace_period + std::chrono::seconds(3);
   return c;
 }
 
@@ -154,7 +157,7 @@ void JobPeers::start(Supervisor& supervisor, std::string run_dir, std::vector<st
   link.local_stop = [this](StopReason reason, const RankResult* failure, const std::string& why) {
     on_local_stop(reason, failure, why);
   };
-  link.local_done = [this](bool success, const AttemptVerdict* verdict) {
+  link.local_done = [this](bool success, const AttemptVerdict* verdict, const JobResult& so_far) {
     PeerAttemptOver over;
     over.success = success;
     if (verdict != nullptr) {
@@ -162,7 +165,7 @@ void JobPeers::start(Supervisor& supervisor, std::string run_dir, std::vector<st
       over.decision = verdict->decision;
       over.root_cause = verdict->root_cause;
     }
-    agent_->finish(std::move(over));
+    agent_->finish(std::move(over), !spec_.peers.hub && part_maker_ ? part_maker_(so_far) : std::string());
   };
   link.waiting_for = [this] { return agent_->waiting_for(); };
   supervisor.set_server_link(std::move(link));

@@ -49,6 +49,14 @@ class JobPeers {
   /// gets up to a second) and writes the notices it left to the console.
   void stop();
 
+  /// A member: makes this server's part of the job record (JSON text, at
+  /// most max_record_part_bytes) from the result so far, when its attempt
+  /// is over; the agent sends it to the hub before its `over`. Set before start().
+  using PartMaker = std::function<std::string(const JobResult& so_far)>;
+  void set_part_maker(PartMaker maker) { part_maker_ = std::move(maker); }
+  /// The hub, after stop(): every other server's part and clock.
+  std::vector<GatheredServer> gathered() const { return agent_->gathered(); }
+
  private:
   void on_stop(const PeerEvent& event);
   void on_notice(const std::string& line, bool info);
@@ -65,6 +73,7 @@ class JobPeers {
   std::atomic<Supervisor*> supervisor_{nullptr};
   std::string run_dir_;
   std::vector<std::string> labels_;
+  PartMaker part_maker_;
   std::thread thread_;
   std::atomic<bool> agent_returned_{false};
 

@@ -38,6 +38,10 @@ void RelaySink::rank_exited(std::size_t index, ExitStatus status, bool stopped_b
   lifeline_.send(Frame::rank_exited, encode_rank_exited({index, status, stopped_by_launcher}));
 }
 
+void RelaySink::ranks_status(const std::vector<RankStatus>& statuses) {
+  lifeline_.send(Frame::status, encode_status(statuses));
+}
+
 void RelaySink::attempt_started(int attempt, const std::vector<pid_t>& pids) {
   lifeline_.send(Frame::attempt, encode_attempt({attempt, pids}));
 }

@@ -38,6 +38,7 @@ class RelaySink final : public LineSink {
   void progress(std::size_t index, std::string_view text) override;
   void rank_exited(std::size_t index, ExitStatus status, bool stopped_by_launcher) override;
   void attempt_started(int attempt, const std::vector<pid_t>& pids) override;
+  void ranks_status(const std::vector<RankStatus>& statuses) override;
   bool wants_progress() const noexcept override { return true; }
 
  private:

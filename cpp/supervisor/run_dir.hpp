@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "davincirun/device_allocation.hpp"
+#include "record/job_record.hpp"
 
 namespace davincirun::detail {
 
@@ -32,6 +33,14 @@ class RunDir {
   /// The job's journal on this server (job_journal.hpp); not named *.log,
   /// which is every rank's log and only theirs.
   std::string events_path() const { return path_ + "/events.txt"; }
+  /// The job-wide record (record/job_record.hpp).
+  std::string record_path() const { return path_ + "/job.json"; }
+  /// The record's page (davincirun/report.hpp).
+  std::string report_path() const { return path_ + "/report.html"; }
+  /// Where rank id `rank`'s log_metric() records go (DAVINCIRUN_METRICS_FILE,
+  /// docs/job-record.md): one JSON object per line, every attempt's in one file;
+  /// the folder is made by the first rank that writes.
+  std::string metrics_path(int rank) const { return metrics_file(path_, rank); }
 
   /// Points <log_dir>/latest at this run, for `tail -f log/latest/rank_0...`.
   /// Best effort: replaced atomically, never when `latest` is not a symlink.

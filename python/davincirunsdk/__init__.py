@@ -28,6 +28,7 @@ from .errors import (
 )
 from .job import DistributedJob
 from .launch import start_and_wait_distributed_train, start_distributed_train, wait_distributed_train
+from .metrics import log_metric
 from .rank_table import init_rank_table, merge_rank_tables, write_rank_table
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "SpawnError",
     "__version__",
     "load_rank_table",
+    "log_metric",
     "init_rank_table",
     "merge_rank_tables",
     "parse_rank_table",

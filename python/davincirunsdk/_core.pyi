@@ -304,6 +304,14 @@ class LaunchOptions:
     def server_id(self, arg1: str | None) -> None:
         ...
     @property
+    def slow_window(self) -> float:
+        """
+        Mark a rank slow when the progress its output prints (epoch, step) trails the other ranks' median this long (default: 30; 0: never; docs/job-record.md). In seconds.
+        """
+    @slow_window.setter
+    def slow_window(self, arg1: typing.Any) -> None:
+        ...
+    @property
     def stall_timeout(self) -> float:
         """
         Stop the job when no rank of it wrote any output this long, after dumping Python stacks with py-spy (default and 0: no watchdog; exit status 124). In seconds.
@@ -745,6 +753,8 @@ class Job:
     def set_display_budget(self, bytes: typing.SupportsInt | typing.SupportsIndex) -> None:
         ...
     def take_output(self, everything: bool = False, lines: bool = True) -> tuple:
+        ...
+    def take_status(self) -> list:
         ...
     def wait_for(self, timeout: typing.SupportsFloat | typing.SupportsIndex, on_output: bool = True) -> bool:
         ...

@@ -57,6 +57,14 @@ def _duration(seconds):
     return "%d:%02d:%02d" % (hours, minutes, secs)
 
 
+def _rate(bytes_per_s):
+    """Output bytes a second in short words: "850 B/s", "1.2 KB/s"."""
+    for unit in ("B/s", "KB/s", "MB/s"):
+        if bytes_per_s < 1024 or unit == "MB/s":
+            return ("%d %s" if unit == "B/s" else "%.1f %s") % (bytes_per_s, unit)
+        bytes_per_s /= 1024.0
+
+
 def describe_exit(exit_code, signal, stopped_by_launcher):
     """("done" | "failed" | "stopped", text): how a rank ended, in words: the
     core's for an exit code or a signal (as in RankResult.status)."""
@@ -73,7 +81,8 @@ def describe_exit(exit_code, signal, stopped_by_launcher):
 class RankRow:
     """One rank of this machine (or MindSpore's scheduler, rank -1) in the view."""
 
-    __slots__ = ("rank", "label", "device", "pid", "state", "status", "ended", "last_line", "progress", "shown_at_end")
+    __slots__ = ("rank", "label", "device", "pid", "state", "status", "ended", "last_line", "progress", "shown_at_end",
+                 "step", "rate", "slow")
 
     def __init__(self, rank, device, pid):
         self.rank = rank
@@ -86,6 +95,9 @@ class RankRow:
         self.last_line = ""
         self.progress = ""  # the line it is redrawing now ('\r'), if any
         self.shown_at_end = False  # last_line comes from its log file
+        self.step = ""  # its progress as the supervisor read it ("epoch 2 step 45/100"), rank_progress.hpp
+        self.rate = 0  # its output bytes a second
+        self.slow = ""  # why it is slow (docs/job-record.md), "" when it is not
 
 
 class JobStatus:
@@ -110,6 +122,7 @@ class JobStatus:
         self.duration = None
         self.attempt = 1  # a job that restarts: the attempt running now
         self.max_restarts = plan.max_restarts
+        self.metrics = None  # a _metrics_view.MetricsReader: the ranks' log_metric() charts, set by _live
 
     # ---------------------------------------------------------- feeding
 
@@ -128,6 +141,21 @@ class JobStatus:
         if row is not None:
             row.progress = _clip(text)
 
+    def feed_status(self, index, progress, bytes_per_s, slow, why):
+        """The supervisor's word on the rank at `index`: its progress, output rate and slowness."""
+        row = self._row(index)
+        if row is not None:
+            row.step, row.rate, row.slow = _clip(progress), bytes_per_s, (why or "behind the others") if slow else ""
+
+    def _status(self, row):
+        """"running, epoch 2 step 45/100, 1.2 KB/s" while it runs; "slow: ..." when behind."""
+        if row.state != "running":
+            return row.status
+        if row.slow:
+            return "slow: " + row.slow
+        parts = [row.status] + ([row.step] if row.step else []) + ([_rate(row.rate)] if row.rate else [])
+        return ", ".join(parts)
+
     def feed_exit(self, index, exit_code, signal, stopped_by_launcher):
         """The rank at `index` exited (exit code or signal; stopped by the launcher first or not)."""
         row = self._row(index)
@@ -144,7 +172,8 @@ class JobStatus:
             row.pid = pid
             row.state = row.status = "running"
             row.ended = None
-            row.last_line = row.progress = ""
+            row.last_line = row.progress = row.step = row.slow = ""
+            row.rate = 0
         self.first_failure = None
 
     def finish(self, result, read_last_line=None, read_root_cause=None):
@@ -226,7 +255,7 @@ class JobStatus:
         """[(rank, device, pid, status, time, last line)] as strings."""
         now = time.monotonic() if now is None else now
         return [
-            (row.label, str(row.device), str(row.pid), row.status, self._elapsed(row, now), self._last(row))
+            (row.label, str(row.device), str(row.pid), self._status(row), self._elapsed(row, now), self._last(row))
             for row in self.rows
         ]
 
@@ -240,6 +269,7 @@ class JobStatus:
         for r in rows:
             lines.append("  ".join(cell.ljust(w) for cell, w in zip(r, widths)) + "  " + r[-1])
         lines.extend(self._root_cause_lines())
+        lines.extend(self.metrics.text_lines() if self.metrics is not None else [])
         lines.append("logs: %s" % self.run_dir)
         text = "\n".join(line.rstrip() for line in lines) + "\n"
         if tail:
@@ -263,7 +293,8 @@ class JobStatus:
 
     def html(self, now=None, tail=None):
         """The view as an HTML fragment (inline styles only: front ends strip <style>)."""
-        state_colour = {"running": "inherit", "done": "#2e8b2e", "failed": "#d1242f", "stopped": "#8a6d00"}
+        state_colour = {"running": "inherit", "done": "#2e8b2e", "failed": "#d1242f", "stopped": "#8a6d00",
+                        "slow": "#b35900"}
         cell = "padding:1px 8px;text-align:left;"
         out = ['<div class="davincirun-job" style="font-family:monospace;font-size:12px">']
         out.append("<div><b>%s</b></div>" % html.escape(self.headline()))
@@ -276,11 +307,13 @@ class JobStatus:
                 '<tr><td style="%scolor:%s"><b>%s</b></td><td style="%s">%s</td><td style="%s">%s</td>'
                 '<td style="%scolor:%s">%s</td><td style="%s">%s</td><td style="%swhite-space:pre">%s</td></tr>'
                 % (cell, rank_colour(row.rank), rank, cell, device, cell, pid,
-                   cell, state_colour.get(row.state, "inherit"), status, cell, elapsed, cell, last)
+                   cell, state_colour.get("slow" if row.slow and row.state == "running" else row.state, "inherit"),
+                   status, cell, elapsed, cell, last)
             )
         out.append("</table>")
         for line in self._root_cause_lines():
             out.append('<div style="color:#d1242f;white-space:pre">%s</div>' % html.escape(line))
+        out.append(self.metrics.html() if self.metrics is not None else "")
         out.append("<div>logs: %s</div>" % html.escape(self.run_dir))
         if tail:
             out.append('<div>recent output%s:</div><pre style="margin:0">%s</pre>'

@@ -21,6 +21,7 @@ import time
 from . import _core
 from ._console import CONSOLE_NONE, CONSOLE_PYTHON, ConsoleWriter, wants_colour
 from ._job_view import JobStatus
+from ._metrics_view import MetricsReader
 
 # How long a waiting thread sleeps between checks for Ctrl-C, in seconds.
 WAKE_SECONDS = 0.1
@@ -51,6 +52,9 @@ class LiveOutput:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._writer = ConsoleWriter(colour=wants_colour(self._in_kernel))
         self.status = JobStatus(plan, core.pids, core.run_dir, ranks_to_show)
+        # log_metric()'s files of this server's ranks: charted while the job runs, last values at its end.
+        self.status.metrics = MetricsReader(core.run_dir, [r.rank for r in plan.ranks if r.rank >= 0],
+                                            plan.world_size)
         self._tail = collections.deque(maxlen=TAIL_LINES)
         self._skipped = 0
         self._skip_noted = time.monotonic()
@@ -138,6 +142,8 @@ class LiveOutput:
                 self.status.feed_last_line(index, line)
             for index, line in progress:
                 self.status.feed_progress(index, line)
+            for index, progress_text, rate, slow, why in self._core.take_status():
+                self.status.feed_status(index, progress_text, rate, slow, why)
             # A job that restarts: an attempt's exits, then the next attempt's start.
             for attempt, pids in attempts:
                 for index, exit_code, signal, stopped, _ in [e for e in exits if e[4] < attempt]:
@@ -157,6 +163,7 @@ class LiveOutput:
                 self._tail.extend(lines)
                 self._view.tail = "\n".join(self._tail) + "\n"
         if self._view is not None:
+            self.status.metrics.poll()  # at most once a second
             try:
                 self._view.refresh()
             except Exception:
@@ -175,6 +182,7 @@ class LiveOutput:
             self._skip_noted = now
 
     def _summarize(self, result):
+        self.status.metrics.poll(force=True)  # the ranks' last values
         if self.status.outcome is None:
             self.status.finish(result, lambda path: _core.read_log_tail(path, 1, 4096), _core.root_cause)
 

@@ -263,6 +263,7 @@ def start_distributed_train(
     max_restarts: Optional[int] = None,
     restart_delay: Optional[float] = None,
     restart_on_same_error: bool = False,
+    slow_window: Optional[float] = None,
 ) -> DistributedJob:
     """Starts one process per device of this machine's server in the rank table.
 
@@ -352,6 +353,9 @@ def start_distributed_train(
             the one before it did (the same rank, exit status and root
             cause, and no line in its log that the attempt before had not
             written). Default ``False``: such a failure ends the job, saying so.
+        slow_window (float | None): seconds a rank's progress (its printed
+            epoch and step) may trail the median before the job names it
+            slow (docs/job-record.md); default 30, 0: never.
         random_cache_dir (bool): give the ranks a fresh
             ``MS_COMPILER_CACHE_PATH`` (removed after the job) unless one is set.
         ranks_to_show (list[int] | int | None): show only these ranks' output
@@ -448,6 +452,7 @@ def start_and_wait_distributed_train(
     max_restarts: Optional[int] = None,
     restart_delay: Optional[float] = None,
     restart_on_same_error: bool = False,
+    slow_window: Optional[float] = None,
 ) -> int:
     """Starts distributed training on this machine and waits for it to end.
 
@@ -465,7 +470,7 @@ def start_and_wait_distributed_train(
         env, grace_period, job_timeout, wait_timeout, ranks_to_show,
         launch_mode, nproc, devices, peers, peer_timeout, peer_port,
         stall_timeout, drain_timeout, max_restarts, restart_delay,
-        restart_on_same_error: as for :func:`start_distributed_train`.
+        restart_on_same_error, slow_window: as for :func:`start_distributed_train`.
         random_cache_dir (bool): default True: a fresh MindSpore compiler
             cache directory for this job, removed afterwards (a
             ``MS_COMPILER_CACHE_PATH`` already set wins).

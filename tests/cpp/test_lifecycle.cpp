@@ -76,7 +76,7 @@ struct WaitingJob {
     sup = std::make_unique<Supervisor>(std::vector<RankLaunch>{launch(dir, 0, {helper("child_exit"), "0"})},
                                        SupervisorOptions{}, console);
     ServerLink link;
-    link.local_done = [this](bool ok, const AttemptVerdict*) {
+    link.local_done = [this](bool ok, const AttemptVerdict*, const JobResult&) {
       success = ok;
       ++done_calls;
     };

@@ -17,12 +17,14 @@
 
 #include "davincirun/environment.hpp"
 #include "davincirun/errors.hpp"
+#include "peer_test_agent.hpp"
 #include "peers/peer_agent.hpp"
 #include "peers/peer_socket.hpp"
 
 using namespace davincirun;
 using namespace davincirun::detail;
 using namespace std::chrono_literals;
+using davincirun_test::config_for;
 
 namespace {
 
@@ -88,20 +90,6 @@ class TestAgent {
   std::string notices_;
   bool returned_ = false;
 };
-
-PeerConfig config_for(std::uint32_t index, int port, std::size_t servers = 3) {
-  PeerConfig c;
-  c.hub = index == 0;
-  c.hub_address = "127.0.0.1";
-  c.port = port;
-  c.server_index = index;
-  for (std::size_t i = 0; i < servers; ++i) c.server_ids.push_back("10.0.0." + std::to_string(11 + i));
-  c.job_key = "the job's key";
-  c.peer_timeout = 2000ms;
-  c.heartbeat_interval = heartbeat_interval_for(c.peer_timeout);
-  c.connect_timeout = 5000ms;
-  return c;
-}
 
 PeerEvent failure_on(const std::string& server, int rank) {
   PeerEvent e;

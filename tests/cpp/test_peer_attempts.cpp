@@ -13,78 +13,16 @@
 #include <vector>
 
 #include "davincirun/environment.hpp"
+#include "peer_test_agent.hpp"
 #include "peers/peer_agent.hpp"
 #include "peers/peer_socket.hpp"
 
 using namespace davincirun;
 using namespace davincirun::detail;
 using namespace std::chrono_literals;
+using davincirun_test::Agent;
 
 namespace {
-
-// One agent of a job that restarts, on its thread, with what it told its owner.
-class Agent {
- public:
-  explicit Agent(PeerConfig config) {
-    agent_ = std::make_unique<PeerAgent>(
-        std::move(config), [this](const PeerEvent& e) { add([&] { stops_.push_back(e); }); },
-        [](const std::string&, bool) {}, [] { return std::uint64_t{0}; });
-    agent_->on_decision([this](const PeerDecision& d, const std::optional<PeerEvent>& unheard) {
-      add([&] {
-        decisions_.push_back(d);
-        unheard_.push_back(unheard.has_value());
-      });
-    });
-    thread_ = std::thread([this] {
-      agent_->run();
-      add([&] { returned_ = true; });
-    });
-  }
-  ~Agent() {
-    agent_->abort();
-    thread_.join();
-  }
-  PeerAgent& agent() { return *agent_; }
-  bool wait(const std::function<bool()>& ready, std::chrono::milliseconds limit = 5000ms) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    return changed_.wait_for(lock, limit, ready);
-  }
-  bool wait_stops(std::size_t n) {
-    return wait([&] { return stops_.size() >= n; });
-  }
-  std::optional<PeerDecision> wait_decision(std::size_t n) {
-    if (!wait([&] { return decisions_.size() >= n; })) return std::nullopt;
-    std::lock_guard<std::mutex> lock(mutex_);
-    return decisions_[n - 1];
-  }
-  bool wait_returned() {
-    return wait([&] { return returned_; });
-  }
-  std::size_t stop_count() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return stops_.size();
-  }
-  bool unheard(std::size_t n) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return unheard_.at(n - 1);
-  }
-
- private:
-  template <typename F>
-  void add(F f) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    f();
-    changed_.notify_all();
-  }
-  std::unique_ptr<PeerAgent> agent_;
-  std::thread thread_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<PeerEvent> stops_;
-  std::vector<PeerDecision> decisions_;
-  std::vector<bool> unheard_;
-  bool returned_ = false;
-};
 
 PeerConfig restarting(std::uint32_t index, int port) {
   PeerConfig c;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "davincirun/job_types.hpp"
+#include "davincirun/rank_progress.hpp"
 
 namespace davincirun {
 
@@ -46,6 +47,10 @@ class LineSink {
   /// `pids` (by index); what comes after is this attempt's. Called after
   /// the previous attempt's last lines and exits. Default: ignored.
   virtual void attempt_started(int /*attempt*/, const std::vector<pid_t>& /*pids*/) {}
+  /// What changed in the ranks' progress, output rates and slowness
+  /// (rank_progress.hpp), at most once a second, from the supervisor
+  /// process's watch of the output. Default: ignored.
+  virtual void ranks_status(const std::vector<RankStatus>& /*statuses*/) {}
 };
 
 /// "rank 3": the label of rank id 3, in its console prefix "[rank 3] ".
@@ -88,6 +93,15 @@ struct ConsoleStyle {
   bool status_line = false;
 };
 
+/// The status line: the ranks' live status (LineSink::ranks_status()) around
+/// `bars` (the ranks' unfinished lines, "[rank 0] 45%|####  |"), most urgent
+/// first: "slow: rank 2, rank 5 | <bars> | output 4.8 KB/s"; without bars,
+/// the progress of the lowest-index rank that reports any ("[rank 0] epoch
+/// 1 step 12") in their place. `labels`: each rank's label by index. "" when
+/// there is nothing to say.
+std::string status_summary(const std::vector<RankStatus>& statuses, const std::vector<std::string>& labels,
+                           const std::string& bars);
+
 /// Writes the ranks' lines to `fd` (e.g. 1, the terminal; -1 = nowhere) and
 /// notices to `notice_fd` (e.g. 2; -1 = `fd` too). A closed reader (EPIPE)
 /// silences that stream; the ranks and their log files carry on. `labels`:
@@ -103,6 +117,11 @@ class FdLineSink final : public LineSink {
   void notice(std::string_view lines) override;
   void progress(std::size_t index, std::string_view text) override;
   bool wants_progress() const noexcept override { return style_.status_line; }
+  /// Kept for the status line (status_summary()), redrawn with it.
+  void ranks_status(const std::vector<RankStatus>& statuses) override;
+  /// Its status leaves the status line, for the attempt: a job's last line is never a stale one.
+  void rank_exited(std::size_t index, ExitStatus status, bool stopped_by_launcher) override;
+  void attempt_started(int attempt, const std::vector<pid_t>& pids) override;
   bool wants_lines() const noexcept override { return fd_ >= 0; }
   bool broken() const noexcept { return broken_; }
 
@@ -117,6 +136,8 @@ class FdLineSink final : public LineSink {
   std::vector<std::string> labels_;
   bool status_shown_ = false;
   std::vector<std::pair<std::size_t, std::string>> progress_;  // index -> unfinished line, in arrival order
+  std::vector<RankStatus> statuses_;                           // of running ranks, by index
+  std::vector<bool> exited_;                                   // by index, this attempt
   bool broken_ = false;
   bool notice_broken_ = false;
 };

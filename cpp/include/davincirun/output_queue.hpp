@@ -11,6 +11,7 @@
 
 #include "davincirun/enum_names.hpp"
 #include "davincirun/job_types.hpp"
+#include "davincirun/rank_progress.hpp"
 
 namespace davincirun {
 
@@ -26,7 +27,7 @@ namespace davincirun {
 /// a bar's latest state matters). Not thread-safe: its owner locks.
 class OutputQueue {
  public:
-  enum class Kind { lines, notice, progress, exit, attempt };
+  enum class Kind { lines, notice, progress, exit, attempt, status };
   struct Entry {
     Kind kind = Kind::lines;
     std::size_t index = 0;             ///< lines, progress, exit: the rank's index
@@ -34,6 +35,7 @@ class OutputQueue {
     ExitStatus status{};               ///< exit
     bool stopped_by_launcher = false;  ///< exit
     std::vector<pid_t> pids;           ///< attempt (its number in `index`)
+    std::vector<RankStatus> statuses;  ///< status
   };
 
   /// `capacity_bytes`: bytes of rank lines (and progress text) held at most.
@@ -51,6 +53,8 @@ class OutputQueue {
   bool push_progress(std::size_t index, std::string_view text);
   void push_exit(std::size_t index, ExitStatus status, bool stopped_by_launcher);
   void push_attempt(int attempt, const std::vector<pid_t>& pids);
+  /// Never dropped: at most one a second, a few bytes a rank.
+  void push_status(const std::vector<RankStatus>& statuses);
 
   bool empty() const noexcept { return entries_.empty(); }
   /// Removes and returns the front entry (of lines, what is left of it).
@@ -82,7 +86,7 @@ class OutputQueue {
   std::uint64_t dropped_ = 0;
 };
 
-/// to_string(): "lines", "notice", "progress", "exit" or "attempt".
-DAVINCIRUN_ENUM_NAMES(OutputQueue::Kind, "lines", "notice", "progress", "exit", "attempt");
+/// to_string(): "lines", "notice", "progress", "exit", "attempt" or "status".
+DAVINCIRUN_ENUM_NAMES(OutputQueue::Kind, "lines", "notice", "progress", "exit", "attempt", "status");
 
 }  // namespace davincirun

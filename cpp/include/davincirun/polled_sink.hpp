@@ -66,6 +66,10 @@ class PolledSink final : public LineSink {
   bool wants_progress() const noexcept override { return true; }
   void rank_exited(std::size_t index, ExitStatus status, bool stopped_by_launcher) override;
   void attempt_started(int attempt, const std::vector<pid_t>& pids) override;
+  void ranks_status(const std::vector<RankStatus>& statuses) override;
+
+  /// Each rank's latest RankStatus that arrived since the last call, by index.
+  std::vector<RankStatus> take_status();
 
   /// What arrived since the last call: rank lines up to the budget (at
   /// least one whole line) with the notices among them, or every line when
@@ -92,6 +96,7 @@ class PolledSink final : public LineSink {
   Latest last_lines_;
   std::vector<RankExit> exits_;
   std::vector<Attempt> attempts_;
+  std::vector<RankStatus> statuses_;  // the latest of each rank, in arrival order
   int attempt_ = 1;
   bool woken_ = false;
 };

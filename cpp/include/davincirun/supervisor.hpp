@@ -80,10 +80,12 @@ struct ServerLink {
   std::function<void(StopReason reason, const RankResult* failure, const std::string& why)> local_stop;
   /// Every process of this server is done (`success`: each exited 0 and
   /// nothing stopped the job; `verdict`: this server's judge's word on the
-  /// attempt in a job that restarts, else null): the job now waits for the
+  /// attempt in a job that restarts, else null; `so_far`: the job's result
+  /// as it stands, its attempts to this one): the job now waits for the
   /// other servers until servers_done(), servers_decided() or a stop.
-  /// Called on run()'s thread; must not block.
-  std::function<void(bool success, const AttemptVerdict* verdict)> local_done;
+  /// Called on run()'s thread; must not wait on anything (it may read this
+  /// server's files: the record's part is made here).
+  std::function<void(bool success, const AttemptVerdict* verdict, const JobResult& so_far)> local_done;
   /// What the job waits for, in words, for the progress lines of
   /// `waiting_for_servers`: "the agent of rank 0's server at 10.0.0.1:29731
   /// (not reached: Connection refused)". Called on run()'s thread.
@@ -215,6 +217,12 @@ class Supervisor {
   /// quiet ones included: the job's journal (<run>/events.txt). Set before run().
   using Journal = std::function<void(const std::string& line)>;
   void set_journal(Journal journal) { journal_ = std::move(journal); }
+  /// Called on run()'s thread every `period` while ranks run (running,
+  /// stopping, killing), e.g. to look at their progress. Set before run().
+  void set_ticker(std::function<void()> tick, std::chrono::milliseconds period) {
+    ticker_ = std::move(tick);
+    tick_period_ = period;
+  }
 
  private:
   struct Event;
@@ -300,6 +308,8 @@ class Supervisor {
   std::atomic<std::int64_t> last_output_ns_{0};  // steady clock, 0: none yet
   StreamScratch scratch_;
   NullLineSink hidden_;  // the console of ranks not shown live
+  std::function<void()> ticker_;
+  std::chrono::milliseconds tick_period_{1000};
 };
 
 }  // namespace davincirun

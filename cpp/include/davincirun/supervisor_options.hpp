@@ -32,6 +32,8 @@ inline constexpr std::chrono::milliseconds max_drain_timeout{86'400'000};
 /// Longest accepted job timeout: one year (a job may train for weeks; a
 /// year still fits the millisecond arithmetic).
 inline constexpr std::chrono::milliseconds max_job_timeout{365LL * 86'400'000};
+/// SupervisorOptions::slow_window by default.
+inline constexpr std::chrono::milliseconds default_slow_window{30'000};
 
 /// Default wait between one attempt's end and the next one's start in a job
 /// that restarts: 1 s. A fault a restart cures (a link flap, a device that
@@ -118,6 +120,12 @@ struct SupervisorOptions {
   /// stop the user asks for keeps grace_period, which TensorFlow's
   /// PreemptionCheckpointHandler uses to save a checkpoint. Default false.
   bool kill_on_failure = false;
+  /// A rank whose progress (the epoch and step its output prints:
+  /// rank_progress.hpp) trails the others' median for this long is marked
+  /// slow: a notice naming it and its server, its row in the live views,
+  /// the job record (the rule: src/output/slow_ranks.hpp, docs/job-record.md).
+  /// Zero: never. Default 30 s (default_slow_window).
+  std::chrono::milliseconds slow_window = default_slow_window;
 };
 
 // What the launcher sends its supervisor process, and the launch options
@@ -165,7 +173,13 @@ constexpr auto fields_of(const SupervisorOptions*) {
             "restart even when an attempt fails as the one before it did (same rank, same root cause, no new "
             "output); by default such a failure ends the job")
           .only(on_wire | in_python)
-          .flag(""));
+          .flag(""),
+      field("slow_window", &O::slow_window,
+            "mark a rank slow when the progress its output prints (epoch, step) trails the other ranks' median "
+            "this long (default: {}; 0: never; docs/job-record.md)")
+          .only(on_wire | in_python)
+          .flag("SEC")
+          .range(0, max_job_timeout.count(), " (never)", " (one year)"));
 }
 
 }  // namespace davincirun

@@ -61,6 +61,10 @@ std::string encode_attempt(const AttemptStarted& started) { return encode(starte
 
 AttemptStarted decode_attempt(std::string_view data) { return decode<AttemptStarted>(data); }
 
+std::string encode_status(const std::vector<RankStatus>& statuses) { return encode(RanksStatus{statuses}); }
+
+std::vector<RankStatus> decode_status(std::string_view data) { return decode<RanksStatus>(data).statuses; }
+
 bool deliver_console_frame(Frame type, std::string_view payload, LineSink& sink) {
   switch (type) {
     case Frame::lines: {
@@ -84,6 +88,7 @@ bool deliver_console_frame(Frame type, std::string_view payload, LineSink& sink)
       sink.attempt_started(started.attempt, started.pids);
       return true;
     }
+    case Frame::status: sink.ranks_status(decode_status(payload)); return true;
     default: return false;
   }
 }

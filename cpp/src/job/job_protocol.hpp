@@ -154,7 +154,15 @@ constexpr auto fields_of(const AttemptStarted*) {
 std::string encode_attempt(const AttemptStarted& started);
 AttemptStarted decode_attempt(std::string_view data);
 
-/// Hands a console frame (lines, notice, progress, rank_exited) to `sink`.
+/// Frame::status is LineSink::ranks_status().
+struct RanksStatus {
+  std::vector<RankStatus> statuses;
+};
+constexpr auto fields_of(const RanksStatus*) { return std::make_tuple(field("statuses", &RanksStatus::statuses)); }
+std::string encode_status(const std::vector<RankStatus>& statuses);
+std::vector<RankStatus> decode_status(std::string_view data);
+
+/// Hands a console frame (lines, notice, progress, rank_exited, attempt, status) to `sink`.
 /// Returns false for any other frame type. Throws SystemError on a malformed payload.
 bool deliver_console_frame(Frame type, std::string_view payload, LineSink& sink);
 

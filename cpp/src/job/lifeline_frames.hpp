@@ -21,6 +21,7 @@ enum class Frame : char {
   progress = 'P',     ///< a rank's line being redrawn with '\r'
   rank_exited = 'X',  ///< RankExited
   attempt = 'A',      ///< AttemptStarted
+  status = 'T',       ///< RanksStatus
   result = 'R',       ///< the JobResult; the last frame
 };
 

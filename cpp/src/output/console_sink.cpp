@@ -95,6 +95,69 @@ void FdLineSink::progress(std::size_t index, std::string_view text) {
   draw_status();
 }
 
+namespace {
+
+// "850 B/s", "1.2 KB/s": as the notebook's view says it (_job_view._rate).
+std::string rate_text(double bytes_per_s) {
+  const char* units[] = {"B/s", "KB/s", "MB/s"};
+  std::size_t u = 0;
+  for (; u < 2 && bytes_per_s >= 1024; ++u) bytes_per_s /= 1024;
+  return u == 0 ? fmt::format("{:.0f} {}", bytes_per_s, units[u]) : fmt::format("{:.1f} {}", bytes_per_s, units[u]);
+}
+
+}  // namespace
+
+std::string status_summary(const std::vector<RankStatus>& statuses, const std::vector<std::string>& labels,
+                           const std::string& bars) {
+  const auto label = [&](std::size_t i) { return i < labels.size() ? labels[i] : std::to_string(i); };
+  std::string slow;
+  std::string progress;
+  double rate = 0;
+  for (const RankStatus& s : statuses) {
+    rate += static_cast<double>(s.bytes_per_s);
+    if (s.slow) slow += (slow.empty() ? "slow: " : ", ") + label(s.index);
+    // The lowest index that reports progress stands for the job (ranks in step print alike).
+    if (progress.empty() && !s.progress.empty()) progress = "[" + label(s.index) + "] " + s.progress;
+  }
+  std::string out;
+  for (const std::string& part : {slow, bars.empty() ? progress : bars, rate > 0 ? "output " + rate_text(rate) : ""}) {
+    if (!part.empty()) out += (out.empty() ? "" : " | ") + part;
+  }
+  return out;
+}
+
+void FdLineSink::ranks_status(const std::vector<RankStatus>& statuses) {
+  if (!style_.status_line) return;
+  for (const RankStatus& s : statuses) {
+    if (s.index < exited_.size() && exited_[s.index]) continue;  // its last rate, 0: nothing to show
+    auto it = std::lower_bound(statuses_.begin(), statuses_.end(), s.index,
+                               [](const RankStatus& a, std::size_t i) { return a.index < i; });
+    if (it != statuses_.end() && it->index == s.index) {
+      *it = s;
+    } else {
+      statuses_.insert(it, s);
+    }
+  }
+  clear_status();
+  draw_status();
+}
+
+void FdLineSink::rank_exited(std::size_t index, ExitStatus /*status*/, bool /*stopped_by_launcher*/) {
+  if (exited_.size() <= index) exited_.resize(index + 1, false);
+  exited_[index] = true;
+  const auto it =
+      std::find_if(statuses_.begin(), statuses_.end(), [&](const RankStatus& s) { return s.index == index; });
+  if (it == statuses_.end()) return;
+  statuses_.erase(it);
+  clear_status();
+  draw_status();
+}
+
+void FdLineSink::attempt_started(int /*attempt*/, const std::vector<pid_t>& /*pids*/) {
+  exited_.clear();
+  statuses_.clear();
+}
+
 void FdLineSink::clear_status() {
   if (!status_shown_) return;
   write_all(fd_, "\r\x1b[K", broken_);
@@ -102,7 +165,7 @@ void FdLineSink::clear_status() {
 }
 
 void FdLineSink::draw_status() {
-  if (!style_.status_line || progress_.empty() || broken_) return;
+  if (!style_.status_line || broken_ || (progress_.empty() && statuses_.empty())) return;
   winsize size{};
   // One column short of the width: a line filling the last column would
   // leave the cursor waiting to wrap, and "\r" would then redraw below it.
@@ -112,12 +175,14 @@ void FdLineSink::draw_status() {
   // ranks' own escape sequences and control characters are left out. A
   // line one column too wide would wrap, and every redraw would leave a
   // stale copy above it.
-  std::string line;
+  std::string bars;
   for (const auto& [index, text] : progress_) {
     const std::string label = index < labels_.size() ? labels_[index] : std::to_string(index);
-    line += (line.empty() ? "[" : " | [") + label + "] " + drawable_text(text);
-    if (display_width(line) > width) break;
+    bars += (bars.empty() ? "[" : " | [") + label + "] " + drawable_text(text);
+    if (display_width(bars) > width) break;
   }
+  std::string line = status_summary(statuses_, labels_, bars);
+  if (line.empty()) return;
   line.resize(fit_width(line, width));
   write_all(fd_, "\r" + line + "\x1b[K", broken_);
   status_shown_ = true;

@@ -67,6 +67,14 @@ void NonBlockingSink::attempt_started(int attempt, const std::vector<pid_t>& pid
   wake_.notify_one();
 }
 
+void NonBlockingSink::ranks_status(const std::vector<RankStatus>& statuses) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_status(statuses);
+  }
+  wake_.notify_one();
+}
+
 std::uint64_t NonBlockingSink::skipped_lines() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return skipped_total_;
@@ -112,6 +120,7 @@ void NonBlockingSink::run() {
       case OutputQueue::Kind::progress: target_.progress(entry.index, entry.text); break;
       case OutputQueue::Kind::exit: target_.rank_exited(entry.index, entry.status, entry.stopped_by_launcher); break;
       case OutputQueue::Kind::attempt: target_.attempt_started(static_cast<int>(entry.index), entry.pids); break;
+      case OutputQueue::Kind::status: target_.ranks_status(entry.statuses); break;
     }
     lock.lock();
   }

@@ -67,6 +67,13 @@ void OutputQueue::push_attempt(int attempt, const std::vector<pid_t>& pids) {
   entries_.push_back(std::move(entry));
 }
 
+void OutputQueue::push_status(const std::vector<RankStatus>& statuses) {
+  Queued entry;
+  entry.kind = Kind::status;
+  entry.statuses = statuses;
+  entries_.push_back(std::move(entry));
+}
+
 OutputQueue::Entry OutputQueue::pop() {
   Queued front = std::move(entries_.front());
   entries_.pop_front();

@@ -55,6 +55,26 @@ void PolledSink::attempt_started(int attempt, const std::vector<pid_t>& pids) {
   ready_.notify_all();
 }
 
+void PolledSink::ranks_status(const std::vector<RankStatus>& statuses) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const RankStatus& s : statuses) {
+    auto same =
+        std::find_if(statuses_.begin(), statuses_.end(), [&](const RankStatus& x) { return x.index == s.index; });
+    if (same != statuses_.end()) {
+      *same = s;
+    } else {
+      statuses_.push_back(s);
+    }
+  }
+}
+
+std::vector<RankStatus> PolledSink::take_status() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<RankStatus> out;
+  out.swap(statuses_);
+  return out;
+}
+
 PolledSink::Batch PolledSink::take(bool everything, bool lines) {
   std::lock_guard<std::mutex> lock(mutex_);
   Batch batch;

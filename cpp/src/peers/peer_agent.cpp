@@ -61,6 +61,10 @@ PeerAgent::PeerAgent(PeerConfig config, StopHandler on_stop, NoticeHandler on_no
   member_gone_.assign(config_.server_ids.size(), std::string());
   member_refusal_.assign(config_.server_ids.size(), std::string());
   member_lost_at_.assign(config_.server_ids.size(), std::nullopt);
+  member_part_.assign(config_.server_ids.size(), std::string());
+  member_clock_.assign(config_.server_ids.size(), std::nullopt);
+  member_sends_part_.assign(config_.server_ids.size(), false);
+  member_left_.assign(config_.server_ids.size(), std::string());
   if (config_.hub && config_.server_ids.size() > 1) listen_fd_ = listen_on(config_.hub_address, config_.port);
   update_waiting_for();
 }
@@ -85,10 +89,11 @@ void PeerAgent::report(const PeerEvent& event) {
   wake();
 }
 
-void PeerAgent::finish(PeerAttemptOver over) {
+void PeerAgent::finish(PeerAttemptOver over, std::string part) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     finished_ = std::move(over);
+    finished_part_ = std::move(part);
   }
   wake();
 }
@@ -133,6 +138,7 @@ void PeerAgent::take_commands() {
       local_finished_ = true;
       local_over_ = *finished_;
       local_over_.attempt = attempt_;
+      local_part_ = std::exchange(finished_part_, std::string());
     }
   }
   if (report) {
@@ -155,6 +161,7 @@ void PeerAgent::lost(Connection& c, const std::string& why) {
   // A server waiting for the others (local_finished_) still counts them: a
   // member lost then would otherwise be waited for until the end of time.
   const bool quiet = c.done || c.leaving || stopping_ || !joined || ended_;
+  if (config_.hub && joined && !c.done && c.server_index < member_left_.size()) member_left_[c.server_index] = why;
   drop(c, "");
   if (!quiet) stop_job(lost_event(c, why), false, &c);
   // In a job that restarts, a member lost may rejoin (within the wait
@@ -254,9 +261,9 @@ void PeerAgent::retry_join(Clock::time_point now) {
 void PeerAgent::send_heartbeats(Clock::time_point now) {
   if (now < next_heartbeat_) return;
   next_heartbeat_ = now + config_.heartbeat_interval;
-  const std::string beat = encode_heartbeat({silence_ ? silence_() : 0});
   for (auto& c : connections_) {
-    if (!c->closed && c->state == Connection::State::joined) send(*c, PeerFrame::heartbeat, beat);
+    if (c->closed || c->state != Connection::State::joined) continue;
+    send_heartbeat(*c, config_.hub && !member_clock_.at(c->server_index));
   }
 }
 
@@ -376,6 +383,7 @@ bool PeerAgent::done() const {
   }
   if (restarts() && !ended_) return false;
   if (stopping_) {
+    if (awaiting_parts(now)) return false;
     // Members that have not joined yet learn the event on joining: wait a
     // while for them, so that a failure at start-up stops them at once.
     for (std::uint32_t i = 0; i < member_joined_.size(); ++i) {

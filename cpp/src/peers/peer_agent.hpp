@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "davincirun/unique_fd.hpp"
+#include "peers/peer_clock.hpp"
 #include "peers/peer_message.hpp"
 
 namespace davincirun::detail {
@@ -61,7 +62,23 @@ struct PeerConfig {
   /// A member of a job that restarts: its ranks start once the hub names
   /// the attempt (attempt_to_start()), so that it can rejoin a job under way.
   bool awaits_start = false;
+  /// This server sends its part of the job record with its `over`
+  /// (finish()); after a stop the hub waits for such members' parts for
+  /// at most `gather_timeout` (their ranks have the grace period to end).
+  bool sends_part = false;
+  std::chrono::milliseconds gather_timeout{13'000};
 };
+
+/// What the hub heard of one other server by the end of the job.
+struct GatheredServer {
+  std::uint32_t server_index = 0;
+  std::string part;                  ///< its part of the job record (JSON text); "" when none arrived
+  std::string why;                   ///< part == "": why not ("never joined", "was lost: ...", "sent none")
+  std::optional<ClockSample> clock;  ///< its clock against the hub's; none without an echoed heartbeat
+};
+
+/// The most a member sends of its record part; a larger one is refused.
+inline constexpr std::size_t max_record_part_bytes = 4u << 20;
 
 /// A heartbeat interval that detects a loss well within `peer_timeout`: a
 /// sixth of it, between 50 ms and 5 s.
@@ -107,7 +124,9 @@ class PeerAgent {
   /// 0; its `attempt` is the agent's own). run() returns once the other
   /// agents know, or the hub once every member is done; in a job that
   /// restarts, once the job ends (else the agent goes on with the next attempt).
-  void finish(PeerAttemptOver over);
+  /// `part` (PeerConfig::sends_part): this server's part of the job
+  /// record, sent to the hub before the `over` (at most max_record_part_bytes).
+  void finish(PeerAttemptOver over, std::string part = {});
   void finish(bool success) {
     PeerAttemptOver over;
     over.success = success;
@@ -136,6 +155,10 @@ class PeerAgent {
   /// the stall watchdog); read after run() returned.
   std::optional<PeerEvent> stop_event() const;
 
+  /// The hub: every other server's record part and clock, in server
+  /// order; read after run() returned (empty on a member).
+  std::vector<GatheredServer> gathered() const;
+
  private:
   struct Connection;
   void wake();
@@ -152,6 +175,12 @@ class PeerAgent {
   void tick();
   void retry_join(std::chrono::steady_clock::time_point now);
   void send_heartbeats(std::chrono::steady_clock::time_point now);
+  // The record's part and clocks (peer_record.cpp).
+  void send_heartbeat(Connection& c, bool want_echo);
+  void heard_heartbeat(Connection& c, const PeerHeartbeat& beat);
+  void send_part(Connection& c);
+  void hub_part_chunk(Connection& c, const PeerPartChunk& chunk);
+  bool awaiting_parts(std::chrono::steady_clock::time_point now) const;
   void check_connections(std::chrono::steady_clock::time_point now);
   void check_never_joined(std::chrono::steady_clock::time_point now);
   void check_stall();
@@ -199,6 +228,7 @@ class PeerAgent {
   std::string waiting_for_;
   std::optional<PeerEvent> pending_report_;
   std::optional<PeerAttemptOver> finished_;
+  std::string finished_part_;
   bool aborted_ = false;
   std::optional<PeerEvent> stop_event_;
   std::optional<std::uint32_t> start_at_;  // awaits_start: the attempt to start as
@@ -209,6 +239,7 @@ class PeerAgent {
   bool reported_ = false;  // this server's event went to the hub
   bool local_finished_ = false;
   PeerAttemptOver local_over_;
+  std::string local_part_;                  // member: its record part, sent before its over
   bool told_done_ = false;                  // member: the hub was told this server is done
   bool joined_ = false;                     // member: welcomed by the hub once
   std::optional<PeerEvent> unsent_report_;  // member: this server's event, for a hub joined later
@@ -229,6 +260,11 @@ class PeerAgent {
   // hub: a member lost may rejoin until this plus the wait timeout
   std::vector<std::optional<std::chrono::steady_clock::time_point>> member_lost_at_;
   std::vector<std::string> member_refusal_;  // hub: a member stopped after its attempt was over
+  // hub: the job record's parts and clocks (peer_record.cpp), by server index
+  std::vector<std::string> member_part_;
+  std::vector<std::optional<ClockSample>> member_clock_;
+  std::vector<bool> member_sends_part_;   // its hello said it sends one
+  std::vector<std::string> member_left_;  // why its connection ended before its part came ("" if not)
 };
 
 }  // namespace davincirun::detail

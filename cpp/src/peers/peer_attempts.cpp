@@ -19,9 +19,12 @@ void PeerAgent::member_say_over() {
   if (told_done_) return;
   for (auto& c : connections_) {
     if (c->closed || c->state != Connection::State::joined) continue;
-    // Without restarts the hub needs to hear only of success: a failure
-    // has stopped the job already.
-    if (restarts() || (local_over_.success && !stopping_)) send(*c, PeerFrame::over, encode_over(local_over_));
+    // Without restarts the hub needs to hear only of success (a failure
+    // has stopped the job already), and of a part it waits for.
+    if (restarts() || (local_over_.success && !stopping_) || config_.sends_part) {
+      send_part(*c);
+      send(*c, PeerFrame::over, encode_over(local_over_));
+    }
     told_done_ = true;
   }
 }

@@ -40,6 +40,10 @@ struct PeerAgent::Connection {
   std::chrono::steady_clock::time_point joined_at = std::chrono::steady_clock::now();
   std::uint64_t silent_ms = UINT64_MAX;  // as its last heartbeat said; none yet: UINT64_MAX
   std::string unsent;
+  // The other side's last heartbeat (its sent_us, and when it came): echoed in ours.
+  std::uint64_t heard_sent_us = 0;
+  std::chrono::steady_clock::time_point heard_beat_at{};
+  std::string part;  // hub: a member's record part, as its pieces come
   bool done = false;
   bool leaving = false;  // hub: the member said it leaves the job (its launcher is gone)
   bool closed = false;

@@ -27,8 +27,8 @@ namespace {
 // seen within peer_timeout plus this.
 constexpr milliseconds tick_period{100};
 // Output a peer does not read (it hangs, or its link is gone) is bounded:
-// past this the peer counts as lost.
-constexpr std::size_t max_unsent_bytes = 1 << 20;
+// past this the peer counts as lost. Room for a record part and then some.
+constexpr std::size_t max_unsent_bytes = max_record_part_bytes + (1u << 20);
 // The hub names refused connections at most this often.
 constexpr milliseconds refusal_line_period{30'000};
 
@@ -91,8 +91,12 @@ void PeerAgent::read_from(Connection& c) {
 }
 
 void PeerAgent::flush_before_exit() {
-  // What is queued (a stop, a "done") gets up to a second to leave.
-  const auto deadline = Clock::now() + milliseconds(1000);
+  // What is queued (a stop, an "over") gets up to a second to leave; a
+  // member's record part before its "over" up to the peer timeout: cut short,
+  // the hub would take this server for lost before it said it was done.
+  const auto deadline = Clock::now() + (!config_.hub && !local_part_.empty() && told_done_
+                                            ? std::max(milliseconds(1000), config_.peer_timeout)
+                                            : milliseconds(1000));
   for (auto& c : connections_) {
     while (!c->closed && !c->unsent.empty() && Clock::now() < deadline) {
       pollfd p{c->fd.get(), POLLOUT, 0};

@@ -59,6 +59,14 @@ PeerAttemptOver decode_over(std::string_view payload) { return decoded<PeerAttem
 
 std::string encode_decision(const PeerDecision& d) { return encode(d); }
 
+std::string encode_part_chunk(const PeerPartChunk& c) { return encode(c); }
+
+PeerPartChunk decode_part_chunk(std::string_view payload) {
+  PeerPartChunk c = decoded<PeerPartChunk>("record part", payload);
+  if (c.bytes.size() > max_part_chunk_bytes) throw PeerProtocolError("malformed record part message");
+  return c;
+}
+
 PeerDecision decode_decision(std::string_view payload) { return decoded<PeerDecision>("decision", payload); }
 
 std::optional<RawPeerFrame> PeerFrameParser::next() {

@@ -33,8 +33,9 @@ namespace davincirun::detail {
 /// Bumped whenever a frame's meaning or bytes change; agents of another
 /// version are refused with a message naming both. 3: every value typed;
 /// 4: attempts (a member's `over` replaces `done`; the hub's `decided`;
-/// the welcome names the job's attempt).
-inline constexpr std::uint8_t peer_protocol_version = 4;
+/// the welcome names the job's attempt); 5: heartbeats carry wall-clock
+/// times (the record's clock alignment), members send their record part.
+inline constexpr std::uint8_t peer_protocol_version = 5;
 inline constexpr std::size_t peer_header_bytes = 8;
 inline constexpr std::size_t peer_tag_bytes = 32;
 /// Longest payload: a failure report with its root cause fits easily.
@@ -50,9 +51,10 @@ enum class PeerFrame : std::uint8_t {
   over = 6,       ///< member → hub: that server's attempt is over (PeerAttemptOver)
   refused = 7,    ///< hub → member: why it may not join (its server joined already); then the hub closes
   decided = 8,    ///< hub → member: the job restarts, or ends, after an attempt that failed (PeerDecision)
+  part = 9,       ///< member → hub: a piece of its server's part of the job record (PeerPartChunk), before `over`
 };
 DAVINCIRUN_ENUM_NAMES_FROM(PeerFrame, 1, "challenge", "hello", "welcome", "heartbeat", "event", "over", "refused",
-                           "decided");
+                           "decided", "part");
 
 /// What happened, in a PeerEvent.
 enum class PeerEventKind : std::uint8_t {
@@ -87,22 +89,47 @@ struct PeerHello {
   std::string nonce;  ///< peer_nonce_bytes random bytes
   std::uint32_t server_index = 0;
   std::string server_id;
-  std::uint32_t pid = 0;  ///< the agent's, for the hub's messages
+  std::uint32_t pid = 0;    ///< the agent's, for the hub's messages
+  bool sends_part = false;  ///< it sends its part of the job record before its `over` (PeerConfig::sends_part)
 };
 constexpr auto fields_of(const PeerHello*) {
   using H = PeerHello;
   return std::make_tuple(field("nonce", &H::nonce), field("server_index", &H::server_index),
-                         field("server_id", &H::server_id), field("pid", &H::pid));
+                         field("server_id", &H::server_id), field("pid", &H::pid), field("sends_part", &H::sends_part));
 }
 
+/// A heartbeat also carries the clocks that put every server's record on
+/// rank 0's server's clock (peer_clock.hpp): the sender's wall clock when
+/// it sent it, and the other side's last `sent_us` with how long it was held.
 struct PeerHeartbeat {
   /// Milliseconds since any process on the sender's server last wrote
   /// output; UINT64_MAX when none has yet (the stall watchdog).
   std::uint64_t silent_ms = UINT64_MAX;
+  std::uint64_t sent_us = 0;  ///< the sender's wall clock, microseconds since the Unix epoch
+  std::uint64_t echo_us = 0;  ///< `sent_us` of the last heartbeat heard from the other side; 0: none yet
+  std::uint64_t held_us = 0;  ///< microseconds between hearing that one and sending this one
+  bool want_echo = false;     ///< answer at once (the hub has no clock sample of this member yet)
 };
 constexpr auto fields_of(const PeerHeartbeat*) {
-  return std::make_tuple(field("silent_ms", &PeerHeartbeat::silent_ms));
+  using B = PeerHeartbeat;
+  return std::make_tuple(field("silent_ms", &B::silent_ms), field("sent_us", &B::sent_us),
+                         field("echo_us", &B::echo_us), field("held_us", &B::held_us),
+                         field("want_echo", &B::want_echo));
 }
+
+/// A piece of a member server's part of the job record (JSON text), sent
+/// before its `over`; the hub joins the pieces in order.
+struct PeerPartChunk {
+  std::uint32_t attempt = 1;  ///< the attempt whose `over` follows
+  bool last = false;          ///< the part is complete with this piece
+  std::string bytes;          ///< at most max_part_chunk_bytes
+};
+constexpr auto fields_of(const PeerPartChunk*) {
+  using C = PeerPartChunk;
+  return std::make_tuple(field("attempt", &C::attempt), field("last", &C::last), field("bytes", &C::bytes));
+}
+/// A piece fits a frame with its fields around it.
+inline constexpr std::size_t max_part_chunk_bytes = max_peer_payload - 64;
 
 /// The hub's welcome: where the job is, for a member that (re)joins a job
 /// that restarts and starts its ranks only once it knows.
@@ -168,6 +195,8 @@ std::string encode_over(const PeerAttemptOver& over);
 PeerAttemptOver decode_over(std::string_view payload);
 std::string encode_decision(const PeerDecision& decision);
 PeerDecision decode_decision(std::string_view payload);
+std::string encode_part_chunk(const PeerPartChunk& chunk);
+PeerPartChunk decode_part_chunk(std::string_view payload);
 
 /// A frame that is malformed (bad magic, version, type or length) or fails
 /// its tag: the connection is closed, with this message in the log.

@@ -50,6 +50,8 @@ void PeerAgent::hub_frame(Connection& c, const RawPeerFrame& f) {
       throw PeerProtocolError(why);
     }
     member_joined_[i] = true;
+    member_sends_part_[i] = hello.sends_part;
+    member_left_[i].clear();
     const bool rejoined = member_lost_at_[i].has_value();
     member_lost_at_[i].reset();
     c.server_index = i;
@@ -57,6 +59,7 @@ void PeerAgent::hub_frame(Connection& c, const RawPeerFrame& f) {
     c.last_heard = Clock::now();
     c.joined_at = c.last_heard;
     send(c, PeerFrame::welcome, encode_welcome({attempt_, stopping_}));
+    send_heartbeat(c, true);  // its echo gives the first clock sample (peer_clock.hpp)
     // Joined while the job decides on an attempt it did not run: it waits
     // for the decision, and counts as heard (nothing of its own to refuse).
     if (restarts() && stopping_ && !member_over_[i]) {
@@ -79,7 +82,8 @@ void PeerAgent::hub_frame(Connection& c, const RawPeerFrame& f) {
   c.seal.open(f);
   c.last_heard = Clock::now();
   switch (f.type) {
-    case PeerFrame::heartbeat: c.silent_ms = decode_heartbeat(f.payload).silent_ms; break;
+    case PeerFrame::heartbeat: heard_heartbeat(c, decode_heartbeat(f.payload)); break;
+    case PeerFrame::part: hub_part_chunk(c, decode_part_chunk(f.payload)); break;
     case PeerFrame::event: {
       const PeerEvent event = decode_event(f.payload);
       // Stopped there (a person, a signal, its timeout): no restart.
@@ -136,6 +140,7 @@ void PeerAgent::member_frame(Connection& c, const RawPeerFrame& f) {
     hello.server_index = config_.server_index;
     hello.server_id = config_.server_ids.at(config_.server_index);
     hello.pid = static_cast<std::uint32_t>(::getpid());
+    hello.sends_part = config_.sends_part;
     c.seal.rekey(peer_session_key(config_.job_key, f.payload, hello.nonce));
     send(c, PeerFrame::hello, encode_hello(hello));
     c.state = Connection::State::welcoming;
@@ -173,7 +178,7 @@ void PeerAgent::member_frame(Connection& c, const RawPeerFrame& f) {
     return;
   }
   switch (f.type) {
-    case PeerFrame::heartbeat: break;
+    case PeerFrame::heartbeat: heard_heartbeat(c, decode_heartbeat(f.payload)); break;
     case PeerFrame::event: stop_job(decode_event(f.payload), false, &c); break;
     case PeerFrame::decided: {
       PeerDecision decision = decode_decision(f.payload);

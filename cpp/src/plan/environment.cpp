@@ -87,8 +87,10 @@ const std::vector<std::string_view>& identity_variable_names() {
 
 const std::vector<std::string_view>& scrubbed_variable_names() {
   static const std::vector<std::string_view> names = {
-      "MS_ROLE",     "MS_SCHED_HOST", "MS_SCHED_PORT",   "MS_WORKER_NUM", "MS_NODE_ID",    "TF_CONFIG",
-      "CM_CHIEF_IP", "CM_CHIEF_PORT", "CM_CHIEF_DEVICE", "CM_WORKER_IP",  "CM_WORKER_SIZE"};
+      "MS_ROLE", "MS_SCHED_HOST", "MS_SCHED_PORT", "MS_WORKER_NUM", "MS_NODE_ID", "TF_CONFIG", "CM_CHIEF_IP",
+      "CM_CHIEF_PORT", "CM_CHIEF_DEVICE", "CM_WORKER_IP", "CM_WORKER_SIZE",
+      // set by the supervisor per rank (an outer job's must not reach a scheduler)
+      "DAVINCIRUN_METRICS_FILE"};
   return names;
 }
 

@@ -35,6 +35,7 @@ struct Supervisor::Clocks {
   std::optional<Time> hold_until;       // SupervisorOptions::hold
   std::optional<Time> next_wait_line;   // waiting_for_servers: the next progress line
   std::optional<Time> restart_at;       // restarting: the end of the restart delay
+  std::optional<Time> next_tick;        // set_ticker(): the next call
   bool job_deadline_armed = false;      // the job timeout counts from the first attempt's start
   bool restart_ordered = false;         // waiting_for_servers goes on to restarting
   Time entered{};                       // when the current state began

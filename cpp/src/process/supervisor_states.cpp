@@ -52,6 +52,9 @@ std::string signal_text(int signal) {
   return name != nullptr ? fmt::format("SIG{}", name) : fmt::format("signal {}", signal);
 }
 
+// The states in which ranks may run (the ticker's).
+bool ranks_run(JobState s) { return s == JobState::running || s == JobState::stopping || s == JobState::killing; }
+
 }  // namespace
 
 bool Supervisor::held() const { return clocks_->hold_until && Clock::now() < *clocks_->hold_until; }
@@ -249,7 +252,7 @@ void Supervisor::enter_waiting() {
   }
   bool success = stop_.reason == StopReason::none;
   for (const auto& r : ranks_->ranks) success = success && r.result.status.success();
-  link_.local_done(success, verdict_ ? &*verdict_ : nullptr);
+  link_.local_done(success, verdict_ ? &*verdict_ : nullptr, result());
   clocks_->next_wait_line = Clock::now() + first_wait_line;
 }
 
@@ -324,6 +327,13 @@ void Supervisor::check_clocks() {
     }
     on(stall);
   }
+  if (ticker_ && ranks_run(state())) {
+    if (!clocks_->next_tick) clocks_->next_tick = now + tick_period_;
+    if (now >= *clocks_->next_tick) {
+      clocks_->next_tick = now + tick_period_;
+      ticker_();
+    }
+  }
   if (clocks_->restart_at && now >= *clocks_->restart_at && state() == JobState::restarting) {
     clocks_->restart_at.reset();
     on(Event{JobEvent::delay_over});
@@ -386,6 +396,7 @@ int Supervisor::next_timeout_ms() const {
   if (s == JobState::waiting_for_servers) consider(clocks_->next_wait_line);
   consider(clocks_->hold_until);
   if (s == JobState::restarting) consider(clocks_->restart_at);
+  if (ticker_ && ranks_run(s)) consider(clocks_->next_tick);
   if (options_.stall_timeout.count() > 0 && !clocks_->stall_fired && s != JobState::waiting_for_servers) {
     const auto silent = milliseconds(static_cast<std::int64_t>(silent_ms()));
     consider(Clock::now() + std::max(milliseconds(0), options_.stall_timeout - silent));

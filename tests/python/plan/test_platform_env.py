@@ -75,8 +75,8 @@ def test_the_directories_no_rank_wrote_into_are_gone_after_the_job(tmp_path, ran
     assert os.path.isfile(os.path.join(run_dir, "ascend", "process_log", "rank_1", "plog.log"))
     assert not os.path.exists(os.path.join(run_dir, "ascend", "process_log", "rank_0"))
     assert not os.path.exists(os.path.join(run_dir, "mindspore"))
-    assert sorted(os.listdir(run_dir)) == ["ascend", "events.txt", "rank_0.device_0.log", "rank_1.device_1.log",
-                                           "rank_table.json", "summary.json"]
+    assert sorted(os.listdir(run_dir)) == ["ascend", "events.txt", "job.json", "rank_0.device_0.log",
+                                           "rank_1.device_1.log", "rank_table.json", "report.html", "summary.json"]
 
 
 def test_a_value_the_user_set_wins(tmp_path, rank_table, job_env, monkeypatch):

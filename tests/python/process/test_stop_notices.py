@@ -37,13 +37,14 @@ def test_ctrl_c_on_a_terminal_says_who_still_runs_and_when_sigkill_comes(tmp_pat
         proc.interrupt()
         start = time.monotonic()
         proc.read_until(b"SIGKILL in 30 s, or at once on a second Ctrl-C\r\n", timeout=10, after=before)
-        notice = re.sub(r"\x1b\[[0-9;]*m", "", proc.output.decode())
+        # Without colours and the status line's erase-line codes: the text a terminal shows.
+        notice = re.sub(r"\x1b\[[0-9;]*[mK]", "", proc.output.decode())
         assert "[davincirun] stop requested: stopping 2 rank(s) (SIGTERM); SIGKILL in 30 s, " \
                "or at once on a second Ctrl-C" in notice
         # Told once, 3 s later: the ranks that outlive SIGTERM, by rank and pid.
         proc.read_until(re.compile(rb"still running[^\n]*\n"), timeout=10, after=before)
         took = time.monotonic() - start
-        report = re.sub(r"\x1b\[[0-9;]*m", "", proc.output.decode()).splitlines()
+        report = re.sub(r"\x1b\[[0-9;]*[mK]", "", proc.output.decode()).splitlines()
         [still] = [line for line in report if "still running" in line]
         expected = (r"\[davincirun\] still running 3 s after SIGTERM: rank 0 \(pid %d\), rank 1 \(pid %d\); "
                     r"SIGKILL in 2[67](\.\d)? s, or at once on a second Ctrl-C" % (pids[0], pids[1]))

@@ -88,7 +88,7 @@ def test_symlinks_planted_at_the_predictable_run_directory_names_are_never_used(
     assert run_dir not in planted and run_dir.endswith("-fixed.2")
     assert stat.S_ISDIR(os.lstat(job.run_dir).st_mode)
     assert sorted(os.listdir(job.run_dir)) == [
-        "ascend", "events.txt", "rank_0.device_0.log", "rank_table.json", "summary.json"]
+        "ascend", "events.txt", "job.json", "rank_0.device_0.log", "rank_table.json", "report.html", "summary.json"]
     assert stat.S_ISDIR(os.lstat(os.path.join(job.run_dir, "ascend")).st_mode)  # the plogs' directory, made new
     assert_victim_dir_untouched(victim)
     for name in planted:

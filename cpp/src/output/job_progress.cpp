@@ -1,0 +1,173 @@
+#include "output/job_progress.hpp"
+
+#include <string.h>  // memmem
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace davincirun::detail {
+
+JobProgress::JobProgress(LineSink& console, Options options)
+    : console_(console), options_(std::move(options)), ranks_(options_.labels.size()), slow_(options_.slow_window) {}
+
+namespace {
+
+// The line of `lines` (whole lines, each ending in '\n') that holds byte `at`, without its prefix.
+std::string_view line_at(std::string_view lines, std::size_t at) {
+  const std::size_t begin = at == 0 ? 0 : lines.rfind('\n', at - 1) + 1;  // npos + 1 == 0
+  std::size_t end = lines.find('\n', at);
+  end = end == std::string_view::npos ? lines.size() : end;
+  return line_text(lines.substr(begin, end - begin));
+}
+
+// Where the last "epoch" ("Epoch", "EPOCH") of `text` is, or npos. memmem(3)
+// is vectorized: a search costs far less than a line-by-line look.
+std::size_t last_epoch_word(std::string_view text) {
+  std::size_t last = std::string_view::npos;
+  for (const char* word : {"poch", "POCH"}) {
+    const char* at = text.data();
+    const char* const end = text.data() + text.size();
+    while (const void* found = ::memmem(at, static_cast<std::size_t>(end - at), word, 4)) {
+      const auto offset = static_cast<std::size_t>(static_cast<const char*>(found) - text.data());
+      if (last == std::string_view::npos || offset > last) last = offset;
+      at = static_cast<const char*>(found) + 4;
+    }
+  }
+  return last;
+}
+
+}  // namespace
+
+// A read's lines (a flood brings thousands a call) cost one look at their
+// end, not a parse each: what a tick shows is the latest progress. The
+// last of the final few lines that reports any is taken, after the last
+// line naming an epoch before it (an epoch line followed by step lines
+// sets both). What is skipped is a step between two ticks, and at worst
+// an epoch's last step when the epoch length is learned (no total printed).
+void JobProgress::write(std::size_t index, std::string_view lines) {
+  if (index < ranks_.size()) {
+    const auto now = WallClock::now();
+    Rank& r = ranks_[index];
+    r.activity.add(lines.size(), now);
+    constexpr std::size_t npos = std::string_view::npos;
+    constexpr int tried = 4;         // lines from the end
+    std::size_t end = lines.size();  // the end of a line, after its '\n'
+    for (int i = 0; i < tried && end > 0; ++i) {
+      const std::size_t text_end = lines[end - 1] == '\n' ? end - 1 : end;
+      const std::size_t newline = text_end == 0 ? npos : lines.rfind('\n', text_end - 1);
+      const std::size_t start = newline == npos ? 0 : newline + 1;
+      end = start;
+      const auto reading = parse_progress(line_text(lines.substr(start, text_end - start)));
+      if (!reading) continue;
+      if (reading->epoch < 0 && start > 0) {
+        const std::size_t epoch = last_epoch_word(lines.substr(0, start));
+        if (epoch != npos) take(index, line_at(lines, epoch), now);
+      }
+      if (r.progress.add(*reading, now)) r.changed = true;
+      break;
+    }
+  }
+  if (index >= options_.shown.size() || options_.shown[index]) console_.write(index, lines);
+}
+
+void JobProgress::progress(std::size_t index, std::string_view text) {
+  const auto now = WallClock::now();
+  if (!text.empty() && index < ranks_.size()) {
+    ranks_[index].activity.add(text.size(), now);
+    take(index, text, now);
+  }
+  if (index >= options_.shown.size() || options_.shown[index]) console_.progress(index, text);
+}
+
+void JobProgress::rank_exited(std::size_t index, ExitStatus status, bool stopped_by_launcher) {
+  if (index < ranks_.size()) {
+    Rank& r = ranks_[index];
+    r.running = false;
+    if (!r.slow.empty() && !r.slow.back().to) r.slow.back().to = WallClock::now();  // slow until its end
+  }
+  console_.rank_exited(index, status, stopped_by_launcher);
+}
+
+void JobProgress::attempt_started(int attempt, const std::vector<pid_t>& pids) {
+  tick();  // the last attempt's last word
+  ranks_.assign(ranks_.size(), Rank{});
+  slow_.reset();
+  console_.attempt_started(attempt, pids);
+}
+
+void JobProgress::take(std::size_t index, std::string_view text, WallClock::time_point now) {
+  if (index >= ranks_.size()) return;
+  Rank& r = ranks_[index];
+  if (const auto reading = parse_progress(text); reading && r.progress.add(*reading, now)) r.changed = true;
+}
+
+std::int64_t JobProgress::steps_per_epoch() const noexcept {
+  std::int64_t steps = -1;
+  std::int64_t longest = -1;
+  for (const Rank& r : ranks_) {
+    steps = std::max(steps, r.progress.steps());
+    longest = std::max(longest, r.progress.longest_epoch());
+  }
+  // A printed total wins; an epoch's last step is its length when 1-based,
+  // one short of it when 0-based: either orders the ranks the same.
+  return steps > 0 ? steps : std::max<std::int64_t>(1, longest);
+}
+
+void JobProgress::tell(const std::string& text) {
+  if (journal_) journal_(text);
+  console_.notice(notice_line(text));
+}
+
+std::string JobProgress::slow_detail(std::size_t index, const SlowRanks::Change& change) const {
+  const auto& mine = ranks_[index].progress;
+  const auto& median = ranks_[change.median_index].progress;
+  return fmt::format("at {} while {} (the median) is at {}, behind for {} s", mine.text(),
+                     options_.labels[change.median_index], median.text(),
+                     std::chrono::duration_cast<std::chrono::seconds>(change.behind_for).count());
+}
+
+void JobProgress::tick(WallClock::time_point now) {
+  const std::int64_t per_epoch = steps_per_epoch();
+  std::vector<SlowRanks::Standing> standings(ranks_.size());
+  for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    if (ranks_[i].progress.known()) standings[i].position = ranks_[i].progress.position(per_epoch);
+    standings[i].running = ranks_[i].running;
+  }
+  const std::string where = options_.server_id.empty() ? "" : " on server " + options_.server_id;
+  for (const auto& change : slow_.evaluate(standings, SlowRanks::Clock::now())) {
+    Rank& r = ranks_[change.index];
+    r.changed = true;
+    if (change.slow) {
+      r.slow.push_back({now - change.behind_for, std::nullopt, slow_detail(change.index, change)});
+      tell(fmt::format("{}{} is slow: {}", options_.labels[change.index], where, r.slow.back().detail));
+    } else if (!r.slow.empty() && !r.slow.back().to) {
+      r.slow.back().to = now;
+      if (r.running) {
+        tell(fmt::format("{}{} caught up: now at {}", options_.labels[change.index], where, r.progress.text()));
+      }
+    }
+  }
+  std::vector<RankStatus> statuses;
+  for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    Rank& r = ranks_[i];
+    const std::uint64_t rate = r.running ? r.activity.rate(now) : 0;
+    std::string text = r.progress.text();
+    if (!r.changed && rate == r.sent_rate && text == r.sent_progress) continue;
+    RankStatus s;
+    s.index = i;
+    s.progress = text;
+    s.bytes_per_s = rate;
+    s.slow = slow_.slow(i);
+    if (s.slow && !r.slow.empty()) s.slow_detail = r.slow.back().detail;
+    r.sent_progress = std::move(text);
+    r.sent_rate = rate;
+    r.changed = false;
+    statuses.push_back(std::move(s));
+  }
+  if (!statuses.empty()) console_.ranks_status(statuses);
+}
+
+}  // namespace davincirun::detail

@@ -1,0 +1,83 @@
+// The supervisor's watch of its ranks' output: for every rank, its output
+// over time and the progress its lines report (rank_activity.hpp), which
+// ranks fall behind (slow_ranks.hpp), and, at most once a second, what
+// changed (LineSink::ranks_status()) for the live views, on each tick(). A LineSink in front
+// of the console: every call is passed on, a hidden rank's lines excepted.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "davincirun/console_sink.hpp"
+#include "output/rank_activity.hpp"
+#include "output/slow_ranks.hpp"
+
+namespace davincirun::detail {
+
+/// A time a rank was slow (the record's ranks[].slow).
+struct SlowSpell {
+  WallClock::time_point from;
+  std::optional<WallClock::time_point> to;  ///< none while it still is
+  std::string detail;
+};
+
+class JobProgress final : public LineSink {
+ public:
+  struct Options {
+    std::vector<std::string> labels;           ///< by index: "rank 3", "sched"
+    std::vector<bool> shown;                   ///< by index: its lines reach the console
+    std::string server_id;                     ///< named in the slow notices
+    std::chrono::milliseconds slow_window{0};  ///< zero: no rank is ever slow
+  };
+  /// `console`: where every call goes on (it must outlive this).
+  JobProgress(LineSink& console, Options options);
+
+  void write(std::size_t index, std::string_view lines) override;
+  void notice(std::string_view lines) override { console_.notice(lines); }
+  bool wants_lines() const noexcept override { return true; }
+  void progress(std::size_t index, std::string_view text) override;
+  bool wants_progress() const noexcept override { return true; }
+  void rank_exited(std::size_t index, ExitStatus status, bool stopped_by_launcher) override;
+  void attempt_started(int attempt, const std::vector<pid_t>& pids) override;
+
+  /// Called with each notice this makes (a rank slow, caught up), for the journal.
+  void set_journal(std::function<void(const std::string&)> journal) { journal_ = std::move(journal); }
+
+  std::size_t size() const noexcept { return ranks_.size(); }
+  const ActivityHistory& activity(std::size_t index) const { return ranks_.at(index).activity; }
+  const ProgressHistory& progress_of(std::size_t index) const { return ranks_.at(index).progress; }
+  const std::vector<SlowSpell>& slow_spells(std::size_t index) const { return ranks_.at(index).slow; }
+  /// The length of an epoch in steps, as the ranks printed it (a total, or
+  /// the longest epoch seen); 1 when unknown.
+  std::int64_t steps_per_epoch() const noexcept;
+  /// Looks at the ranks: who is slow, what changed for the live views.
+  /// Call about once a second (Supervisor::set_ticker()).
+  void tick(WallClock::time_point now = WallClock::now());
+
+ private:
+  struct Rank {
+    ActivityHistory activity;
+    ProgressHistory progress;
+    std::vector<SlowSpell> slow;
+    bool running = true;
+    bool changed = false;
+    std::string sent_progress;
+    std::uint64_t sent_rate = 0;
+  };
+  void take(std::size_t index, std::string_view text, WallClock::time_point now);
+  void tell(const std::string& text);
+  std::string slow_detail(std::size_t index, const SlowRanks::Change& change) const;
+
+  LineSink& console_;
+  Options options_;
+  std::vector<Rank> ranks_;
+  SlowRanks slow_;
+  std::function<void(const std::string&)> journal_;
+};
+
+}  // namespace davincirun::detail

@@ -1,0 +1,81 @@
+#include "record_writer.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "common/text.hpp"
+#include "davincirun/report.hpp"
+
+namespace davincirun::detail {
+
+// What one server knows of its ranks for the job record.
+ServerRecordInput record_input(const JobSpec& spec, const RunDir& run_dir, const JobResult& result,
+                               const JobJournal* journal, const JobProgress* progress) {
+  static const std::vector<JournalEntry> none;
+  return {spec, result, run_dir.path(), journal != nullptr ? journal->entries() : none, progress};
+}
+
+// A member's part of the record, for the hub: within its share of what the
+// hub holds (64 MiB for the whole job), and never over what it accepts.
+std::string part_for_hub(const JobSpec& spec, const ServerRecordInput& input) {
+  constexpr std::size_t job_bytes = std::size_t{64} << 20;
+  const std::size_t servers = std::max<std::size_t>(1, spec.peers.server_count);
+  return part_text(server_part(input), std::clamp<std::size_t>(job_bytes / servers, 256u << 10, max_record_part_bytes));
+}
+
+namespace {
+
+// On the hub, every other server's part that came, put on this server's
+// clock (peers/peer_clock.hpp); those missing, and why.
+std::vector<AlignedPart> gathered_parts(const JobSpec& spec, const JobPeers* peers,
+                                        std::vector<MissingServer>& missing) {
+  std::vector<AlignedPart> parts;
+  if (peers == nullptr || !spec.peers.hub) return parts;
+  for (const GatheredServer& g : peers->gathered()) {
+    const std::string& id = spec.peers.server_ids.at(g.server_index);
+    RecordJson part = g.part.empty() ? RecordJson() : RecordJson::parse(g.part, nullptr, false);
+    if (!part.is_object() || !part.contains("ranks") || !part.contains("events") || !part.contains("server")) {
+      missing.push_back({id, g.part.empty() ? g.why : "its part was not a record part"});
+      continue;
+    }
+    // No echoed heartbeat (a job shorter than a round trip): its own clock, said so.
+    parts.push_back(
+        {std::move(part), g.clock ? g.clock->offset_s : 0.0, g.clock ? g.clock->error_s : 0.0, g.clock.has_value()});
+  }
+  return parts;
+}
+
+std::string clock_method(const JobSpec& spec) {
+  if (spec.peers.server_count <= 1) return "one server: its own clock";
+  if (!spec.peers.hub) {
+    return fmt::format("this server's part only, on its own clock: the job's record is on rank 0's server ({})",
+                       spec.peers.server_ids.at(spec.peers.hub_index));
+  }
+  return "every server's offset to rank 0's server measured from the peer channel's heartbeats (NTP's method, the "
+         "shortest round trip kept; error at most half of it)";
+}
+
+}  // namespace
+
+// The job record (job.json) and its page (report.html): on rank 0's server
+// every server's part, on another its own. Like the summary, never the job's end.
+void write_record(const JobSpec& spec, const RunDir& run_dir, const ServerRecordInput& input, const JobPeers* peers,
+                  LineSink& console) {
+  try {
+    std::vector<MissingServer> missing;
+    std::vector<AlignedPart> parts;
+    parts.push_back({server_part(input), 0.0, 0.0});
+    for (auto& p : gathered_parts(spec, peers, missing)) parts.push_back(std::move(p));
+    const RecordJson record = job_record(spec, input.result, std::move(parts), clock_method(spec), missing);
+    write_job_record(run_dir.record_path(), record);
+    // Rank output can be any bytes: the page gets valid UTF-8 only.
+    write_report(run_dir.report_path(), record.dump(-1, ' ', false, RecordJson::error_handler_t::replace),
+                 run_dir.record_path());
+  } catch (const std::exception& e) {
+    console.notice(
+        notice_line(fmt::format("cannot write the job record or its report in {}: {}", run_dir.path(), e.what())));
+  }
+}
+
+}  // namespace davincirun::detail
