@@ -301,6 +301,7 @@ int run_job_host(int lifeline_fd) {
       peers->set_part_maker([&](const JobResult& so_far) {
         return part_for_hub(spec, record_input(spec, *run_dir, so_far, journal ? &*journal : nullptr, &*progress));
       });
+      peers->watch_pace(*progress);
       peers->start(*supervisor, run_dir->path(), rank_labels(spec));
     } else if (spec.supervisor.stall_timeout.count() > 0) {
       ServerLink link;

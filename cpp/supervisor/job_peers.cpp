@@ -94,6 +94,14 @@ JobPeers::JobPeers(const JobSpec& spec, LineSink& console) : spec_(spec), consol
     if (unheard) decision.stop.emplace(event_of(unheard->kind), stop_of(*unheard));
     with_supervisor([decision](Supervisor& s) { s.servers_decided(decision); });
   });
+  agent_->on_pace(
+      [this] {
+        const JobProgress* p = progress_.load();
+        return p != nullptr ? p->server_pace() : ServerPace();
+      },
+      [this](std::optional<double> job_pace) {
+        if (JobProgress* p = progress_.load()) p->set_job_pace(job_pace);
+      });
 }
 
 void JobPeers::with_supervisor(std::function<void(Supervisor&)> action) {

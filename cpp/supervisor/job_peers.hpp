@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include "davincirun/console_sink.hpp"
 #include "davincirun/supervisor.hpp"
 #include "job/job_protocol.hpp"
+#include "output/job_progress.hpp"
 #include "peers/peer_agent.hpp"
 
 namespace davincirun::detail {
@@ -54,8 +56,18 @@ class JobPeers {
   /// is over; the agent sends it to the hub before its `over`. Set before start().
   using PartMaker = std::function<std::string(const JobResult& so_far)>;
   void set_part_maker(PartMaker maker) { part_maker_ = std::move(maker); }
+  /// The ranks' progress whose pace goes to the other servers and which
+  /// compares its ranks with the job's (peers/peer_pace.cpp); it must
+  /// outlive this. Before it is set, this server has no pace.
+  void watch_pace(JobProgress& progress) { progress_.store(&progress); }
   /// The hub, after stop(): every other server's part and clock.
   std::vector<GatheredServer> gathered() const { return agent_->gathered(); }
+  /// The hub, after stop(): sends the whole job's record (JSON text) to
+  /// the members, for at most 5 s (PeerAgent::share_record).
+  void share_record(const std::string& record) { agent_->share_record(record, std::chrono::seconds(5)); }
+  /// A member, after stop(): the hub's record, or "" and why not
+  /// (PeerAgent::await_record: up to the gather timeout plus 2 s after a stop).
+  std::string await_record(std::string& why) { return agent_->await_record(why); }
 
  private:
   void on_stop(const PeerEvent& event);
@@ -74,6 +86,7 @@ class JobPeers {
   std::string run_dir_;
   std::vector<std::string> labels_;
   PartMaker part_maker_;
+  std::atomic<JobProgress*> progress_{nullptr};
   std::thread thread_;
   std::atomic<bool> agent_returned_{false};
 

@@ -46,32 +46,52 @@ std::vector<AlignedPart> gathered_parts(const JobSpec& spec, const JobPeers* pee
   return parts;
 }
 
-std::string clock_method(const JobSpec& spec) {
+std::string clock_method(const JobSpec& spec, const std::string& not_received) {
   if (spec.peers.server_count <= 1) return "one server: its own clock";
   if (!spec.peers.hub) {
-    return fmt::format("this server's part only, on its own clock: the job's record is on rank 0's server ({})",
-                       spec.peers.server_ids.at(spec.peers.hub_index));
+    return fmt::format(
+        "this server's part only, on its own clock: the job's record is on rank 0's server ({}); not received "
+        "here: {}",
+        spec.peers.server_ids.at(spec.peers.hub_index), not_received);
   }
   return "every server's offset to rank 0's server measured from the peer channel's heartbeats (NTP's method, the "
          "shortest round trip kept; error at most half of it)";
 }
 
+// A member's copy of the job's record, as rank 0's server sent it; null
+// when none came (`why` says so).
+RecordJson received_record(const JobSpec& spec, JobPeers* peers, std::string& why) {
+  if (peers == nullptr || spec.peers.hub || spec.peers.server_count <= 1) return {};
+  const std::string text = peers->await_record(why);
+  if (text.empty()) return {};
+  RecordJson record = RecordJson::parse(text, nullptr, false);
+  if (record.is_object() && record.contains("ranks") && record.contains("servers")) return record;
+  why = "what rank 0's server sent was not a job record";
+  return {};
+}
+
 }  // namespace
 
 // The job record (job.json) and its page (report.html): on rank 0's server
-// every server's part, on another its own. Like the summary, never the job's end.
-void write_record(const JobSpec& spec, const RunDir& run_dir, const ServerRecordInput& input, const JobPeers* peers,
+// every server's part, sent on to the others; on another server that copy,
+// or its own part when none came. Like the summary, never the job's end.
+void write_record(const JobSpec& spec, const RunDir& run_dir, const ServerRecordInput& input, JobPeers* peers,
                   LineSink& console) {
   try {
-    std::vector<MissingServer> missing;
-    std::vector<AlignedPart> parts;
-    parts.push_back({server_part(input), 0.0, 0.0});
-    for (auto& p : gathered_parts(spec, peers, missing)) parts.push_back(std::move(p));
-    const RecordJson record = job_record(spec, input.result, std::move(parts), clock_method(spec), missing);
+    std::string not_received = "its agent takes no part in the job's peer channel";
+    RecordJson record = received_record(spec, peers, not_received);
+    if (record.is_null()) {
+      std::vector<MissingServer> missing;
+      std::vector<AlignedPart> parts;
+      parts.push_back({server_part(input), 0.0, 0.0});
+      for (auto& p : gathered_parts(spec, peers, missing)) parts.push_back(std::move(p));
+      record = job_record(spec, input.result, std::move(parts), clock_method(spec, not_received), missing);
+    }
     write_job_record(run_dir.record_path(), record);
-    // Rank output can be any bytes: the page gets valid UTF-8 only.
-    write_report(run_dir.report_path(), record.dump(-1, ' ', false, RecordJson::error_handler_t::replace),
-                 run_dir.record_path());
+    // Rank output can be any bytes: the page (and the members) get valid UTF-8 only.
+    const std::string text = record.dump(-1, ' ', false, RecordJson::error_handler_t::replace);
+    write_report(run_dir.report_path(), text, run_dir.record_path());
+    if (peers != nullptr && spec.peers.hub) peers->share_record(text);
   } catch (const std::exception& e) {
     console.notice(
         notice_line(fmt::format("cannot write the job record or its report in {}: {}", run_dir.path(), e.what())));

@@ -22,10 +22,13 @@ using namespace std::chrono_literals;
 // told its owner (stops, decisions) and whether run() returned.
 class Agent {
  public:
-  explicit Agent(PeerConfig config) {
+  // `before_run`: sets what must be set before run() (PeerAgent::on_pace).
+  explicit Agent(PeerConfig config, const std::function<void(PeerAgent&)>& before_run = {}) {
     agent_ = std::make_unique<PeerAgent>(
         std::move(config), [this](const PeerEvent& e) { add([&] { stops_.push_back(e); }); },
-        [](const std::string&, bool) {}, [] { return std::uint64_t{0}; });
+        [this](const std::string& line, bool) { add([&] { notices_.push_back(line); }); },
+        [] { return std::uint64_t{0}; });
+    if (before_run) before_run(*agent_);
     agent_->on_decision([this](const PeerDecision& d, const std::optional<PeerEvent>& unheard) {
       add([&] {
         decisions_.push_back(d);
@@ -61,6 +64,8 @@ class Agent {
     std::lock_guard<std::mutex> lock(mutex_);
     return stops_.size();
   }
+  // Within wait()'s predicate, which holds the lock.
+  const std::vector<std::string>& notices_unlocked() const { return notices_; }
   bool unheard(std::size_t n) {
     std::lock_guard<std::mutex> lock(mutex_);
     return unheard_.at(n - 1);
@@ -78,6 +83,7 @@ class Agent {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<PeerEvent> stops_;
+  std::vector<std::string> notices_;
   std::vector<PeerDecision> decisions_;
   std::vector<bool> unheard_;
   bool returned_ = false;

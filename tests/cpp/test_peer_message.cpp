@@ -41,6 +41,12 @@ std::vector<RawPeerFrame> parse_in_steps(const std::string& bytes, std::size_t s
   return frames;
 }
 
+PeerHeartbeat silent_for(std::uint64_t ms) {
+  PeerHeartbeat beat;
+  beat.silent_ms = ms;
+  return beat;
+}
+
 }  // namespace
 
 TEST_CASE("SHA-256 gives the FIPS 180-4 example digests", "[peers]") {
@@ -94,8 +100,8 @@ TEST_CASE("peer frames survive a stream split at every byte and keep their order
 
 TEST_CASE("a peer frame with a wrong key, replayed, reordered, reflected or changed fails its tag", "[peers]") {
   PeerSeal hub("job key", 'H');
-  const std::string first = hub.seal(PeerFrame::heartbeat, encode_heartbeat({5}));
-  const std::string second = hub.seal(PeerFrame::heartbeat, encode_heartbeat({6}));
+  const std::string first = hub.seal(PeerFrame::heartbeat, encode_heartbeat(silent_for(5)));
+  const std::string second = hub.seal(PeerFrame::heartbeat, encode_heartbeat(silent_for(6)));
   auto one = [](const std::string& bytes) { return parse_in_steps(bytes, bytes.size()).at(0); };
 
   PeerSeal stranger("another job's key", 'M');
@@ -147,15 +153,30 @@ TEST_CASE("the peer frame parser refuses a stranger's bytes before reading a pay
   CHECK_THROWS_AS(seal.seal(PeerFrame::event, std::string(max_peer_payload + 1, 'x')), PeerProtocolError);
 }
 
+TEST_CASE("a heartbeat carries its server's pace and slow ranks, within bounds", "[peers]") {
+  PeerHeartbeat beat = silent_for(3);
+  beat.pace_milli = 120'500;
+  beat.slow = {"rank 9", "rank 11"};
+  const PeerHeartbeat back = decode_heartbeat(encode_heartbeat(beat));
+  CHECK(back.pace_milli == 120'500);
+  CHECK(back.slow == beat.slow);
+  CHECK(decode_heartbeat(encode_heartbeat(silent_for(3))).pace_milli == -1);  // none known
+  beat.slow.assign(max_slow_in_heartbeat + 1, "rank 1");
+  CHECK_THROWS_AS(decode_heartbeat(encode_heartbeat(beat)), PeerProtocolError);
+  beat.slow.clear();
+  beat.pace_milli = -2;
+  CHECK_THROWS_AS(decode_heartbeat(encode_heartbeat(beat)), PeerProtocolError);
+}
+
 TEST_CASE("malformed peer payloads are protocol errors, never crashes", "[peers]") {
   CHECK_THROWS_AS(decode_event(""), PeerProtocolError);
   CHECK_THROWS_AS(decode_event(std::string(8, '\x07')), PeerProtocolError);  // kind 7 does not exist
-  CHECK_THROWS_AS(decode_hello(encode_heartbeat({1})), PeerProtocolError);
+  CHECK_THROWS_AS(decode_hello(encode_heartbeat(silent_for(1))), PeerProtocolError);
   PeerHello hello;
   hello.nonce = "short";
   CHECK_THROWS_AS(decode_hello(encode_hello(hello)), PeerProtocolError);
-  CHECK_THROWS_AS(decode_heartbeat(encode_heartbeat({1}) + "x"), PeerProtocolError);
-  CHECK_THROWS_AS(decode_over(encode_heartbeat({1})), PeerProtocolError);
+  CHECK_THROWS_AS(decode_heartbeat(encode_heartbeat(silent_for(1)) + "x"), PeerProtocolError);
+  CHECK_THROWS_AS(decode_over(encode_heartbeat(silent_for(1))), PeerProtocolError);
   CHECK_THROWS_AS(decode_decision(""), PeerProtocolError);
   CHECK_THROWS_AS(decode_welcome(encode_welcome({2, true}) + "x"), PeerProtocolError);
 }

@@ -1,10 +1,13 @@
 // The job record across servers: the hub's clock samples from heartbeats
 // (peers/peer_clock.hpp), members' parts carried to the hub before their
-// `over`, the hub waiting for them after a stop, the part fitted to its
-// budget, and the record joining the parts (record/job_record.hpp).
+// `over`, the hub waiting for them after a stop, the joined record sent
+// back, the part fitted to its budget, and the record joining the parts
+// (record/job_record.hpp).
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -145,6 +148,106 @@ TEST_CASE("after a stop the hub gives up on a part after the gather timeout", "[
   CHECK(std::chrono::steady_clock::now() - start < 2000ms);
   REQUIRE(hub.agent().gathered().size() == 1);
   CHECK_THAT(hub.agent().gathered()[0].why, Contains("did not arrive"));
+}
+
+TEST_CASE("the hub sends the joined record back to every member that sent its part", "[peers][record]") {
+  const int port = find_free_port();
+  Agent hub(sending_parts(0, port));
+  Agent b(sending_parts(1, port));
+  Agent c(sending_parts(2, port));
+  REQUIRE(joined_all(hub.agent()));
+  b.agent().finish(over(true), R"({"server":"b"})");
+  c.agent().finish(over(true), R"({"server":"c"})");
+  hub.agent().finish(true);
+  REQUIRE(hub.wait_returned());
+  REQUIRE(b.wait_returned());
+  REQUIRE(c.wait_returned());
+  // Larger than a socket's buffers: the hub waits for the members to read.
+  std::string record = "{\"ranks\":\"";
+  for (int i = 0; record.size() < (8u << 20); ++i) record += std::to_string(i % 10);
+  record += "\"}";
+  std::size_t shared = 0;
+  std::thread sharing([&] { shared = hub.agent().share_record(record, 5000ms); });
+  std::string why_b;
+  std::string why_c;
+  CHECK(b.agent().await_record(why_b) == record);
+  CHECK(c.agent().await_record(why_c) == record);
+  sharing.join();
+  CHECK(shared == 2);
+  CHECK(why_b.empty());
+}
+
+TEST_CASE("a record too large for every member is not sent, and the members say why at once", "[peers][record]") {
+  const int port = find_free_port();
+  Agent hub(sending_parts(0, port, 2));
+  Agent b(sending_parts(1, port, 2));
+  REQUIRE(joined_all(hub.agent()));
+  b.agent().finish(over(true), R"({"server":"b"})");
+  hub.agent().finish(true);
+  REQUIRE(hub.wait_returned());
+  REQUIRE(b.wait_returned());
+  CHECK(hub.agent().share_record(std::string(max_shared_record_bytes + 1, 'x'), 5000ms) == 0);
+  std::string why;
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(b.agent().await_record(why).empty());
+  CHECK(std::chrono::steady_clock::now() - start < 1000ms);
+  CHECK_THAT(why, Contains("too large"));
+}
+
+TEST_CASE("a member whose hub is gone does not wait for the record", "[peers][record]") {
+  const int port = find_free_port();
+  auto hub = std::make_unique<Agent>(sending_parts(0, port, 2));
+  Agent b(sending_parts(1, port, 2));
+  REQUIRE(joined_all(hub->agent()));
+  b.agent().finish(over(true), R"({"server":"b"})");
+  hub->agent().finish(true);
+  REQUIRE(hub->wait_returned());
+  REQUIRE(b.wait_returned());
+  hub.reset();  // its agent ends without sending the record
+  std::string why;
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(b.agent().await_record(why).empty());
+  CHECK(std::chrono::steady_clock::now() - start < 1000ms);
+  CHECK_THAT(why, Contains("closed its connection"));
+}
+
+TEST_CASE("every server learns the job's pace from the heartbeats, and the hub names members' slow ranks",
+          "[peers][record]") {
+  const int port = find_free_port();
+  std::mutex mutex;
+  std::vector<std::optional<double>> heard(3);  // the job's pace, by server, as last told
+  const auto paced = [&](std::uint32_t index, std::optional<double> position, std::vector<std::string> slow) {
+    return [&, index, position, slow](PeerAgent& a) {
+      a.on_pace([position, slow] { return ServerPace{position, slow}; },
+                [&, index](std::optional<double> pace) {
+                  const std::lock_guard<std::mutex> lock(mutex);
+                  heard[index] = pace;
+                });
+    };
+  };
+  Agent hub(sending_parts(0, port), paced(0, 10.0, {}));
+  Agent b(sending_parts(1, port), paced(1, 100.0, {"rank 9"}));
+  Agent c(sending_parts(2, port), paced(2, std::nullopt, {}));  // no progress known there
+  REQUIRE(joined_all(hub.agent()));
+  // The upper median of 10 and 100, on every server that hears the hub.
+  const auto told = [&] {
+    const std::lock_guard<std::mutex> lock(mutex);
+    return heard[0] == 100.0 && heard[1] == 100.0 && heard[2] == 100.0;
+  };
+  bool all_told = false;
+  for (int i = 0; i < 300 && !all_told; ++i) {
+    std::this_thread::sleep_for(10ms);
+    all_told = told();
+  }
+  CHECK(all_told);
+  REQUIRE(hub.wait(
+      [&] {
+        for (const auto& line : hub.notices_unlocked()) {
+          if (line.find("rank 9 on server 10.0.0.12 is slow") != std::string::npos) return true;
+        }
+        return false;
+      },
+      3000ms));
 }
 
 TEST_CASE("a part over its budget loses metric points first, then its metrics", "[record]") {

@@ -110,6 +110,29 @@ TEST_CASE("a rank behind the median for the window is slow, and not once it caug
   CHECK(rule.evaluate(s, t0 + seconds(20)).empty());
 }
 
+TEST_CASE("with the job's pace from other servers, ranks are compared with it, not with each other", "[progress]") {
+  using std::chrono::seconds;
+  SlowRanks rule(std::chrono::milliseconds(2000));
+  const auto t0 = SlowRanks::Clock::now();
+  std::vector<SlowRanks::Standing> s(2);  // this server's two ranks, together, and far behind the job
+  s[0].position = 10;
+  s[1].position = 11;
+  CHECK(rule.evaluate(s, t0, 100.0).empty());
+  const auto changes = rule.evaluate(s, t0 + seconds(3), 100.0);
+  REQUIRE(changes.size() == 2);
+  CHECK((changes[0].slow && changes[1].slow));
+  REQUIRE(changes[0].job_pace);
+  CHECK(*changes[0].job_pace == 100.0);
+  // Without it they are level with each other: neither is behind.
+  CHECK(rule.evaluate(s, t0 + seconds(4)).size() == 2);
+  CHECK_FALSE(rule.slow(0));
+  // The median of what is known: an upper one; one alone counts for a server's pace.
+  CHECK(SlowRanks::median(s, 1)->first == 11);
+  s[1].position.reset();
+  CHECK_FALSE(SlowRanks::median(s));
+  CHECK(SlowRanks::median(s, 1)->first == 10);
+}
+
 TEST_CASE("a window of zero never names a rank slow, nor one alone", "[progress]") {
   SlowRanks never(std::chrono::milliseconds(0));
   std::vector<SlowRanks::Standing> s(2);

@@ -123,6 +123,11 @@ void JobProgress::tell(const std::string& text) {
 
 std::string JobProgress::slow_detail(std::size_t index, const SlowRanks::Change& change) const {
   const auto& mine = ranks_[index].progress;
+  if (change.job_pace) {
+    return fmt::format("at {} while the job's median across its servers is {:.0f} steps in, behind for {} s",
+                       mine.text(), *change.job_pace,
+                       std::chrono::duration_cast<std::chrono::seconds>(change.behind_for).count());
+  }
   const auto& median = ranks_[change.median_index].progress;
   return fmt::format("at {} while {} (the median) is at {}, behind for {} s", mine.text(),
                      options_.labels[change.median_index], median.text(),
@@ -137,7 +142,12 @@ void JobProgress::tick(WallClock::time_point now) {
     standings[i].running = ranks_[i].running;
   }
   const std::string where = options_.server_id.empty() ? "" : " on server " + options_.server_id;
-  for (const auto& change : slow_.evaluate(standings, SlowRanks::Clock::now())) {
+  std::optional<double> job_pace;
+  {
+    const std::lock_guard<std::mutex> lock(pace_mutex_);
+    job_pace = job_pace_;
+  }
+  for (const auto& change : slow_.evaluate(standings, SlowRanks::Clock::now(), job_pace)) {
     Rank& r = ranks_[change.index];
     r.changed = true;
     if (change.slow) {
@@ -149,6 +159,15 @@ void JobProgress::tick(WallClock::time_point now) {
         tell(fmt::format("{}{} caught up: now at {}", options_.labels[change.index], where, r.progress.text()));
       }
     }
+  }
+  ServerPace pace;
+  if (const auto median = SlowRanks::median(standings, 1)) pace.position = median->first;
+  for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    if (slow_.slow(i)) pace.slow.push_back(options_.labels[i]);
+  }
+  {
+    const std::lock_guard<std::mutex> lock(pace_mutex_);
+    server_pace_ = std::move(pace);
   }
   std::vector<RankStatus> statuses;
   for (std::size_t i = 0; i < ranks_.size(); ++i) {
@@ -168,6 +187,16 @@ void JobProgress::tick(WallClock::time_point now) {
     statuses.push_back(std::move(s));
   }
   if (!statuses.empty()) console_.ranks_status(statuses);
+}
+
+ServerPace JobProgress::server_pace() const {
+  const std::lock_guard<std::mutex> lock(pace_mutex_);
+  return server_pace_;
+}
+
+void JobProgress::set_job_pace(std::optional<double> position) {
+  const std::lock_guard<std::mutex> lock(pace_mutex_);
+  job_pace_ = position;
 }
 
 }  // namespace davincirun::detail

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -59,6 +60,15 @@ class JobProgress final : public LineSink {
   /// Call about once a second (Supervisor::set_ticker()).
   void tick(WallClock::time_point now = WallClock::now());
 
+  /// A job of several servers (peers/peer_pace.cpp). This server's pace as
+  /// of the last tick(): its ranks' upper median position in steps (epochs
+  /// counted as this server's ranks print their length; none before any
+  /// reported progress), and the labels of its slow ranks. Thread-safe.
+  ServerPace server_pace() const;
+  /// The job's pace (every server's upper median) to compare these ranks
+  /// with from the next tick(); none: with each other. Thread-safe.
+  void set_job_pace(std::optional<double> position);
+
  private:
   struct Rank {
     ActivityHistory activity;
@@ -78,6 +88,9 @@ class JobProgress final : public LineSink {
   std::vector<Rank> ranks_;
   SlowRanks slow_;
   std::function<void(const std::string&)> journal_;
+  mutable std::mutex pace_mutex_;  // the paces cross to the peer agent's thread
+  ServerPace server_pace_;
+  std::optional<double> job_pace_;
 };
 
 }  // namespace davincirun::detail

@@ -65,6 +65,8 @@ PeerAgent::PeerAgent(PeerConfig config, StopHandler on_stop, NoticeHandler on_no
   member_clock_.assign(config_.server_ids.size(), std::nullopt);
   member_sends_part_.assign(config_.server_ids.size(), false);
   member_left_.assign(config_.server_ids.size(), std::string());
+  member_pace_.assign(config_.server_ids.size(), std::nullopt);
+  member_slow_.assign(config_.server_ids.size(), {});
   if (config_.hub && config_.server_ids.size() > 1) listen_fd_ = listen_on(config_.hub_address, config_.port);
   update_waiting_for();
 }
@@ -261,6 +263,7 @@ void PeerAgent::retry_join(Clock::time_point now) {
 void PeerAgent::send_heartbeats(Clock::time_point now) {
   if (now < next_heartbeat_) return;
   next_heartbeat_ = now + config_.heartbeat_interval;
+  if (config_.hub) hub_update_pace();
   for (auto& c : connections_) {
     if (c->closed || c->state != Connection::State::joined) continue;
     send_heartbeat(*c, config_.hub && !member_clock_.at(c->server_index));

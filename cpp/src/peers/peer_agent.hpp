@@ -32,6 +32,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -41,6 +42,7 @@
 #include <vector>
 
 #include "davincirun/unique_fd.hpp"
+#include "output/slow_ranks.hpp"
 #include "peers/peer_clock.hpp"
 #include "peers/peer_message.hpp"
 
@@ -63,8 +65,9 @@ struct PeerConfig {
   /// the attempt (attempt_to_start()), so that it can rejoin a job under way.
   bool awaits_start = false;
   /// This server sends its part of the job record with its `over`
-  /// (finish()); after a stop the hub waits for such members' parts for
-  /// at most `gather_timeout` (their ranks have the grace period to end).
+  /// (finish()), and takes the joined record back (await_record()); after
+  /// a stop the hub waits for such members' parts for at most
+  /// `gather_timeout` (their ranks have the grace period to end).
   bool sends_part = false;
   std::chrono::milliseconds gather_timeout{13'000};
 };
@@ -79,6 +82,9 @@ struct GatheredServer {
 
 /// The most a member sends of its record part; a larger one is refused.
 inline constexpr std::size_t max_record_part_bytes = 4u << 20;
+/// The most the hub sends of the joined record to all members together
+/// (its size times their number): past it they keep their own part.
+inline constexpr std::size_t max_shared_record_bytes = std::size_t{128} << 20;
 
 /// A heartbeat interval that detects a loss well within `peer_timeout`: a
 /// sixth of it, between 50 ms and 5 s.
@@ -102,6 +108,9 @@ class PeerAgent {
   /// given to the StopHandler). With `decision.restart`, the agent is ready
   /// for the next attempt when it is called.
   using DecisionHandler = std::function<void(const PeerDecision& decision, const std::optional<PeerEvent>& unheard)>;
+  /// This server's pace (its ranks' position and slow ranks).
+  using PaceProbe = std::function<ServerPace()>;
+  using PaceHandler = std::function<void(std::optional<double> job_pace)>;
 
   /// The hub binds and listens here, before any rank starts: ConfigError
   /// when the port is taken, naming it. Members connect later, in run().
@@ -134,6 +143,16 @@ class PeerAgent {
   }
   /// Sets the DecisionHandler (a job that restarts); call before run().
   void on_decision(DecisionHandler handler) { on_decision_ = std::move(handler); }
+  /// The job's pace (peer_pace.cpp): `probe` gives this server's (its
+  /// ranks' upper median position in steps, and its slow ranks' labels),
+  /// `handler` takes the job's, the upper median of every server's (none
+  /// while fewer than two servers know theirs), about every heartbeat.
+  /// Both are called on the agent's thread; the hub names members' slow
+  /// ranks in its notices. Call before run().
+  void on_pace(PaceProbe probe, PaceHandler handler) {
+    pace_probe_ = std::move(probe);
+    on_pace_ = std::move(handler);
+  }
   /// Ends run() at once (the owner is going away, or stops waiting).
   void abort();
 
@@ -159,6 +178,21 @@ class PeerAgent {
   /// order; read after run() returned (empty on a member).
   std::vector<GatheredServer> gathered() const;
 
+  /// The hub, after run() returned, on the owner's thread: sends `record`
+  /// (the whole job's record, JSON text) to every member that sent its part
+  /// and is still connected, for at most `timeout` in all. When the record
+  /// times those members would exceed max_shared_record_bytes, each gets a
+  /// word that none comes instead. Returns the members that got it whole.
+  std::size_t share_record(const std::string& record, std::chrono::milliseconds timeout);
+  /// A member, after run() returned, on the owner's thread: the hub's
+  /// record, waited for at most record_wait(); "" with `why` set when none
+  /// came (the hub sent none, its connection ended, or the wait ran out).
+  std::string await_record(std::string& why);
+  /// How long a member waits for the record: after a stop the hub first
+  /// waits up to the gather timeout for the other members' parts; after a
+  /// success every server ends within moments of the others.
+  std::chrono::milliseconds record_wait() const;
+
  private:
   struct Connection;
   void wake();
@@ -179,6 +213,10 @@ class PeerAgent {
   void send_heartbeat(Connection& c, bool want_echo);
   void heard_heartbeat(Connection& c, const PeerHeartbeat& beat);
   void send_part(Connection& c);
+  // The job's pace (peer_pace.cpp).
+  void put_pace(PeerHeartbeat& beat);
+  void heard_pace(Connection& c, const PeerHeartbeat& beat);
+  void hub_update_pace();
   void hub_part_chunk(Connection& c, const PeerPartChunk& chunk);
   bool awaiting_parts(std::chrono::steady_clock::time_point now) const;
   void check_connections(std::chrono::steady_clock::time_point now);
@@ -265,6 +303,12 @@ class PeerAgent {
   std::vector<std::optional<ClockSample>> member_clock_;
   std::vector<bool> member_sends_part_;   // its hello said it sends one
   std::vector<std::string> member_left_;  // why its connection ended before its part came ("" if not)
+  // The job's pace (peer_pace.cpp).
+  PaceProbe pace_probe_;
+  PaceHandler on_pace_;
+  std::optional<double> job_pace_;                     // hub: as last worked out; member: as the hub said
+  std::vector<std::optional<double>> member_pace_;     // hub: by server index
+  std::vector<std::vector<std::string>> member_slow_;  // hub: by server index, as its last heartbeat said
 };
 
 }  // namespace davincirun::detail

@@ -43,7 +43,12 @@ PeerHello decode_hello(std::string_view payload) {
 
 std::string encode_heartbeat(const PeerHeartbeat& h) { return encode(h); }
 
-PeerHeartbeat decode_heartbeat(std::string_view payload) { return decoded<PeerHeartbeat>("heartbeat", payload); }
+PeerHeartbeat decode_heartbeat(std::string_view payload) {
+  PeerHeartbeat b = decoded<PeerHeartbeat>("heartbeat", payload);
+  if (b.slow.size() > max_slow_in_heartbeat || b.pace_milli < -1)
+    throw PeerProtocolError("malformed heartbeat message");
+  return b;
+}
 
 std::string encode_refusal(const PeerRefusal& r) { return encode(r); }
 

@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <vector>
 
 #include "common/sha256.hpp"
 #include "davincirun/enum_names.hpp"
@@ -34,7 +35,8 @@ namespace davincirun::detail {
 /// version are refused with a message naming both. 3: every value typed;
 /// 4: attempts (a member's `over` replaces `done`; the hub's `decided`;
 /// the welcome names the job's attempt); 5: heartbeats carry wall-clock
-/// times (the record's clock alignment), members send their record part.
+/// times (the record's clock alignment), members send their record part
+/// and the hub sends the joined record back.
 inline constexpr std::uint8_t peer_protocol_version = 5;
 inline constexpr std::size_t peer_header_bytes = 8;
 inline constexpr std::size_t peer_tag_bytes = 32;
@@ -52,9 +54,10 @@ enum class PeerFrame : std::uint8_t {
   refused = 7,    ///< hub → member: why it may not join (its server joined already); then the hub closes
   decided = 8,    ///< hub → member: the job restarts, or ends, after an attempt that failed (PeerDecision)
   part = 9,       ///< member → hub: a piece of its server's part of the job record (PeerPartChunk), before `over`
+  record = 10,    ///< hub → member: a piece of the whole job's record (PeerPartChunk), once the job ended
 };
 DAVINCIRUN_ENUM_NAMES_FROM(PeerFrame, 1, "challenge", "hello", "welcome", "heartbeat", "event", "over", "refused",
-                           "decided", "part");
+                           "decided", "part", "record");
 
 /// What happened, in a PeerEvent.
 enum class PeerEventKind : std::uint8_t {
@@ -109,16 +112,25 @@ struct PeerHeartbeat {
   std::uint64_t echo_us = 0;  ///< `sent_us` of the last heartbeat heard from the other side; 0: none yet
   std::uint64_t held_us = 0;  ///< microseconds between hearing that one and sending this one
   bool want_echo = false;     ///< answer at once (the hub has no clock sample of this member yet)
+  /// How far the sender's ranks are, in thousandths of a step (its ranks'
+  /// upper median; from the hub: the job's, the upper median of every
+  /// server's); -1: none known. The slow ranks' rule, output/slow_ranks.hpp.
+  std::int64_t pace_milli = -1;
+  std::vector<std::string> slow;  ///< a member's slow ranks ("rank 9"), at most max_slow_in_heartbeat
 };
+inline constexpr std::size_t max_slow_in_heartbeat = 32;
 constexpr auto fields_of(const PeerHeartbeat*) {
   using B = PeerHeartbeat;
   return std::make_tuple(field("silent_ms", &B::silent_ms), field("sent_us", &B::sent_us),
                          field("echo_us", &B::echo_us), field("held_us", &B::held_us),
-                         field("want_echo", &B::want_echo));
+                         field("want_echo", &B::want_echo), field("pace_milli", &B::pace_milli),
+                         field("slow", &B::slow));
 }
 
 /// A piece of a member server's part of the job record (JSON text), sent
-/// before its `over`; the hub joins the pieces in order.
+/// before its `over`; the hub joins the pieces in order. The hub sends the
+/// whole record back in the same pieces (PeerFrame::record); an empty last
+/// piece alone says it sends none (PeerAgent::share_record).
 struct PeerPartChunk {
   std::uint32_t attempt = 1;  ///< the attempt whose `over` follows
   bool last = false;          ///< the part is complete with this piece

@@ -237,14 +237,13 @@ def test_real_two_host_job_shows_both_servers(netns_hosts, tmp_path):
     assert member["clock_error_s"] is not None and 0 <= member["clock_error_s"] < 0.5
     assert abs(member["clock_offset_s"]) <= member["clock_error_s"] + 0.05  # one machine: one clock
     assert "heartbeats" in record["clock"]["method"]
-    # The other server's own record is its part, and says where the job's is.
+    # The other server's run directory holds the same record: rank 0's server sent it back.
     other_run = real_run(Path(hosts[1].log_dir))
     other = json.loads((other_run / "job.json").read_text())
-    assert [s["server_id"] for s in other["servers"]] == [hosts[1].address]
-    assert hosts[0].address in other["clock"]["method"]
-    assert record["job_record_server"] == other["job_record_server"] == hosts[0].address
+    assert other == record
+    assert (other_run / "report.html").is_file()
     other_summary, _ = report(other_run)
-    assert "the job's record, with every server, is on rank 0's server %s" % hosts[0].address in other_summary
+    assert "%s (2 rank(s)), %s (2 rank(s))" % (hosts[0].address, hosts[1].address) in other_summary
     _, page = report(run)
     browser = load(page, tmp_path)
     try:
@@ -279,6 +278,8 @@ def test_real_two_host_failure_is_found_on_the_other_server(netns_hosts, tmp_pat
     assert ended[2] == "failed" and {ended[0], ended[1], ended[3]} <= {"stopped", "killed"}
     stops = {e["server_id"] for e in record["events"] if e["kind"] == "stop"}
     assert stops == {h.address for h in hosts}
+    # The server where it failed has the whole record too.
+    assert json.loads((real_run(Path(hosts[1].log_dir)) / "job.json").read_text()) == record
     out, page = report(run)
     assert "ValueError: loss is nan on rank 2" in out
     browser = load(page, tmp_path)
