@@ -63,7 +63,8 @@ void PeerAgent::hub_update_pace() {
     if (const auto own = pace_probe_().position) paces.push_back(*own);
   }
   for (std::uint32_t i = 0; i < member_pace_.size(); ++i) {
-    if (i != config_.server_index && member_pace_[i]) paces.push_back(*member_pace_[i]);
+    const std::optional<double>& pace = member_pace_[i];
+    if (i != config_.server_index && pace.has_value()) paces.push_back(pace.value());
   }
   job_pace_.reset();
   if (paces.size() >= 2) {
