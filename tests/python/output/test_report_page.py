@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from chromium_page import ChromiumPage, chromium_path
+from conftest import REPO, needs_modules
 from job_records import example, many_ranks_record, write_run
 
 DAVINCIRUN = shutil.which("davincirun")
@@ -191,6 +192,35 @@ def test_real_failed_4_rank_job(tmp_path, job_env):
         check_failure_shown(browser, record)
         assert "ValueError: loss is nan on rank 2" in browser.evaluate("document.getElementById('cause').textContent")
         browser.screenshot(tmp_path / "real_failed.png")
+    finally:
+        browser.close()
+
+
+@needs_modules("torch", "sklearn")
+def test_real_failed_4_rank_digits_training(tmp_path, job_env):
+    """The digits example (PyTorch DDP on gloo) with rank 1 made to fail at
+    its second epoch: the page marks rank 1 first, quotes its exception, and
+    every lane shows the progress its epoch lines reported."""
+    examples = os.path.join(REPO, "examples")
+    logs = tmp_path / "log"
+    command = [DAVINCIRUN, "-r", os.path.join(examples, "rank_table_4p.json"), "-l", str(logs), sys.executable,
+               "train_digits.py", "--epochs", "4", "--fail-at-epoch", "2", "--fail-rank", "1"]
+    proc = subprocess.run(command, cwd=examples, env=dict(os.environ, **job_env), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    run = real_run(logs)
+    record = json.loads((run / "job.json").read_text())
+    assert record["first_failure"]["rank"] == 1
+    assert "injected failure at epoch 2" in record["root_cause"]["exception"]
+    assert all(r["progress"] for r in record["ranks"]), "every rank printed its epochs"
+    out, page = report(run)
+    assert "injected failure at epoch 2" in out
+    browser = load(page, tmp_path)
+    try:
+        assert sorted(lane["rank"] for lane in lanes(browser)) == [0, 1, 2, 3]
+        check_failure_shown(browser, record)
+        browser.screenshot(tmp_path / "digits_failed.png")
+        assert (tmp_path / "digits_failed.png").stat().st_size > 0
     finally:
         browser.close()
 
