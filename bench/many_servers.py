@@ -23,6 +23,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import davincirun_path  # noqa: E402
+from process_scan import alive  # noqa: E402 (on the path through _common)
 
 RANK = r"""
 import os, sys, time
@@ -63,14 +64,6 @@ def supervisor_stats(launcher_pid):
         return cpu, hwm
     except (OSError, IndexError, StopIteration, ValueError):
         return None
-
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def run(servers, fail_after, tmp):

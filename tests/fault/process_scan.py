@@ -32,6 +32,15 @@ def processes_with(variable, value):
     return found
 
 
+def alive(pid):
+    """Whether `pid` runs (a zombie, which its parent has not reaped yet, does not)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def process_environ(pid):
     """The environment of process `pid` as {name: value} (bytes), or None when it is gone."""
     try:

@@ -15,6 +15,7 @@ import time
 
 import pytest
 from lifecycle_support import Scenario
+from process_scan import alive
 
 SERVERS = ("127.0.0.1", "127.0.0.2")
 
@@ -90,15 +91,6 @@ def test_a_member_waiting_for_an_absent_hub_frees_its_devices_when_davincirun_is
     assert s.devices_free(server=1)
     assert not alive(supervisor)
     assert "waiting_for_servers -> done on launcher_gone" in member.journal()
-
-
-def alive(pid):
-    """Whether `pid` runs (a zombie, which init has not reaped yet, does not)."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def ignoring(*signals):

@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+from process_scan import alive
 
 SERVERS = 16
 
@@ -33,14 +34,6 @@ time.sleep(600)
 
 def server(index):
     return "127.0.0.%d" % (index + 1)
-
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.fixture
