@@ -29,12 +29,17 @@ RANK = r"""
 import os, sys, time
 marks = sys.argv[1]
 rank = int(os.environ["RANK_ID"])
-with open(os.path.join(marks, "up.%d" % rank), "w") as f:
-    f.write(str(os.getpid()))
+
+def mark(name, text):
+    # Written whole, then renamed: a reader never sees an empty mark.
+    with open(os.path.join(marks, ".%s.tmp" % name), "w") as f:
+        f.write(text)
+    os.rename(os.path.join(marks, ".%s.tmp" % name), os.path.join(marks, name))
+
+mark("up.%d" % rank, str(os.getpid()))
 if rank == int(os.environ["RANK_SIZE"]) - 1:
     time.sleep(float(sys.argv[2]))
-    with open(os.path.join(marks, "failed"), "w") as f:
-        f.write(repr(time.time()))
+    mark("failed", repr(time.time()))
     sys.exit(1)
 time.sleep(600)
 """

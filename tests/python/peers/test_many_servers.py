@@ -20,13 +20,18 @@ RANK = r"""
 import os, sys, time
 marks = sys.argv[1]
 rank = int(os.environ["RANK_ID"])
-with open(os.path.join(marks, "up.%d" % rank), "w") as f:
-    f.write(str(os.getpid()))
+
+def mark(name, text):
+    # Written whole, then renamed: a reader never sees an empty mark.
+    with open(os.path.join(marks, ".%s.tmp" % name), "w") as f:
+        f.write(text)
+    os.rename(os.path.join(marks, ".%s.tmp" % name), os.path.join(marks, name))
+
+mark("up.%d" % rank, str(os.getpid()))
 if rank == int(os.environ["RANK_SIZE"]) - 1:
     while len([n for n in os.listdir(marks) if n.startswith("up.")]) < int(os.environ["RANK_SIZE"]):
         time.sleep(0.01)
-    with open(os.path.join(marks, "failed"), "w") as f:
-        f.write(repr(time.time()))
+    mark("failed", repr(time.time()))
     sys.exit(3)
 time.sleep(600)
 """
