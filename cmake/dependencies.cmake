@@ -35,3 +35,25 @@ if(NOT fmt_FOUND)
   davincirun_bundled(fmt fmt::fmt-header-only fmt/format.h libfmt-dev)
   set_target_properties(fmt::fmt-header-only PROPERTIES INTERFACE_COMPILE_DEFINITIONS FMT_HEADER_ONLY=1)
 endif()
+
+# simdjson reads rank tables (a 65,536-rank table in a few milliseconds:
+# docs/rank-table.md). Always compiled from its one-file amalgamation into
+# the core (never the system's shared libsimdjson), so neither the programs,
+# the wheel's module nor the installed static core need one at run time.
+# scripts/bundle_deps.sh puts it in third_party/simdjson (scripts/setup.sh
+# runs it; the sdist carries it).
+set(simdjson_dir "${DAVINCIRUN_THIRD_PARTY_DIR}/simdjson")
+if(NOT EXISTS "${simdjson_dir}/src/simdjson.cpp")
+  message(FATAL_ERROR
+    "simdjson was not found. In a checkout run: bash scripts/bundle_deps.sh simdjson (it downloads "
+    "Debian's source of simdjson 3.0.1 and checks its SHA-256); an sdist carries it.\n"
+    "Missing: ${simdjson_dir}/src/simdjson.cpp")
+endif()
+add_library(davincirun_simdjson OBJECT "${simdjson_dir}/src/simdjson.cpp")
+target_include_directories(davincirun_simdjson PRIVATE "${simdjson_dir}/include")
+# Errors as codes, which the reader checks (the core, cpp/CMakeLists.txt, too).
+target_compile_definitions(davincirun_simdjson PRIVATE SIMDJSON_EXCEPTIONS=0)
+set_property(GLOBAL APPEND PROPERTY DAVINCIRUN_BUNDLED_LICENSES "${simdjson_dir}/copyright")
+file(READ "${simdjson_dir}/VERSION" simdjson_version)
+string(STRIP "${simdjson_version}" simdjson_version)
+message(STATUS "simdjson: ${simdjson_version}")

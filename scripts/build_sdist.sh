@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the sdist, dist/davincirunsdk-<version>.tar.gz, that installs with
-# only a C++17 compiler: fmt and nlohmann/json are bundled into it
-# (scripts/bundle_deps.sh copies them from this machine's Debian packages
-# into third_party/, which git ignores), CMake and ninja come from PyPI as
+# only a C++17 compiler: fmt, nlohmann/json and simdjson are bundled into it
+# (scripts/bundle_deps.sh copies them from this machine's Debian packages, and
+# simdjson's amalgamation from Debian's source package, into third_party/,
+# which git ignores), CMake and ninja come from PyPI as
 # build requirements when the machine has none. Then checks it: the bundled
 # headers and licenses are inside, no build output is, and `twine check`
 # passes. Prints the sdist's path last.
@@ -32,7 +33,8 @@ python -m build --sdist --no-isolation --outdir "$out" . >&2
 listing=$(tar -tzf "$sdist")
 for required in LICENSE README.md pyproject.toml CMakeLists.txt cmake/toolchains/zig.cmake \
   third_party/fmt/include/fmt/format.h third_party/fmt/copyright third_party/fmt/VERSION \
-  third_party/nlohmann_json/include/nlohmann/json.hpp third_party/nlohmann_json/copyright; do
+  third_party/nlohmann_json/include/nlohmann/json.hpp third_party/nlohmann_json/copyright \
+  third_party/simdjson/include/simdjson.h third_party/simdjson/src/simdjson.cpp third_party/simdjson/copyright; do
   grep -qx "davincirunsdk-$version/$required" <<<"$listing" ||
     { echo "build_sdist: $sdist lacks $required" >&2; exit 1; }
 done

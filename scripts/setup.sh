@@ -25,7 +25,8 @@ base_before=$(installed_packages "$base")
 # runtime is in libclang-rt-<major>-dev, and 14 is the major of Debian 12's
 # default clang (our CI machine); another release needs its own major here.
 # tmux is the terminal the status-line test draws on (tests/python/output/test_terminal_width.py).
-apt_packages=(g++ nlohmann-json3-dev libfmt-dev catch2 clang libclang-rt-14-dev tmux)
+# curl fetches simdjson's source from Debian (scripts/bundle_deps.sh, below).
+apt_packages=(g++ nlohmann-json3-dev libfmt-dev catch2 clang libclang-rt-14-dev tmux curl ca-certificates)
 # The job engines the multi-host tests run davincirun under, for real, across
 # test hosts in network namespaces (tests/python/engines/test_multi_host_engines.py):
 # Slurm (slurmctld, slurmd, srun) with munge for its authentication, and
@@ -48,6 +49,10 @@ if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+
+# simdjson, which every build compiles into the core, from Debian's source
+# package (kept in third_party/simdjson once there).
+bash scripts/bundle_deps.sh simdjson
 
 # The venv, made again when ${PYTHON} is another interpreter or version.
 made="$base $("$base" -c 'import sys; print(sys.version.split()[0])')"

@@ -4,7 +4,9 @@
 // a table for which every promise of rank_table.hpp holds, or throws
 // RankTableError with a non-empty message starting with the source name. The
 // status reader the loader applies to the same raw bytes (top_level_status)
-// never throws. Anything else (another exception, a crash, a leak, undefined
+// never throws. The fast reader of 1.x tables and the thorough reader give
+// the same outcome: the same table, normalized text and warnings, or the same
+// error. Anything else (another exception, a crash, a leak, undefined
 // behaviour, a broken promise) is a finding: the target prints what broke and
 // aborts, and libFuzzer saves the input.
 #include <arpa/inet.h>
@@ -26,6 +28,7 @@
 #include "davincirun/errors.hpp"
 #include "davincirun/rank_table.hpp"
 #include "rank_table/rank_table_checker.hpp"
+#include "rank_table_fingerprint.hpp"
 
 namespace {
 
@@ -232,6 +235,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (...) {
     finding("top_level_status threw");
   }
+
+  const std::string fast = rank_table_test::outcome([&] { return davincirun::parse_rank_table(text, source); });
+  const std::string thorough =
+      rank_table_test::outcome([&] { return davincirun::detail::parse_table_thoroughly(text, source); });
+  expect(fast == thorough,
+         "the fast reader disagrees with the thorough one:\n--- fast\n" + fast + "\n--- thorough\n" + thorough);
 
   std::optional<RankTable> table;
   try {

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/wide_hash.hpp"
 #include "davincirun/errors.hpp"
 #include "davincirun/rank_table_loader.hpp"
 #include "davincirun/socket_interface.hpp"
@@ -62,9 +63,11 @@ std::string resolve_work_dir(const std::string& work_dir) {
 }
 
 // What every server derives its job id and ports from: the normalized
-// table's FNV-1a digest, in hex. Hashed once: a table of 65,536 ranks is
-// 8 MB, which FNV-1a reads a byte at a time.
-std::string table_digest(const RankTable& table) { return fmt::format("{:016x}", fnv1a64(table.normalized_json)); }
+// table's digest, in hex. Hashed once, by words: a table of 65,536 ranks is
+// 8 MB.
+std::string table_digest(const RankTable& table) {
+  return fmt::format("{:016x}", detail::wide_hash64(table.normalized_json));
+}
 
 // A rendezvous port: the user's (`name` in the environment or the extra
 // variables), else a free one when this launcher starts every rank, else one

@@ -17,14 +17,6 @@ namespace davincirun {
 
 namespace detail {
 
-namespace {
-
-constexpr std::size_t max_server_id_bytes = 64;      // HCCL's limit
-constexpr std::size_t max_super_pod_id_bytes = 127;  // HCCL: "fewer than 128 characters"
-constexpr std::string_view ip_placeholder = "-.-.-.-";
-
-}  // namespace
-
 // ---------------------------------------------------------------------------
 // The format, and checks shared by all formats.
 
@@ -188,14 +180,19 @@ RankTable Checker::check_v1(Json doc) {
   }
   for (const auto& server : table.servers) table.world_size += static_cast<int>(server.devices.size());
 
+  check_v1_rules(table, server_count);
+  table.normalized_json = normalized_v1(std::move(doc), table, text_bytes_ + text_bytes_ / 8 + 64);
+  return table;
+}
+
+// Uniqueness, then the table-wide rules, in their precedence.
+void Checker::check_v1_rules(const RankTable& table, std::optional<int> server_count) const {
   check_unique(table);
   check_super_pods_unique(table);
   check_rank_numbering(table);
   check_contiguous_blocks(table);
   check_server_count(table, server_count);
   check_super_pod_servers(table);
-  table.normalized_json = normalized_v1(std::move(doc), table, text_bytes_ + text_bytes_ / 8 + 64);
-  return table;
 }
 
 std::vector<RankTableServer> Checker::servers(const Json& list, const std::string& pointer) {
@@ -315,12 +312,17 @@ RankTableSuperPod Checker::super_pod(const Json& value, const std::string& point
 
 }  // namespace detail
 
-RankTable detail::parse_table_text(std::string_view text, const std::string& source) {
+namespace {
+
+RankTable parse_text(std::string_view text, const std::string& source, bool padded, bool fast) {
   constexpr std::string_view utf8_bom = "\xEF\xBB\xBF";
   detail::Checker checker(source);
   const std::size_t skipped = text.substr(0, utf8_bom.size()) == utf8_bom ? utf8_bom.size() : 0;
   if (text.find_first_not_of(" \t\r\n", skipped) == std::string_view::npos) {
     checker.fail(detail::Kind::empty, std::nullopt, "empty file");
+  }
+  if (fast) {
+    if (auto table = checker.read_v1_fast(text.substr(skipped), padded)) return std::move(*table);
   }
   detail::Json doc = checker.parse(text, skipped);
   try {
@@ -330,6 +332,16 @@ RankTable detail::parse_table_text(std::string_view text, const std::string& sou
     // still report a bad table rather than let a library exception escape.
     checker.fail(detail::Kind::shape, std::nullopt, std::string("cannot read the table: ") + e.what());
   }
+}
+
+}  // namespace
+
+RankTable detail::parse_table_text(std::string_view text, const std::string& source, bool padded) {
+  return parse_text(text, source, padded, true);
+}
+
+RankTable detail::parse_table_thoroughly(std::string_view text, const std::string& source) {
+  return parse_text(text, source, false, false);
 }
 
 RankTable parse_rank_table(std::string_view text, const std::string& source) {

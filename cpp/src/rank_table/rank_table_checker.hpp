@@ -4,6 +4,7 @@
 //   rank_table_v0.cpp      format 0.1 and its conversion to 1.0;
 //   rank_table_v2.cpp      format 2.0: its ranks and their servers;
 //   rank_table_v2_levels.cpp  format 2.0: a rank's level_list;
+//   rank_table_v1_fast.cpp the fast reader of plain 1.x tables (simdjson);
 //   rank_table_rules.cpp   uniqueness and table-wide rules, message helpers;
 //   rank_table_writer.cpp  the normalized document and writing it.
 #pragma once
@@ -26,6 +27,11 @@ namespace davincirun::detail {
 
 using Json = nlohmann::ordered_json;  // keeps members in document order
 using Kind = RankTableError::Kind;
+
+inline constexpr std::size_t max_server_id_bytes = 64;      // HCCL's limit
+inline constexpr std::size_t max_super_pod_id_bytes = 127;  // HCCL: "fewer than 128 characters"
+/// What a node writes for device_ip when its NPU network is not configured.
+inline constexpr std::string_view ip_placeholder = "-.-.-.-";
 
 /// Cuts `text` to a readable length without splitting a UTF-8 sequence.
 std::string shorten(std::string_view text);
@@ -64,7 +70,12 @@ class UnfinishedJson : public RankTableError {
 
 /// parse_rank_table, but a text that stops before its JSON does throws
 /// UnfinishedJson (the loader waits on it), never a plain RankTableError.
-RankTable parse_table_text(std::string_view text, const std::string& source);
+/// `padded`: at least 64 readable bytes follow the text (simdjson's
+/// SIMDJSON_PADDING), which spares the fast reader a copy.
+RankTable parse_table_text(std::string_view text, const std::string& source, bool padded = false);
+/// parse_table_text without the fast reader: what it must agree with (the
+/// fuzzer and tests/cpp/test_rank_table_fast.cpp compare the two).
+RankTable parse_table_thoroughly(std::string_view text, const std::string& source);
 
 /// Remembers where each value was first seen, to name it when it comes again.
 template <typename T>
@@ -135,6 +146,11 @@ class Checker {
 
   Json parse(std::string_view file, std::size_t skipped);
   RankTable check(Json doc);
+  /// A plain 1.0 or 1.2 table (`json`: the text after any BOM) read fast; nullopt
+  /// when the text is anything else, or anything but plain (rank_table_v1_fast.cpp):
+  /// then parse() and check() read it and word what they find, so that errors and
+  /// warnings are always theirs. Throws what the table-wide rules throw.
+  std::optional<RankTable> read_v1_fast(std::string_view json, bool padded);
 
  private:
   [[noreturn]] void syntax_error(std::string_view file, std::size_t skipped, std::size_t offset,
@@ -190,6 +206,7 @@ class Checker {
   void check_rank_numbering(const RankTable& table) const;
   void check_contiguous_blocks(const RankTable& table) const;
   void check_server_count(const RankTable& table, std::optional<int> server_count) const;
+  void check_v1_rules(const RankTable& table, std::optional<int> server_count) const;
   void check_super_pod_servers(const RankTable& table) const;
 
   const std::string& source_;

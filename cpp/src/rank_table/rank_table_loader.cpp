@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "common/huge_pages.hpp"
 #include "davincirun/unique_fd.hpp"
 #include "rank_table/rank_table_absence.hpp"
 #include "rank_table/rank_table_checker.hpp"
@@ -66,7 +67,10 @@ std::optional<std::string> read_if_exists(const std::string& path) {
 
   // Read straight into the text: the size stat gave, plus room to see the
   // file grow while it is read (checked against the limit again).
-  std::string text(static_cast<std::size_t>(info.st_size) + 65536, '\0');
+  std::string text;
+  text.reserve(static_cast<std::size_t>(info.st_size) + 65536);
+  detail::advise_huge_pages(text.data(), text.capacity());
+  text.resize(text.capacity());
   std::size_t size = 0;
   for (;;) {
     if (size == text.size()) {
@@ -81,6 +85,9 @@ std::optional<std::string> read_if_exists(const std::string& path) {
     if (size > max_file_bytes) throw too_large();
   }
   text.resize(size);
+  // The padding the fast reader reads past the end (parse_table_text);
+  // normally there already, from the room left to see the file grow.
+  text.reserve(size + 64);
   return text;
 }
 
@@ -153,7 +160,7 @@ Attempt attempt(const std::string& path_or_dir, bool waiting) {
     return out;
   }
   try {
-    RankTable table = detail::parse_table_text(*text, out.file);
+    RankTable table = detail::parse_table_text(*text, out.file, true);
     if (waiting && table.status == "initializing") {
       out.state = "its status is still 'initializing'";
       out.kind = Kind::bad_value;
@@ -192,7 +199,11 @@ Attempt attempt(const std::string& path_or_dir, bool waiting) {
 RankTable load_rank_table(const std::string& path) {
   const std::optional<std::string> text = read_if_exists(path);
   if (!text) throw io_error(path, "cannot open the rank table", ENOENT);
-  return parse_rank_table(*text, path);
+  try {
+    return detail::parse_table_text(*text, path, true);
+  } catch (const detail::UnfinishedJson& e) {
+    throw RankTableError(e);  // the public type: nobody waits here
+  }
 }
 
 LoadedRankTable wait_for_rank_table(const std::string& path_or_dir, const RankTableLoadOptions& options) {

@@ -8,6 +8,7 @@
 
 #include "common/ip_address.hpp"
 #include "common/text.hpp"
+#include "common/wide_hash.hpp"
 #include "rank_table/rank_table_checker.hpp"
 
 namespace davincirun::detail {
@@ -37,11 +38,45 @@ std::string list_numbers(const std::vector<int>& numbers) {
   return out;
 }
 
+// 64-bit hashes of the keys first_repeat compares.
+std::uint64_t key_hash(int key) { return static_cast<std::uint64_t>(key); }
+std::uint64_t key_hash(const std::string& key) { return wide_hash64(key); }
+std::uint64_t key_hash(const std::array<unsigned char, 16>& key) {
+  return wide_hash64(std::string_view(reinterpret_cast<const char*>(key.data()), key.size()));
+}
+std::uint64_t key_hash(const std::pair<std::size_t, std::int64_t>& key) {
+  return wide_hash64(fmt::format("{}/{}", key.first, key.second));
+}
+
+// True when every key surely differs from every other: their hashes, mixed,
+// all differ in an open-addressed table (linear time, one allocation). False
+// when two agree, and the exact search decides.
+template <typename Key>
+bool surely_distinct(const std::vector<Key>& keys) {
+  std::size_t size = 16;
+  while (size < keys.size() * 2) size <<= 1;
+  std::vector<std::uint64_t> slots(size, 0);  // 0: empty
+  for (const Key& key : keys) {
+    std::uint64_t h = key_hash(key) * 0x9E3779B97F4A7C15ULL;
+    h = (h ^ (h >> 29)) | 1;
+    for (std::size_t i = (h >> 32) & (size - 1);; i = (i + 1) & (size - 1)) {
+      if (slots[i] == h) return false;
+      if (slots[i] == 0) {
+        slots[i] = h;
+        break;
+      }
+    }
+  }
+  return true;
+}
+
 // The first key equal to an earlier one, in the keys' order: (its index, the
 // earlier one's); nullopt when all differ. What a set filled in order finds,
-// by sorting (key, index) pairs: n log n, and no allocation per key.
+// by sorting (key, index) pairs: n log n, and no allocation per key; mostly
+// spared by surely_distinct, as tables seldom repeat anything.
 template <typename Key>
 std::optional<std::pair<std::size_t, std::size_t>> first_repeat(const std::vector<Key>& keys) {
+  if (surely_distinct(keys)) return std::nullopt;
   std::vector<std::pair<Key, std::size_t>> sorted;
   sorted.reserve(keys.size());
   for (std::size_t i = 0; i < keys.size(); ++i) sorted.emplace_back(keys[i], i);
@@ -139,7 +174,9 @@ void Checker::check_unique(const RankTable& table) const {
     }
   }
   std::vector<Place> places;
+  places.reserve(static_cast<std::size_t>(table.world_size));
   std::vector<int> ranks;
+  ranks.reserve(static_cast<std::size_t>(table.world_size));
   for_each_device(table, [&](std::size_t i, std::size_t j, const RankTableDevice& device) {
     places.push_back({i, j});
     ranks.push_back(device.rank_id);
@@ -152,6 +189,7 @@ void Checker::check_unique(const RankTable& table) const {
   places.clear();
   // Compared as addresses: "fe80::1" is "fe80:0::1", "::ffff:10.0.0.1" is "10.0.0.1".
   std::vector<std::array<unsigned char, 16>> ips;
+  ips.reserve(static_cast<std::size_t>(table.world_size));
   for_each_device(table, [&](std::size_t i, std::size_t j, const RankTableDevice& device) {
     if (!device.device_ip) return;
     places.push_back({i, j});

@@ -1,0 +1,304 @@
+// The fast reader of plain 1.0 and 1.2 tables: simdjson's document (a 65,536-
+// rank table in a few milliseconds, where nlohmann's reader alone takes
+// 26 ms), the RankTable and the normalized text made straight from it.
+//
+// It accepts only what the thorough reader (rank_table_json.cpp,
+// rank_table.cpp) accepts, and gives the same table and text: anything else
+// (another format, a problem of any kind, a warning, or anything rare enough
+// not to be worth a second writer: floating-point numbers, nesting beyond 32)
+// makes it return nullopt, and the thorough reader reads the text and words
+// what it finds. The fuzzer compares the two on every input
+// (tests/fuzz/fuzz_rank_table.cpp). Two walks: read the table, then write the
+// normalized text (rank_table_v1_normalized.cpp), which visits every value
+// and so also refuses what only the thorough reader words (repeated keys,
+// floating point); the table-wide rules, shared with the thorough reader, run
+// beside the writer.
+#include <algorithm>
+#include <exception>
+#include <string>
+#include <system_error>
+#include <thread>
+
+#include "common/huge_pages.hpp"
+#include "common/ip_address.hpp"
+#include "rank_table/rank_table_checker.hpp"
+#include "rank_table/rank_table_v1_fast.hpp"
+
+namespace davincirun::detail {
+
+namespace {
+
+namespace dom = fast::dom;
+using fast::array_of;
+using fast::member;
+using fast::not_plain;
+using fast::NotPlain;
+using fast::object_of;
+using fast::string_of;
+using fast::Type;
+
+dom::element required(dom::object object, std::string_view key) {
+  const auto value = member(object, key);
+  if (!value) not_plain();
+  return *value;
+}
+
+dom::object as_object(dom::element value) {
+  if (value.type() != Type::OBJECT) not_plain();
+  return object_of(value);
+}
+
+// Its elements, never empty.
+dom::array as_list(dom::element value) {
+  if (value.type() != Type::ARRAY) not_plain();
+  const dom::array list = array_of(value);
+  if (list.begin() == list.end()) not_plain();
+  return list;
+}
+
+std::size_t count(dom::array list) {
+  constexpr std::size_t saturated = 0xFFFFFF;  // where dom::array::size() stops counting
+  if (list.size() < saturated) return list.size();
+  std::size_t n = 0;
+  for ([[maybe_unused]] const dom::element element : list) ++n;
+  return n;
+}
+
+std::string_view as_string(dom::element value) {
+  if (value.type() != Type::STRING) not_plain();
+  return string_of(value);
+}
+
+// Checker::table_integer's accepted cases: a JSON integer or a string of
+// digits, 0..max.
+std::int64_t table_integer(dom::element value, std::int64_t max) {
+  if (value.type() == Type::INT64) {
+    const std::int64_t number = value.get_int64().value_unsafe();
+    if (number < 0 || number > max) not_plain();
+    return number;
+  }
+  const std::string_view text = as_string(value);
+  if (text.empty()) not_plain();
+  std::int64_t number = 0;
+  for (const char digit : text) {
+    if (digit < '0' || digit > '9') not_plain();
+    number = number * 10 + (digit - '0');
+    if (number > max) not_plain();
+  }
+  return number;
+}
+
+int small_integer(dom::element value) { return static_cast<int>(table_integer(value, max_table_integer)); }
+
+std::string server_id(dom::element value) {
+  const std::string_view id = as_string(value);
+  if (id.empty() || id.size() > max_server_id_bytes) not_plain();
+  return std::string(id);
+}
+
+// Reads the table of a screened document (second walk), as Checker::check_v1 does.
+class TableReader {
+ public:
+  explicit TableReader(bool v1_2) : v1_2_(v1_2) {}
+
+  RankTable read(dom::object top, std::optional<int>& server_count) {
+    RankTable table;
+    table.status = "completed";
+    required(top, "server_list");
+    for (const dom::key_value_pair field : top) {
+      if (field.key == "server_count")
+        server_count = small_integer(field.value);
+      else if (field.key == "status")
+        table.status = as_string(field.value);
+      else if (field.key == "server_list")
+        table.servers = servers(field.value);
+      else if (field.key == "super_pod_list" && v1_2_)
+        table.super_pods = super_pods(field.value);
+    }
+    for (const auto& server : table.servers) table.world_size += static_cast<int>(server.devices.size());
+    return table;
+  }
+
+  bool multi_server() const { return multi_server_; }
+
+ private:
+  std::vector<RankTableServer> servers(dom::element value) {
+    const dom::array list = as_list(value);
+    multi_server_ = count(list) > 1;
+    std::vector<RankTableServer> out;
+    out.reserve(count(list));
+    for (const dom::element element : list) out.push_back(server(as_object(element)));
+    return out;
+  }
+
+  RankTableServer server(dom::object object) {
+    required(object, "server_id");
+    required(object, "device");
+    RankTableServer out;
+    for (const dom::key_value_pair field : object) {
+      if (field.key == "server_id")
+        out.server_id = server_id(field.value);
+      else if (field.key == "device")
+        out.devices = devices(field.value);
+      else if (field.key == "host_ip")
+        out.host_ip = as_string(field.value);
+      else if (field.key == "container_ip")
+        out.container_ip = as_string(field.value);
+    }
+    out.rank_start = std::min_element(out.devices.begin(), out.devices.end(), [](const auto& a, const auto& b) {
+                       return a.rank_id < b.rank_id;
+                     })->rank_id;
+    return out;
+  }
+
+  std::vector<RankTableDevice> devices(dom::element value) {
+    const dom::array list = as_list(value);
+    std::vector<RankTableDevice> out;
+    out.reserve(count(list));
+    for (const dom::element element : list) out.push_back(device(as_object(element)));
+    return out;
+  }
+
+  RankTableDevice device(dom::object object) const {
+    RankTableDevice out;
+    // Required: device_id, rank_id; in 1.2 super_device_id; between servers device_ip.
+    bool device_id = false, rank_id = false;
+    for (const dom::key_value_pair field : object) {
+      if (field.key == "device_id") {
+        out.device_id = small_integer(field.value);
+        device_id = true;
+      } else if (field.key == "rank_id") {
+        out.rank_id = small_integer(field.value);
+        rank_id = true;
+      } else if (field.key == "device_ip") {
+        // The placeholder is a warning or an error: the thorough reader's to give.
+        const std::string_view ip = as_string(field.value);
+        if (ip == ip_placeholder || ip.find('%') != std::string_view::npos || !is_ip_address(ip)) not_plain();
+        out.device_ip = std::string(ip);
+      } else if (field.key == "super_device_id" && v1_2_) {
+        out.super_device_id = table_integer(field.value, max_super_device_id);
+      }
+    }
+    if (!device_id || !rank_id || (v1_2_ && !out.super_device_id) || (multi_server_ && !out.device_ip)) not_plain();
+    return out;
+  }
+
+  std::vector<RankTableSuperPod> super_pods(dom::element value) const {
+    std::vector<RankTableSuperPod> out;
+    for (const dom::element element : as_list(value)) {
+      const dom::object object = as_object(element);
+      required(object, "super_pod_id");
+      required(object, "server_list");
+      RankTableSuperPod pod;
+      for (const dom::key_value_pair field : object) {
+        if (field.key == "super_pod_id") {
+          if (field.value.type() == Type::INT64) {
+            pod.super_pod_id = std::to_string(table_integer(field.value, max_super_device_id));
+            continue;
+          }
+          const std::string_view id = as_string(field.value);
+          if (id.empty() || id.size() > max_super_pod_id_bytes) not_plain();
+          pod.super_pod_id = id;
+        } else if (field.key == "server_list") {
+          for (const dom::element entry : as_list(field.value)) {
+            pod.server_ids.push_back(server_id(required(as_object(entry), "server_id")));
+          }
+        }
+      }
+      out.push_back(std::move(pod));
+    }
+    return out;
+  }
+
+  bool v1_2_;
+  bool multi_server_ = false;
+};
+
+// Texts from this size on are written on a second thread (a thread costs ~50 us).
+constexpr std::size_t parallel_bytes = std::size_t{1} << 20;
+
+// write() (the normalized text, nullopt when the writer found the text not
+// plain) and rules() (the table-wide rules, which throw), which only read the
+// document and the table: side by side on two threads when `parallel`. The
+// writer decides first: repeated keys and floating point are the thorough
+// reader's to word, before any rule; then what the rules threw.
+template <typename Write, typename Rules>
+std::optional<std::string> write_beside(bool parallel, Write write, Rules rules) {
+  std::optional<std::string> text;
+  std::exception_ptr write_error;
+  const auto writing = [&] {
+    try {
+      text = write();
+    } catch (...) {  // out of memory
+      write_error = std::current_exception();
+    }
+  };
+  std::exception_ptr rules_error;
+  std::optional<std::thread> writer;
+  bool threaded = false;
+  if (parallel) {
+    try {
+      writer.emplace(writing);
+      threaded = true;
+    } catch (const std::system_error&) {
+      threaded = false;  // no thread to be had: one after the other
+    }
+  }
+  if (!threaded) writing();
+  if (threaded || text) {
+    try {
+      rules();
+    } catch (...) {
+      rules_error = std::current_exception();
+    }
+  }
+  if (threaded) writer->join();
+  if (write_error) std::rethrow_exception(write_error);
+  if (!text) return std::nullopt;
+  if (rules_error) std::rethrow_exception(rules_error);
+  return text;
+}
+
+}  // namespace
+
+std::optional<RankTable> Checker::read_v1_fast(std::string_view json, bool padded) {
+  dom::parser parser;
+  dom::element document;
+  if (parser.allocate(json.size(), fast::max_depth) != simdjson::SUCCESS) return std::nullopt;
+  // The document's buffers, sized by the text and filled from their start.
+  advise_huge_pages(parser.doc.tape.get(), json.size() * sizeof(std::uint64_t));
+  advise_huge_pages(parser.doc.string_buf.get(), json.size());
+  if (parser.parse(json.data(), json.size(), !padded).get(document) != simdjson::SUCCESS ||
+      document.type() != Type::OBJECT) {
+    return std::nullopt;
+  }
+  const dom::object top = object_of(document);
+  try {
+    const std::string_view version = as_string(required(top, "version"));
+    if (version != "1.0" && version != "1.2") return std::nullopt;
+    const bool v1_2 = version == "1.2";
+    format_ = v1_2 ? RankTableFormat::v1_2 : RankTableFormat::v1_0;
+    std::optional<int> server_count;
+    TableReader reader(v1_2);
+    RankTable table = reader.read(top, server_count);
+    multi_server_ = reader.multi_server();
+    std::optional<std::string> normalized = write_beside(
+        json.size() >= parallel_bytes,
+        [&] {
+          try {
+            return std::optional(fast::write_normalized(top, table, v1_2, json.size() + json.size() / 8 + 64));
+          } catch (const NotPlain&) {
+            return std::optional<std::string>();
+          }
+        },
+        [&] { check_v1_rules(table, server_count); });
+    if (!normalized) return std::nullopt;
+    table.format = format_;
+    table.normalized_json = std::move(*normalized);
+    return table;
+  } catch (const NotPlain&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace davincirun::detail

@@ -1,0 +1,266 @@
+// The normalized text of a table the fast reader read (rank_table_v1_fast.cpp),
+// written straight from simdjson's document, byte for byte as normalized_v1
+// (rank_table_writer.cpp) has nlohmann write it: the fuzzer and
+// tests/cpp/test_rank_table_fast.cpp compare the two.
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "common/huge_pages.hpp"
+#include "rank_table/rank_table_v1_fast.hpp"
+
+namespace davincirun::detail::fast {
+
+namespace {
+
+// Whether `text` holds a quote, a backslash or a control character: eight
+// bytes a step (a byte b is below 0x20 when (b - 0x20) borrows from its high
+// bit while b's own is clear; equal to c when b ^ c is below 1).
+bool needs_escape(std::string_view text) {
+  constexpr std::uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+  const auto below = [](std::uint64_t w, std::uint64_t n) { return (w - ones * n) & ~w & highs; };
+  std::size_t i = 0;
+  for (; i + 8 <= text.size(); i += 8) {
+    std::uint64_t w = 0;
+    std::memcpy(&w, text.data() + i, 8);
+    if (below(w, 0x20) | below(w ^ (ones * '"'), 1) | below(w ^ (ones * '\\'), 1)) return true;
+  }
+  for (; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == '"' || c == '\\') return true;
+  }
+  return false;
+}
+
+// Writes the normalized text (second walk) exactly as normalized_v1 has
+// nlohmann write it: indented by 2, "key": value, scalars of the table as
+// decimal strings, status and server_count added where absent.
+class NormalizedWriter {
+ public:
+  NormalizedWriter(const RankTable& table, bool v1_2, std::size_t expected) : table_(table), v1_2_(v1_2) {
+    out_.reserve(expected);
+    advise_huge_pages(out_.data(), out_.capacity());
+  }
+
+  std::string write(dom::object top) && {
+    const bool has_status = member(top, "status").has_value();
+    const bool has_count = member(top, "server_count").has_value();
+    const std::string servers = std::to_string(table_.servers.size());
+    out_ += "{\n";
+    bool first = true;
+    std::size_t keys = 0;
+    if (!has_status) {
+      key(first, 2, "status");
+      quoted(table_.status);
+    }
+    for (const dom::key_value_pair field : top) {
+      distinct(top, keys++, field.key);
+      key(first, 2, field.key);
+      if (field.key == "server_count")
+        quoted(servers);
+      else if (field.key == "server_list")
+        server_list(field.value);
+      else if (field.key == "super_pod_list" && v1_2_)
+        super_pod_list(field.value);
+      else
+        value(field.value, 2);
+      if (field.key == "version" && !has_count) {
+        key(first, 2, "server_count");
+        quoted(servers);
+      }
+    }
+    out_ += "\n}";
+    return std::move(out_);
+  }
+
+ private:
+  // The thorough reader refuses a repeated key, and more than max_keys in an
+  // object: `key` is key number `index` of the object `members`, compared
+  // with the ones before it (objects of a rank table have a few keys).
+  static void distinct(dom::object members, std::size_t index, std::string_view key) {
+    if (index == max_keys) not_plain();
+    std::size_t k = 0;
+    for (const dom::key_value_pair earlier : members) {
+      if (k++ == index) return;
+      if (earlier.key == key) not_plain();
+    }
+  }
+
+  void indent(std::size_t depth) {
+    static constexpr std::string_view spaces = "                                                                ";
+    while (depth > spaces.size()) {
+      out_ += spaces;
+      depth -= spaces.size();
+    }
+    out_ += spaces.substr(0, depth);
+  }
+
+  void key(bool& first, std::size_t depth, std::string_view name) {
+    if (!first) out_ += ",\n";
+    first = false;
+    indent(depth);
+    quoted(name);
+    out_ += ": ";
+  }
+
+  // Escaped as nlohmann writes strings (ensure_ascii off): the quote, the
+  // backslash and control characters only, those without a short form as
+  // \u00xx in lowercase hex; everything else, UTF-8 included, as it is.
+  void quoted(std::string_view text) {
+    out_ += '"';
+    if (!needs_escape(text)) {
+      out_ += text;
+      out_ += '"';
+      return;
+    }
+    std::size_t plain = 0;  // of text, written
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      const auto c = static_cast<unsigned char>(text[i]);
+      if (c >= 0x20 && c != '"' && c != '\\') continue;
+      out_.append(text, plain, i - plain);
+      plain = i + 1;
+      switch (c) {
+        case '"': out_ += "\\\""; break;
+        case '\\': out_ += "\\\\"; break;
+        case '\b': out_ += "\\b"; break;
+        case '\f': out_ += "\\f"; break;
+        case '\n': out_ += "\\n"; break;
+        case '\r': out_ += "\\r"; break;
+        case '\t': out_ += "\\t"; break;
+        default: {
+          constexpr char hex[] = "0123456789abcdef";
+          out_ += "\\u00";
+          out_ += hex[c >> 4];
+          out_ += hex[c & 15];
+        }
+      }
+    }
+    out_.append(text, plain, text.size() - plain);
+    out_ += '"';
+  }
+
+  template <typename Integer>
+  void number(Integer n) {
+    char digits[24];
+    const auto end = std::to_chars(digits, digits + sizeof digits, n).ptr;
+    out_.append(digits, end);
+  }
+
+  // Containers open at `depth` (their members at depth + 2); calls
+  // each(element, index) between the separators.
+  template <typename Each>
+  void array(dom::array list, std::size_t depth, Each&& each) {
+    if (list.begin() == list.end()) {
+      out_ += "[]";
+      return;
+    }
+    out_ += "[\n";
+    std::size_t index = 0;
+    for (const dom::element element : list) {
+      if (index > 0) out_ += ",\n";
+      indent(depth + 2);
+      each(element, index++);
+    }
+    out_ += '\n';
+    indent(depth);
+    out_ += ']';
+  }
+
+  template <typename Each>
+  void object(dom::object members, std::size_t depth, Each&& each) {
+    if (members.begin() == members.end()) {
+      out_ += "{}";
+      return;
+    }
+    out_ += "{\n";
+    bool first = true;
+    std::size_t index = 0;
+    for (const dom::key_value_pair field : members) {
+      distinct(members, index++, field.key);
+      key(first, depth + 2, field.key);
+      each(field);
+    }
+    out_ += '\n';
+    indent(depth);
+    out_ += '}';
+  }
+
+  void value(dom::element v, std::size_t depth) {
+    switch (v.type()) {
+      case Type::OBJECT:
+        object(object_of(v), depth, [&](const dom::key_value_pair& field) { value(field.value, depth + 2); });
+        return;
+      case Type::ARRAY:
+        array(array_of(v), depth, [&](dom::element element, std::size_t) { value(element, depth + 2); });
+        return;
+      case Type::STRING: quoted(string_of(v)); return;
+      case Type::INT64: number(v.get_int64().value_unsafe()); return;
+      case Type::UINT64: number(v.get_uint64().value_unsafe()); return;
+      case Type::BOOL: out_ += v.get_bool().value_unsafe() ? "true" : "false"; return;
+      case Type::NULL_VALUE: out_ += "null"; return;
+      case Type::DOUBLE: not_plain();  // how nlohmann writes one is not worth copying
+    }
+  }
+
+  void server_list(dom::element list) {
+    array(array_of(list), 2, [&](dom::element server, std::size_t i) {
+      object(object_of(server), 4, [&](const dom::key_value_pair& field) {
+        if (field.key == "device") {
+          devices(field.value, table_.servers[i]);
+        } else {
+          value(field.value, 6);
+        }
+      });
+    });
+  }
+
+  void devices(dom::element list, const RankTableServer& server) {
+    array(array_of(list), 6, [&](dom::element device, std::size_t j) {
+      const RankTableDevice& read = server.devices[j];
+      object(object_of(device), 8, [&](const dom::key_value_pair& field) {
+        if (field.key == "device_id") {
+          quoted_number(read.device_id);
+        } else if (field.key == "rank_id") {
+          quoted_number(read.rank_id);
+        } else if (field.key == "super_device_id" && v1_2_) {
+          quoted_number(*read.super_device_id);
+        } else {
+          value(field.value, 10);
+        }
+      });
+    });
+  }
+
+  void super_pod_list(dom::element list) {
+    array(array_of(list), 2, [&](dom::element pod, std::size_t p) {
+      object(object_of(pod), 4, [&](const dom::key_value_pair& field) {
+        if (field.key == "super_pod_id") {
+          quoted(table_.super_pods[p].super_pod_id);
+        } else {
+          value(field.value, 6);
+        }
+      });
+    });
+  }
+
+  template <typename Integer>
+  void quoted_number(Integer n) {
+    out_ += '"';
+    number(n);
+    out_ += '"';
+  }
+
+  const RankTable& table_;
+  bool v1_2_;
+  std::string out_;
+};
+
+}  // namespace
+
+std::string write_normalized(dom::object top, const RankTable& table, bool v1_2, std::size_t expected) {
+  return NormalizedWriter(table, v1_2, expected).write(top);
+}
+
+}  // namespace davincirun::detail::fast
