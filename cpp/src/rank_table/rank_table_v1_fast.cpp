@@ -29,64 +29,16 @@ namespace davincirun::detail {
 namespace {
 
 namespace dom = fast::dom;
-using fast::array_of;
-using fast::member;
+using fast::as_list;
+using fast::as_object;
+using fast::as_string;
+using fast::count;
 using fast::not_plain;
 using fast::NotPlain;
 using fast::object_of;
-using fast::string_of;
+using fast::required;
+using fast::table_integer;
 using fast::Type;
-
-dom::element required(dom::object object, std::string_view key) {
-  const auto value = member(object, key);
-  if (!value) not_plain();
-  return *value;
-}
-
-dom::object as_object(dom::element value) {
-  if (value.type() != Type::OBJECT) not_plain();
-  return object_of(value);
-}
-
-// Its elements, never empty.
-dom::array as_list(dom::element value) {
-  if (value.type() != Type::ARRAY) not_plain();
-  const dom::array list = array_of(value);
-  if (list.begin() == list.end()) not_plain();
-  return list;
-}
-
-std::size_t count(dom::array list) {
-  constexpr std::size_t saturated = 0xFFFFFF;  // where dom::array::size() stops counting
-  if (list.size() < saturated) return list.size();
-  std::size_t n = 0;
-  for ([[maybe_unused]] const dom::element element : list) ++n;
-  return n;
-}
-
-std::string_view as_string(dom::element value) {
-  if (value.type() != Type::STRING) not_plain();
-  return string_of(value);
-}
-
-// Checker::table_integer's accepted cases: a JSON integer or a string of
-// digits, 0..max.
-std::int64_t table_integer(dom::element value, std::int64_t max) {
-  if (value.type() == Type::INT64) {
-    const std::int64_t number = value.get_int64().value_unsafe();
-    if (number < 0 || number > max) not_plain();
-    return number;
-  }
-  const std::string_view text = as_string(value);
-  if (text.empty()) not_plain();
-  std::int64_t number = 0;
-  for (const char digit : text) {
-    if (digit < '0' || digit > '9') not_plain();
-    number = number * 10 + (digit - '0');
-    if (number > max) not_plain();
-  }
-  return number;
-}
 
 int small_integer(dom::element value) { return static_cast<int>(table_integer(value, max_table_integer)); }
 
@@ -217,13 +169,13 @@ class TableReader {
 // Texts from this size on are written on a second thread (a thread costs ~50 us).
 constexpr std::size_t parallel_bytes = std::size_t{1} << 20;
 
-// write() (the normalized text, nullopt when the writer found the text not
-// plain) and rules() (the table-wide rules, which throw), which only read the
-// document and the table: side by side on two threads when `parallel`. The
-// writer decides first: repeated keys and floating point are the thorough
-// reader's to word, before any rule; then what the rules threw.
-template <typename Write, typename Rules>
-std::optional<std::string> write_beside(bool parallel, Write write, Rules rules) {
+// Runs write() (the normalized text; nullopt: not plain) on a second thread
+// when `parallel`, and read() (the table, then the table-wide rules; nullopt:
+// not plain; throws what the rules throw) on this one: they share only the
+// document, which both only read. Anything not plain decides first (the
+// thorough reader words it, before any rule would), then what the rules threw.
+template <typename Write, typename Read>
+std::optional<RankTable> read_beside(bool parallel, Write write, Read read) {
   std::optional<std::string> text;
   std::exception_ptr write_error;
   const auto writing = [&] {
@@ -233,7 +185,6 @@ std::optional<std::string> write_beside(bool parallel, Write write, Rules rules)
       write_error = std::current_exception();
     }
   };
-  std::exception_ptr rules_error;
   std::optional<std::thread> writer;
   bool threaded = false;
   if (parallel) {
@@ -244,19 +195,24 @@ std::optional<std::string> write_beside(bool parallel, Write write, Rules rules)
       threaded = false;  // no thread to be had: one after the other
     }
   }
-  if (!threaded) writing();
-  if (threaded || text) {
-    try {
-      rules();
-    } catch (...) {
-      rules_error = std::current_exception();
-    }
+  std::optional<RankTable> table;
+  std::exception_ptr read_error;
+  try {
+    table = read();
+  } catch (...) {
+    read_error = std::current_exception();
   }
-  if (threaded) writer->join();
+  const bool handed_over = !table && !read_error;
+  if (threaded) {
+    writer->join();
+  } else if (!handed_over) {
+    writing();
+  }
   if (write_error) std::rethrow_exception(write_error);
-  if (!text) return std::nullopt;
-  if (rules_error) std::rethrow_exception(rules_error);
-  return text;
+  if (handed_over || !text) return std::nullopt;       // not plain: the thorough reader's to word
+  if (read_error) std::rethrow_exception(read_error);  // a table-wide rule broken
+  if (table) table->normalized_json = std::move(*text);
+  return table;
 }
 
 }  // namespace
@@ -278,24 +234,22 @@ std::optional<RankTable> Checker::read_v1_fast(std::string_view json, bool padde
     if (version != "1.0" && version != "1.2") return std::nullopt;
     const bool v1_2 = version == "1.2";
     format_ = v1_2 ? RankTableFormat::v1_2 : RankTableFormat::v1_0;
-    std::optional<int> server_count;
-    TableReader reader(v1_2);
-    RankTable table = reader.read(top, server_count);
-    multi_server_ = reader.multi_server();
-    std::optional<std::string> normalized = write_beside(
-        json.size() >= parallel_bytes,
-        [&] {
+    const std::size_t expected = json.size() + json.size() / 8 + 64;
+    return read_beside(
+        json.size() >= parallel_bytes, [&] { return fast::write_normalized(top, v1_2, expected); },
+        [&]() -> std::optional<RankTable> {
           try {
-            return std::optional(fast::write_normalized(top, table, v1_2, json.size() + json.size() / 8 + 64));
+            std::optional<int> server_count;
+            TableReader reader(v1_2);
+            RankTable table = reader.read(top, server_count);
+            multi_server_ = reader.multi_server();
+            check_v1_rules(table, server_count);  // what these throw, the thorough reader throws too
+            table.format = format_;
+            return table;
           } catch (const NotPlain&) {
-            return std::optional<std::string>();
+            return std::nullopt;
           }
-        },
-        [&] { check_v1_rules(table, server_count); });
-    if (!normalized) return std::nullopt;
-    table.format = format_;
-    table.normalized_json = std::move(*normalized);
-    return table;
+        });
   } catch (const NotPlain&) {
     return std::nullopt;
   }

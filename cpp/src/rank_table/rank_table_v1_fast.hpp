@@ -37,9 +37,62 @@ inline std::optional<dom::element> member(dom::object object, std::string_view k
   return value;
 }
 
-/// The normalized text of a table read from `top` (nlohmann's layout, as
-/// normalized_v1 writes it); `expected`: about how long it will be. Throws
-/// NotPlain at a repeated key, more than max_keys keys or a floating-point number.
-std::string write_normalized(dom::object top, const RankTable& table, bool v1_2, std::size_t expected);
+inline dom::element required(dom::object object, std::string_view key) {
+  const auto value = member(object, key);
+  if (!value) not_plain();
+  return *value;
+}
+
+inline dom::object as_object(dom::element value) {
+  if (value.type() != Type::OBJECT) not_plain();
+  return object_of(value);
+}
+
+// Its elements, never empty.
+inline dom::array as_list(dom::element value) {
+  if (value.type() != Type::ARRAY) not_plain();
+  const dom::array list = array_of(value);
+  if (list.begin() == list.end()) not_plain();
+  return list;
+}
+
+inline std::size_t count(dom::array list) {
+  constexpr std::size_t saturated = 0xFFFFFF;  // where dom::array::size() stops counting
+  if (list.size() < saturated) return list.size();
+  std::size_t n = 0;
+  for ([[maybe_unused]] const dom::element element : list) ++n;
+  return n;
+}
+
+inline std::string_view as_string(dom::element value) {
+  if (value.type() != Type::STRING) not_plain();
+  return string_of(value);
+}
+
+// Checker::table_integer's accepted cases: a JSON integer or a string of
+// digits, 0..max.
+inline std::int64_t table_integer(dom::element value, std::int64_t max) {
+  if (value.type() == Type::INT64) {
+    const std::int64_t number = value.get_int64().value_unsafe();
+    if (number < 0 || number > max) not_plain();
+    return number;
+  }
+  const std::string_view text = as_string(value);
+  if (text.empty()) not_plain();
+  std::int64_t number = 0;
+  for (const char digit : text) {
+    if (digit < '0' || digit > '9') not_plain();
+    number = number * 10 + (digit - '0');
+    if (number > max) not_plain();
+  }
+  return number;
+}
+
+/// The normalized text of the 1.x table `top` (nlohmann's layout, as
+/// normalized_v1 writes it), made from the document alone, so that it can be
+/// written while the table is read; `expected`: about how long it will be.
+/// nullopt at a repeated key, more than max_keys keys in an object, a
+/// floating-point number, or a value the table reader refuses too.
+std::optional<std::string> write_normalized(dom::object top, bool v1_2, std::size_t expected);
 
 }  // namespace davincirun::detail::fast

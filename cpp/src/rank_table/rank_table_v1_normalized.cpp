@@ -39,7 +39,7 @@ bool needs_escape(std::string_view text) {
 // decimal strings, status and server_count added where absent.
 class NormalizedWriter {
  public:
-  NormalizedWriter(const RankTable& table, bool v1_2, std::size_t expected) : table_(table), v1_2_(v1_2) {
+  NormalizedWriter(bool v1_2, std::size_t expected) : v1_2_(v1_2) {
     out_.reserve(expected);
     advise_huge_pages(out_.data(), out_.capacity());
   }
@@ -47,13 +47,14 @@ class NormalizedWriter {
   std::string write(dom::object top) && {
     const bool has_status = member(top, "status").has_value();
     const bool has_count = member(top, "server_count").has_value();
-    const std::string servers = std::to_string(table_.servers.size());
+    // What the table reader reads from the same values (it refuses what is not so).
+    const std::string servers = std::to_string(count(as_list(required(top, "server_list"))));
     out_ += "{\n";
     bool first = true;
     std::size_t keys = 0;
     if (!has_status) {
       key(first, 2, "status");
-      quoted(table_.status);
+      quoted("completed");
     }
     for (const dom::key_value_pair field : top) {
       distinct(top, keys++, field.key);
@@ -149,7 +150,7 @@ class NormalizedWriter {
   }
 
   // Containers open at `depth` (their members at depth + 2); calls
-  // each(element, index) between the separators.
+  // each(element) or each(member) between the separators.
   template <typename Each>
   void array(dom::array list, std::size_t depth, Each&& each) {
     if (list.begin() == list.end()) {
@@ -157,11 +158,12 @@ class NormalizedWriter {
       return;
     }
     out_ += "[\n";
-    std::size_t index = 0;
+    bool first = true;
     for (const dom::element element : list) {
-      if (index > 0) out_ += ",\n";
+      if (!first) out_ += ",\n";
+      first = false;
       indent(depth + 2);
-      each(element, index++);
+      each(element);
     }
     out_ += '\n';
     indent(depth);
@@ -192,9 +194,7 @@ class NormalizedWriter {
       case Type::OBJECT:
         object(object_of(v), depth, [&](const dom::key_value_pair& field) { value(field.value, depth + 2); });
         return;
-      case Type::ARRAY:
-        array(array_of(v), depth, [&](dom::element element, std::size_t) { value(element, depth + 2); });
-        return;
+      case Type::ARRAY: array(array_of(v), depth, [&](dom::element element) { value(element, depth + 2); }); return;
       case Type::STRING: quoted(string_of(v)); return;
       case Type::INT64: number(v.get_int64().value_unsafe()); return;
       case Type::UINT64: number(v.get_uint64().value_unsafe()); return;
@@ -205,10 +205,10 @@ class NormalizedWriter {
   }
 
   void server_list(dom::element list) {
-    array(array_of(list), 2, [&](dom::element server, std::size_t i) {
-      object(object_of(server), 4, [&](const dom::key_value_pair& field) {
+    array(as_list(list), 2, [&](dom::element server) {
+      object(as_object(server), 4, [&](const dom::key_value_pair& field) {
         if (field.key == "device") {
-          devices(field.value, table_.servers[i]);
+          devices(field.value);
         } else {
           value(field.value, 6);
         }
@@ -216,16 +216,14 @@ class NormalizedWriter {
     });
   }
 
-  void devices(dom::element list, const RankTableServer& server) {
-    array(array_of(list), 6, [&](dom::element device, std::size_t j) {
-      const RankTableDevice& read = server.devices[j];
-      object(object_of(device), 8, [&](const dom::key_value_pair& field) {
-        if (field.key == "device_id") {
-          quoted_number(read.device_id);
-        } else if (field.key == "rank_id") {
-          quoted_number(read.rank_id);
+  // Integers as decimal strings ("007" and 7 as "7").
+  void devices(dom::element list) {
+    array(as_list(list), 6, [&](dom::element device) {
+      object(as_object(device), 8, [&](const dom::key_value_pair& field) {
+        if (field.key == "device_id" || field.key == "rank_id") {
+          quoted_number(table_integer(field.value, max_table_integer));
         } else if (field.key == "super_device_id" && v1_2_) {
-          quoted_number(*read.super_device_id);
+          quoted_number(table_integer(field.value, max_super_device_id));
         } else {
           value(field.value, 10);
         }
@@ -234,10 +232,15 @@ class NormalizedWriter {
   }
 
   void super_pod_list(dom::element list) {
-    array(array_of(list), 2, [&](dom::element pod, std::size_t p) {
-      object(object_of(pod), 4, [&](const dom::key_value_pair& field) {
+    array(as_list(list), 2, [&](dom::element pod) {
+      object(as_object(pod), 4, [&](const dom::key_value_pair& field) {
         if (field.key == "super_pod_id") {
-          quoted(table_.super_pods[p].super_pod_id);
+          // An integer as its digits, a string as it is.
+          if (field.value.type() == Type::INT64) {
+            quoted(std::to_string(table_integer(field.value, max_super_device_id)));
+          } else {
+            quoted(as_string(field.value));
+          }
         } else {
           value(field.value, 6);
         }
@@ -252,15 +255,18 @@ class NormalizedWriter {
     out_ += '"';
   }
 
-  const RankTable& table_;
   bool v1_2_;
   std::string out_;
 };
 
 }  // namespace
 
-std::string write_normalized(dom::object top, const RankTable& table, bool v1_2, std::size_t expected) {
-  return NormalizedWriter(table, v1_2, expected).write(top);
+std::optional<std::string> write_normalized(dom::object top, bool v1_2, std::size_t expected) {
+  try {
+    return NormalizedWriter(v1_2, expected).write(top);
+  } catch (const NotPlain&) {
+    return std::nullopt;
+  }
 }
 
 }  // namespace davincirun::detail::fast
