@@ -31,3 +31,13 @@ function(davincirun_target_options target)
   davincirun_warnings(${target})
   davincirun_sanitize(${target})
 endfunction()
+
+# The two programs start on every job: with the C++ runtime linked in
+# (libstdc++, libgcc) the dynamic loader spares each ~0.3 ms of loading and
+# relocating libstdc++ (bench/README.md, "The command"). Wheels, built with
+# zig, link libc++ in anyway; sanitized builds keep the shared runtime.
+function(davincirun_program_options target)
+  if(NOT DAVINCIRUN_SANITIZE AND NOT DAVINCIRUN_ZIG_TARGET AND CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+    target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc)
+  endif()
+endfunction()

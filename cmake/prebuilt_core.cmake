@@ -50,6 +50,7 @@ if(SKBUILD)
     INTERFACE_LINK_LIBRARIES davincirun_core)
   add_executable(davincirun cpp/cli/wheel_python.cpp)
   davincirun_target_options(davincirun)
+  davincirun_program_options(davincirun)
   target_link_libraries(davincirun PRIVATE davincirun_cli)
   # As cpp/CMakeLists.txt installs them.
   install(TARGETS davincirun DESTINATION ${SKBUILD_SCRIPTS_DIR})

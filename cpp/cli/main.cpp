@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -138,6 +139,17 @@ int run(const davincirun::cli::CliOptions& cli) {
   options.supervisor.stop_request_name = "Ctrl-C";  // a second one kills at once
   options.supervisor.launcher_name = "davincirun";
   options.supervisor.quiet = verbosity == 0;
+  // The supervisor process starts while the plan is made (another core);
+  // one that cannot start is reported where a Job would report it, after
+  // the plan's own errors.
+  std::optional<SupervisorProcess> early_supervisor;
+  if (!cli.dry_run) {
+    try {
+      early_supervisor.emplace(options.supervisor_program);
+    } catch (const ConfigError&) {
+      early_supervisor.reset();  // the Job below tries again and says why
+    }
+  }
   LaunchPlan plan = plan_launch(options, inherited);
   hold_planning();
   for (const auto& warning : plan.warnings) say("warning: " + warning);
@@ -161,7 +173,8 @@ int run(const davincirun::cli::CliOptions& cli) {
   // The job's supervisor process writes the ranks' lines to our stdout and
   // its notices to our stderr itself, through a queue: a console that is
   // not being read (a paused pager, Ctrl-S) never slows the ranks.
-  Job job(plan, ConsoleTarget::stdio);
+  Job job = early_supervisor ? Job(plan, ConsoleTarget::stdio, std::move(*early_supervisor))
+                             : Job(plan, ConsoleTarget::stdio);
   running_job.store(&job);
   if (stop_signal == SIGINT) job.request_stop();  // a signal that came during start-up
   if (stop_signal != 0 && stop_signal != SIGINT) job.request_stop_by_signal(stop_signal, stop_sender);

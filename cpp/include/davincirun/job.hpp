@@ -32,6 +32,26 @@ DAVINCIRUN_ENUM_NAMES(ConsoleTarget, "stdio", "none");
 /// ".attempt<N>" before ".log" ("rank_3.device_3.attempt2.log").
 std::string rank_log_file_name(const RankAssignment& rank, int attempt = 1);
 
+/// The job's supervisor process, started before there is a plan so that its
+/// own start (loading the program and becoming a subreaper: about 1 ms) runs
+/// on another core while the plan is made; the `davincirun` command does so.
+/// Give it to the Job made from the plan. Dropped unused (the plan failed),
+/// it ends at once, since its lifeline closes before any job came, and is
+/// reaped. `program`: LaunchOptions::supervisor_program (empty: looked up as
+/// a Job looks it up). Throws ConfigError when it cannot be found or started.
+class SupervisorProcess {
+ public:
+  explicit SupervisorProcess(const std::string& program);
+  SupervisorProcess(SupervisorProcess&&) noexcept;
+  SupervisorProcess& operator=(SupervisorProcess&&) noexcept;
+  ~SupervisorProcess();
+
+ private:
+  friend class Job;
+  struct Parts;
+  std::unique_ptr<Parts> parts_;
+};
+
 /// A running job.
 ///
 /// Process model: the Job starts one davincirun-supervisor process per job,
@@ -66,6 +86,8 @@ class Job {
   Job(const LaunchPlan& plan, LineSink& console);
   /// The same, with the console written by the supervisor process itself.
   Job(const LaunchPlan& plan, ConsoleTarget console);
+  /// The same, on a supervisor process started before the plan was made.
+  Job(const LaunchPlan& plan, ConsoleTarget console, SupervisorProcess supervisor);
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
   /// A job not waited for is killed at once; returns once its supervisor
@@ -111,7 +133,7 @@ class Job {
 
  private:
   struct Connection;
-  void start(const LaunchPlan& plan, ConsoleTarget target);
+  void start(const LaunchPlan& plan, ConsoleTarget target, SupervisorProcess supervisor);
   void send_command(const char* bytes, std::size_t size) noexcept;
 
   LineSink* console_ = nullptr;  // set: relayed to it (the target is then ignored)

@@ -12,7 +12,8 @@
 
 namespace davincirun::detail {
 
-void write_file_atomically(const std::string& path, const std::string& text, mode_t mode, const std::string& what) {
+void write_file_atomically(const std::string& path, const std::string& text, mode_t mode, const std::string& what,
+                           Durability durability) {
   const std::size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
@@ -34,7 +35,7 @@ void write_file_atomically(const std::string& path, const std::string& text, mod
     done += static_cast<std::size_t>(n);
   }
   // On disk before it takes the name: a crash leaves the old file, not an empty one.
-  if (::fsync(file.get()) != 0) fail(errno);
+  if (durability == Durability::flushed && ::fsync(file.get()) != 0) fail(errno);
   if (::close(file.release()) != 0) fail(errno);  // delayed write errors (NFS, quota)
   if (::rename(temporary.c_str(), path.c_str()) != 0) fail(errno);
 }

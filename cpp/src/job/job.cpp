@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -74,6 +75,34 @@ ChildProcess start_supervisor_process(const std::string& program, int lifeline_f
 
 }  // namespace
 
+struct SupervisorProcess::Parts {
+  UniqueFd lifeline;
+  ChildProcess host;
+};
+
+SupervisorProcess::SupervisorProcess(const std::string& program) {
+  const std::string path = detail::find_supervisor_program(program);
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) throw SystemError("socketpair", errno);
+  UniqueFd mine(pair[0]);
+  UniqueFd theirs(pair[1]);
+  ChildProcess host = start_supervisor_process(path, theirs.get());
+  parts_ = std::make_unique<Parts>(Parts{std::move(mine), std::move(host)});
+}
+
+SupervisorProcess::SupervisorProcess(SupervisorProcess&&) noexcept = default;
+SupervisorProcess& SupervisorProcess::operator=(SupervisorProcess&&) noexcept = default;
+
+SupervisorProcess::~SupervisorProcess() {
+  if (!parts_) return;
+  parts_->lifeline.reset();  // before any job: it ends at once
+  try {
+    parts_->host.reap();
+  } catch (const std::exception&) {
+    parts_.reset();  // waitid failed: its ChildProcess kills and reaps it
+  }
+}
+
 struct Job::Connection {
   UniqueFd lifeline;
   ChildProcess host;
@@ -82,20 +111,23 @@ struct Job::Connection {
       : lifeline(std::move(fd)), host(std::move(child)), reader(lifeline.get()) {}
 };
 
-Job::Job(const LaunchPlan& plan, LineSink& console) : console_(&console) { start(plan, ConsoleTarget::none); }
+Job::Job(const LaunchPlan& plan, LineSink& console) : console_(&console) {
+  start(plan, ConsoleTarget::none, SupervisorProcess(plan.options.supervisor_program));
+}
 
-Job::Job(const LaunchPlan& plan, ConsoleTarget console) { start(plan, console); }
+Job::Job(const LaunchPlan& plan, ConsoleTarget console) {
+  start(plan, console, SupervisorProcess(plan.options.supervisor_program));
+}
 
-void Job::start(const LaunchPlan& plan, ConsoleTarget target) {
-  const std::string program = detail::find_supervisor_program(plan.options.supervisor_program);
-  int pair[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) throw SystemError("socketpair", errno);
-  UniqueFd mine(pair[0]);
-  UniqueFd theirs(pair[1]);
-  ChildProcess host = start_supervisor_process(program, theirs.get());
-  theirs.reset();
-  lifeline_fd_ = mine.get();
-  connection_ = std::make_unique<Connection>(std::move(mine), std::move(host));
+Job::Job(const LaunchPlan& plan, ConsoleTarget console, SupervisorProcess supervisor) {
+  start(plan, console, std::move(supervisor));
+}
+
+void Job::start(const LaunchPlan& plan, ConsoleTarget target, SupervisorProcess supervisor) {
+  const std::unique_ptr<SupervisorProcess::Parts> parts = std::move(supervisor.parts_);
+  if (!parts) throw std::logic_error("Job: the supervisor process was given to another job");
+  lifeline_fd_ = parts->lifeline.get();
+  connection_ = std::make_unique<Connection>(std::move(parts->lifeline), std::move(parts->host));
 
   const auto route = console_                         ? detail::ConsoleRoute::relay
                      : target == ConsoleTarget::stdio ? detail::ConsoleRoute::stdio

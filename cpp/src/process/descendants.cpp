@@ -60,6 +60,11 @@ std::size_t kill_all_descendants(std::chrono::milliseconds budget, const std::ve
   std::set<pid_t> signalled;
   for (;;) {
     reap_zombie_children();
+    // No child at all, live or zombie, means no descendant: the scan of
+    // every process in /proc (~1 ms on a busy server) is spared at the end
+    // of nearly every job.
+    siginfo_t info{};
+    if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 && errno == ECHILD) break;
     const std::vector<pid_t> found = live_descendants(self);
     if (found.empty() || std::chrono::steady_clock::now() >= deadline) break;
     for (pid_t pid : found) {

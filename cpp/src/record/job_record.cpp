@@ -292,7 +292,7 @@ RecordJson job_record(const JobSpec& spec, const JobResult& result, std::vector<
 void write_job_record(const std::string& path, const RecordJson& record) {
   // Rank output can be any bytes: replace invalid UTF-8 rather than fail.
   const std::string text = record.dump(-1, ' ', false, RecordJson::error_handler_t::replace) + "\n";
-  write_file_atomically(path, text, 0600, "write " + path);
+  write_file_atomically(path, text, 0600, "write " + path, Durability::page_cache);
 }
 
 }  // namespace davincirun::detail

@@ -94,7 +94,8 @@ std::string render_report(std::string_view job_record_json, const std::string& s
 
 void write_report(const std::string& path, std::string_view job_record_json, const std::string& source) {
   const std::string page = render_report(job_record_json, source);
-  detail::write_file_atomically(path, page, 0600, "cannot write the job report " + path);
+  detail::write_file_atomically(path, page, 0600, "cannot write the job report " + path,
+                                detail::Durability::page_cache);
 }
 
 }  // namespace davincirun
