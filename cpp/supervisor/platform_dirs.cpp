@@ -27,7 +27,7 @@ std::string make_missing(const std::string& path, mode_t mode) {
   if (errno != ENOENT || slash == 0 || slash == std::string::npos) {
     throw ConfigError(fmt::format("cannot create directory '{}': {}", path, std::strerror(errno)));
   }
-  const std::string top = make_missing(path.substr(0, slash), 0755);
+  std::string top = make_missing(path.substr(0, slash), 0755);
   if (::mkdir(path.c_str(), mode) == 0) return top.empty() ? path : top;
   if (errno != EEXIST) throw ConfigError(fmt::format("cannot create directory '{}': {}", path, std::strerror(errno)));
   return top;  // made meanwhile by someone else
