@@ -1,7 +1,7 @@
 // A fast 64-bit digest of long texts (the normalized rank table: 8 MB at
 // 65,536 ranks), for telling equal texts from different ones across servers;
-// not for adversaries. Reads 32 bytes a step in four independent lanes (about
-// 0.3 ms per MB here, where FNV-1a, a byte at a time, takes 1.3 ms).
+// not for adversaries. Reads 32 bytes a step in four independent lanes: 8 MiB
+// in 0.6 ms here, where FNV-1a, a byte at a time, takes 8.3 ms.
 #pragma once
 
 #include <cstdint>
