@@ -276,7 +276,10 @@ int run_job_host(int lifeline_fd) {
     complete_options(spec);
     tag = random_tag();
     spec.supervisor.job_tag = "DAVINCIRUN_JOB_TAG=" + tag;
-    make_room_for_ranks(spec.ranks.size());  // before the device locks, a descriptor each
+    // Before the device locks, a descriptor each; the hub's one socket per other server too.
+    make_room_for_ranks(spec.ranks.size(), spec.peers.enabled && spec.peers.hub && spec.peers.server_count > 1
+                                               ? spec.peers.server_count - 1
+                                               : 0);
     locks = lock_devices(spec);
     run_dir.emplace(spec.log_dir, spec.job_id, spec.rank_table_json, spec.peers.server_count > 1);
     platform.emplace(PlatformPaths{run_dir->path(), spec.cache_dir});

@@ -24,14 +24,16 @@ namespace davincirun::detail {
 inline constexpr std::size_t descriptors_per_rank = 4;
 inline constexpr std::size_t descriptors_per_job = 64;
 
-/// Descriptors a job of `ranks` ranks needs.
-std::size_t descriptors_needed(std::size_t ranks) noexcept;
+/// Descriptors a job of `ranks` ranks needs, on a server whose peer agent
+/// holds `peer_connections` sockets besides (the hub: one per other server;
+/// a member: none beyond the job's own).
+std::size_t descriptors_needed(std::size_t ranks, std::size_t peer_connections = 0) noexcept;
 
 /// Raises this process's soft RLIMIT_NOFILE to at least
-/// descriptors_needed(ranks), up to the hard limit; never lowers it.
-/// Throws ConfigError before anything starts when the hard limit is too
-/// low, saying how many ranks fit and how to raise it.
-void make_room_for_ranks(std::size_t ranks);
+/// descriptors_needed(ranks, peer_connections), up to the hard limit; never
+/// lowers it. Throws ConfigError before anything starts when the hard limit
+/// is too low, saying how many ranks (or servers) fit and how to raise it.
+void make_room_for_ranks(std::size_t ranks, std::size_t peer_connections = 0);
 
 /// The soft and hard limits this process had before make_room_for_ranks()
 /// first raised them, to restore in each rank; nullopt when never raised.
