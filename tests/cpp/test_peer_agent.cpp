@@ -144,8 +144,10 @@ TEST_CASE("an agent that goes away, or falls silent, is lost, and the others sto
       CHECK(stop->kind == PeerEventKind::lost);
     }
     CHECK(hub.wait_stop()->server_id == "10.0.0.12");
-    CHECK_THAT(hub.wait_stop()->detail, Catch::StartsWith("was lost ") && Catch::Contains(" after the agents met: ") &&
-                                            Catch::Contains("closed its connection"));
+    // A FIN, or a reset when the killed agent left the hub's last heartbeat unread: the kernel decides.
+    CHECK_THAT(hub.wait_stop()->detail,
+               Catch::StartsWith("was lost ") && Catch::Contains(" after the agents met: ") &&
+                   (Catch::Contains("closed its connection") || Catch::Contains("broke: Connection reset by peer")));
   }
 }
 
