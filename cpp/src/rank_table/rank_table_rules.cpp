@@ -45,7 +45,7 @@ std::uint64_t key_hash(const std::array<unsigned char, 16>& key) {
   return wide_hash64(std::string_view(reinterpret_cast<const char*>(key.data()), key.size()));
 }
 std::uint64_t key_hash(const std::pair<std::size_t, std::int64_t>& key) {
-  return wide_hash64(fmt::format("{}/{}", key.first, key.second));
+  return (static_cast<std::uint64_t>(key.first) << 33) ^ static_cast<std::uint64_t>(key.second);  // id < 2^32
 }
 
 // True when every key surely differs from every other: their hashes, mixed,

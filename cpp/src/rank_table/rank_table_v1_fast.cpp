@@ -8,11 +8,11 @@
 // not to be worth a second writer: floating-point numbers, nesting beyond 32)
 // makes it return nullopt, and the thorough reader reads the text and words
 // what it finds. The fuzzer compares the two on every input
-// (tests/fuzz/fuzz_rank_table.cpp). Two walks: read the table, then write the
-// normalized text (rank_table_v1_normalized.cpp), which visits every value
-// and so also refuses what only the thorough reader words (repeated keys,
-// floating point); the table-wide rules, shared with the thorough reader, run
-// beside the writer.
+// (tests/fuzz/fuzz_rank_table.cpp). Two walks of the document, side by side
+// on large tables: reading the table (then the table-wide rules, shared with
+// the thorough reader), and writing the normalized text
+// (rank_table_v1_normalized.cpp), which visits every value and so also
+// refuses what only the thorough reader words (repeated keys, floating point).
 #include <algorithm>
 #include <exception>
 #include <string>
@@ -48,7 +48,7 @@ std::string server_id(dom::element value) {
   return std::string(id);
 }
 
-// Reads the table of a screened document (second walk), as Checker::check_v1 does.
+// Reads the table from the document, as Checker::check_v1 does.
 class TableReader {
  public:
   explicit TableReader(bool v1_2) : v1_2_(v1_2) {}

@@ -34,7 +34,8 @@ bool needs_escape(std::string_view text) {
   return false;
 }
 
-// Writes the normalized text (second walk) exactly as normalized_v1 has
+// Writes the normalized text (one walk of the document, beside the table
+// reader's on large tables) exactly as normalized_v1 has
 // nlohmann write it: indented by 2, "key": value, scalars of the table as
 // decimal strings, status and server_count added where absent.
 class NormalizedWriter {
@@ -237,7 +238,7 @@ class NormalizedWriter {
         if (field.key == "super_pod_id") {
           // An integer as its digits, a string as it is.
           if (field.value.type() == Type::INT64) {
-            quoted(std::to_string(table_integer(field.value, max_super_device_id)));
+            quoted_number(table_integer(field.value, max_super_device_id));
           } else {
             quoted(as_string(field.value));
           }
