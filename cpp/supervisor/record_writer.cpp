@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include "common/text.hpp"
-#include "davincirun/report.hpp"
 
 namespace davincirun::detail {
 
@@ -58,14 +57,12 @@ std::string clock_method(const JobSpec& spec, const std::string& not_received) {
          "shortest round trip kept; error at most half of it)";
 }
 
-// A member's copy of the job's record, as rank 0's server sent it; null
+// A member's copy of the job's record, the text rank 0's server sent; ""
 // when none came (`why` says so).
-RecordJson received_record(const JobSpec& spec, JobPeers* peers, std::string& why) {
+std::string received_record(const JobSpec& spec, JobPeers* peers, std::string& why, std::string& job_id) {
   if (peers == nullptr || spec.peers.hub || spec.peers.server_count <= 1) return {};
-  const std::string text = peers->await_record(why);
-  if (text.empty()) return {};
-  RecordJson record = RecordJson::parse(text, nullptr, false);
-  if (record.is_object() && record.contains("ranks") && record.contains("servers")) return record;
+  std::string text = peers->await_record(why);
+  if (text.empty() || record_text_shaped(text, job_id)) return text;
   why = "what rank 0's server sent was not a job record";
   return {};
 }
@@ -79,18 +76,22 @@ void write_record(const JobSpec& spec, const RunDir& run_dir, const ServerRecord
                   LineSink& console) {
   try {
     std::string not_received = "its agent takes no part in the job's peer channel";
-    RecordJson record = received_record(spec, peers, not_received);
-    if (record.is_null()) {
+    std::string job_id;
+    std::string text = received_record(spec, peers, not_received, job_id);
+    if (text.empty()) {
       std::vector<MissingServer> missing;
       std::vector<AlignedPart> parts;
       parts.push_back({server_part(input), 0.0, 0.0});
       for (auto& p : gathered_parts(spec, peers, missing)) parts.push_back(std::move(p));
-      record = job_record(spec, input.result, std::move(parts), clock_method(spec, not_received), missing);
+      const RecordJson record =
+          job_record(spec, input.result, std::move(parts), clock_method(spec, not_received), missing);
+      text = record_text(record);
+      job_id = spec.job_id;  // as job_record() wrote it
     }
-    write_job_record(run_dir.record_path(), record);
-    // Rank output can be any bytes: the page (and the members) get valid UTF-8 only.
-    const std::string text = record.dump(-1, ' ', false, RecordJson::error_handler_t::replace);
-    write_report(run_dir.report_path(), text, run_dir.record_path());
+    // One text for the file, the page and the members: rank output can be
+    // any bytes, and record_text() gives valid UTF-8 only.
+    write_job_record(run_dir.record_path(), text);
+    write_report_page(run_dir.report_path(), text, job_id);
     if (peers != nullptr && spec.peers.hub) peers->share_record(text);
   } catch (const std::exception& e) {
     console.notice(

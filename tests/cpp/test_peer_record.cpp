@@ -315,4 +315,32 @@ TEST_CASE("the record joins the servers' parts on one clock, and names the first
   CHECK(record["clock"]["max_error_s"] == 0.002);
   REQUIRE(record["missing_servers"].size() == 1);
   CHECK(record["missing_servers"][0]["why"] == "was lost: its host went down");
+
+  // As text (job.json, the page, what members get), which a member checks
+  // before it writes it: the job id read back, bytes that are not UTF-8 replaced.
+  RecordJson odd = record;
+  odd["stop_detail"] = "bytes \xff\xfe";
+  const std::string text = record_text(odd);
+  CHECK(nlohmann::json::parse(text)["job_id"] == "job-7");
+  std::string job_id;
+  CHECK(record_text_shaped(text, job_id));
+  CHECK(job_id == "job-7");
+}
+
+TEST_CASE("a member writes what the hub sent only when it is a record: an object with job_id, servers and ranks",
+          "[record]") {
+  std::string id = "unchanged";
+  CHECK(record_text_shaped(R"({"job_id": "j", "servers": [{}], "ranks": [], "x": [1, {"y": null}]})", id));
+  CHECK(id == "j");
+  for (const char* text :
+       {"", "null", "[]", "{", R"({"job_id": "j", "servers": [], "ranks": []} x)",
+        R"({"job_id": 7, "servers": [], "ranks": []})", R"({"servers": [], "ranks": []})",
+        R"({"job_id": "j", "servers": {}, "ranks": []})", R"({"job_id": "j", "servers": []})",
+        R"({"job_id": "j", "servers": [], "ranks": [1]})", R"({"job_id": "j", "servers": [], "ranks": [], "x": [1,]})",
+        "{\"job_id\": \"\xff\", \"servers\": [], \"ranks\": []}"}) {
+    INFO(text);
+    id = "unchanged";
+    CHECK_FALSE(record_text_shaped(text, id));
+    CHECK(id == "unchanged");
+  }
 }

@@ -53,6 +53,17 @@ TEST_CASE("the report page embeds the record whole, with nothing that ends its e
   CHECK_THAT(code, !Contains("http://") && !Contains("https://") && !Contains(" src=") && !Contains("url(http"));
 }
 
+TEST_CASE("text that could end the record's element is escaped, the rest of the record kept byte for byte",
+          "[report]") {
+  nlohmann::json record = nlohmann::json::parse(example("failed_4_ranks.json"));
+  // '<' '>' '&' and U+2028/U+2029 escaped; other characters that start with the same byte (U+20AC) kept.
+  record["stop_detail"] = "a</script><!-- & > \u2028\u2029 \u20ac end";
+  const std::string embedded = embedded_record(render_report(record.dump()));
+  CHECK(nlohmann::json::parse(embedded) == record);
+  CHECK_THAT(embedded, Contains(R"(a\u003c/script\u003e\u003c!-- \u0026 \u003e \u2028\u2029 )"
+                                "\xE2\x82\xAC end\""));
+}
+
 TEST_CASE("the page's title carries the job id as text", "[report]") {
   nlohmann::json record = nlohmann::json::parse(example("failed_4_ranks.json"));
   record["job_id"] = "job-<b>&\"x\"";

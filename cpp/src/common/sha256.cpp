@@ -1,5 +1,7 @@
 #include "common/sha256.hpp"
 
+#include "common/sha256_blocks.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -26,46 +28,59 @@ constexpr std::uint32_t rotr(std::uint32_t x, int n) noexcept { return (x >> n) 
 Sha256::Sha256() noexcept
     : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
 
-void Sha256::block(const unsigned char* p) noexcept {
-  std::uint32_t w[64];
-  for (std::size_t i = 0; i < 16; ++i) {
-    const unsigned char* b = p + 4 * i;
-    w[i] = (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) | std::uint32_t{b[3]};
+void sha256_blocks_portable(Sha256State& state, const unsigned char* p, std::size_t count) noexcept {
+  for (; count > 0; --count, p += 64) {
+    std::uint32_t w[64];
+    for (std::size_t i = 0; i < 16; ++i) {
+      const unsigned char* b = p + 4 * i;
+      w[i] =
+          (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) | std::uint32_t{b[3]};
+    }
+    for (int i = 16; i < 64; ++i) {
+      const std::uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
+      const std::uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
+      w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    std::uint32_t a = state[0], b = state[1], c = state[2], d = state[3], e = state[4], f = state[5], g = state[6],
+                  h = state[7];
+    for (int i = 0; i < 64; ++i) {
+      const std::uint32_t t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + k[i] + w[i];
+      const std::uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+      h = g;
+      g = f;
+      f = e;
+      e = d + t1;
+      d = c;
+      c = b;
+      b = a;
+      a = t1 + t2;
+    }
+    state[0] += a, state[1] += b, state[2] += c, state[3] += d, state[4] += e, state[5] += f, state[6] += g,
+        state[7] += h;
   }
-  for (int i = 16; i < 64; ++i) {
-    const std::uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-    const std::uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-  }
-  std::uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
-  for (int i = 0; i < 64; ++i) {
-    const std::uint32_t t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + k[i] + w[i];
-    const std::uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-    h = g;
-    g = f;
-    f = e;
-    e = d + t1;
-    d = c;
-    c = b;
-    b = a;
-    a = t1 + t2;
-  }
-  h_[0] += a, h_[1] += b, h_[2] += c, h_[3] += d, h_[4] += e, h_[5] += f, h_[6] += g, h_[7] += h;
+}
+
+void Sha256::blocks(const unsigned char* p, std::size_t count) noexcept {
+  static const auto engine = sha256_cpu_engine() ? sha256_blocks_cpu : sha256_blocks_portable;
+  engine(h_, p, count);
 }
 
 void Sha256::update(const unsigned char* bytes, std::size_t size) noexcept {
   total_ += size;
-  while (size > 0) {
+  if (buffered_ > 0) {
     const std::size_t take = std::min(size, buffer_.size() - buffered_);
     std::memcpy(buffer_.data() + buffered_, bytes, take);
     buffered_ += take;
     bytes += take;
     size -= take;
-    if (buffered_ == buffer_.size()) {
-      block(buffer_.data());
-      buffered_ = 0;
-    }
+    if (buffered_ < buffer_.size()) return;
+    blocks(buffer_.data(), 1);
+    buffered_ = 0;
   }
+  // Whole blocks straight from the input; the rest waits in the buffer.
+  if (size >= 64) blocks(bytes, size / 64);
+  buffered_ = size % 64;
+  if (buffered_ > 0) std::memcpy(buffer_.data(), bytes + (size - buffered_), buffered_);
 }
 
 void Sha256::update(std::string_view bytes) noexcept {

@@ -24,7 +24,7 @@ class Sha256 {
   Digest finish() noexcept;
 
  private:
-  void block(const unsigned char* p) noexcept;
+  void blocks(const unsigned char* p, std::size_t count) noexcept;
   std::array<std::uint32_t, 8> h_;
   std::array<unsigned char, 64> buffer_{};
   std::size_t buffered_ = 0;

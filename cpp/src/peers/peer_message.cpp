@@ -111,22 +111,27 @@ std::optional<RawPeerFrame> PeerFrameParser::next() {
   return frame;
 }
 
-Digest PeerSeal::tag(char direction, std::uint64_t seq, std::string_view header, std::string_view payload) const {
+Digest PeerSeal::tag(char direction, std::uint64_t seq, std::string_view header, const Digest& payload_digest) const {
   char seq_bytes[8];
   for (int i = 0; i < 8; ++i) seq_bytes[i] = static_cast<char>(seq >> (56 - 8 * i));
-  return hmac_sha256(key_, {std::string_view(&direction, 1), std::string_view(seq_bytes, 8), header, payload});
+  return hmac_sha256(
+      key_, {std::string_view(&direction, 1), std::string_view(seq_bytes, 8), header, as_view(payload_digest)});
 }
 
-std::string PeerSeal::seal(PeerFrame type, std::string_view payload) {
+std::string PeerSeal::seal(PeerFrame type, std::string_view payload) { return seal(type, payload, sha256(payload)); }
+
+std::string PeerSeal::seal(PeerFrame type, std::string_view payload, const Digest& payload_digest) {
   if (payload.size() > max_peer_payload) {
     throw PeerProtocolError(fmt::format("message of {} bytes is too long to send", payload.size()));
   }
-  std::string frame(magic);
+  std::string frame;
+  frame.reserve(peer_header_bytes + payload.size() + peer_tag_bytes);
+  frame += magic;
   frame += static_cast<char>(peer_protocol_version);
   frame += static_cast<char>(type);
   frame += static_cast<char>(payload.size() >> 8);
   frame += static_cast<char>(payload.size() & 0xff);
-  const Digest t = tag(sender_, sent_++, frame, payload);
+  const Digest t = tag(sender_, sent_++, frame, payload_digest);
   frame.append(payload);
   frame.append(as_view(t));
   return frame;
@@ -134,7 +139,7 @@ std::string PeerSeal::seal(PeerFrame type, std::string_view payload) {
 
 void PeerSeal::open(const RawPeerFrame& frame) {
   const char other = sender_ == 'H' ? 'M' : 'H';
-  const Digest expected = tag(other, received_, frame.header, frame.payload);
+  const Digest expected = tag(other, received_, frame.header, sha256(frame.payload));
   if (frame.tag.size() != peer_tag_bytes ||
       !digests_equal(expected.data(), reinterpret_cast<const unsigned char*>(frame.tag.data()), peer_tag_bytes)) {
     throw PeerProtocolError(

@@ -3,10 +3,12 @@
 //
 // A frame is an 8-byte header ("DVRP", version, type, 16-bit big-endian
 // payload length), the payload (at most max_peer_payload bytes: a message's
-// field list encoded by common/wire.hpp, every value typed) and a 32-byte HMAC-SHA-256 tag over a direction
-// byte, the frame's 64-bit sequence number in its direction, the header and
-// the payload. Sequence numbers are not sent: TCP keeps the order, so a
-// frame dropped, replayed, reordered or reflected back fails its tag.
+// field list encoded by common/wire.hpp, every value typed) and a 32-byte
+// HMAC-SHA-256 tag over a direction byte, the frame's 64-bit sequence number
+// in its direction, the header and the payload's SHA-256 (a payload sent to
+// every member, the joined record, is hashed once, not once per member).
+// Sequence numbers are not sent: TCP keeps the order, so a frame dropped,
+// replayed, reordered or reflected back fails its tag.
 //
 // Keys: the challenge is tagged with the job key; every later frame with a
 // session key, HMAC(job key, "session" || hub nonce || member nonce), fresh
@@ -36,8 +38,9 @@ namespace davincirun::detail {
 /// 4: attempts (a member's `over` replaces `done`; the hub's `decided`;
 /// the welcome names the job's attempt); 5: heartbeats carry wall-clock
 /// times (the record's clock alignment), members send their record part
-/// and the hub sends the joined record back.
-inline constexpr std::uint8_t peer_protocol_version = 5;
+/// and the hub sends the joined record back; 6: the tag covers the
+/// payload's SHA-256, not the payload.
+inline constexpr std::uint8_t peer_protocol_version = 6;
 inline constexpr std::size_t peer_header_bytes = 8;
 inline constexpr std::size_t peer_tag_bytes = 32;
 /// Longest payload: a failure report with its root cause fits easily.
@@ -248,6 +251,9 @@ class PeerSeal {
   /// The complete frame: header, payload, tag. Throws PeerProtocolError
   /// when the payload is longer than max_peer_payload.
   std::string seal(PeerFrame type, std::string_view payload);
+  /// The same for a payload whose sha256() is `payload_digest` (one
+  /// payload sealed for many connections is hashed once).
+  std::string seal(PeerFrame type, std::string_view payload, const Digest& payload_digest);
   /// Checks the tag of the next frame from the other side; throws
   /// PeerProtocolError("authentication failed ...") when it is wrong.
   void open(const RawPeerFrame& frame);
@@ -255,7 +261,7 @@ class PeerSeal {
   void rekey(std::string key) { key_ = std::move(key); }
 
  private:
-  Digest tag(char direction, std::uint64_t seq, std::string_view header, std::string_view payload) const;
+  Digest tag(char direction, std::uint64_t seq, std::string_view header, const Digest& payload_digest) const;
   std::string key_;
   char sender_;
   std::uint64_t sent_ = 0;

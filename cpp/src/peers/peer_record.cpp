@@ -130,16 +130,21 @@ std::size_t PeerAgent::share_record(const std::string& record, std::chrono::mill
     if (member_sends_part_[i] && member_over_[i]) to.push_back(c.get());
   }
   const bool whole = !record.empty() && record.size() * to.size() <= max_shared_record_bytes;
+  // The same pieces for every member, each hashed once (the tags cover the
+  // payload's hash); an empty last piece alone says none comes.
+  std::vector<std::pair<std::string, Digest>> pieces;
+  PeerPartChunk chunk;
+  chunk.attempt = attempt_;
+  chunk.last = true;
+  for (std::size_t at = 0; whole && at < record.size(); at += max_part_chunk_bytes) {
+    chunk.bytes = record.substr(at, max_part_chunk_bytes);
+    chunk.last = at + max_part_chunk_bytes >= record.size();
+    pieces.emplace_back(encode_part_chunk(chunk), Digest{});
+  }
+  if (!whole) pieces.emplace_back(encode_part_chunk(chunk), Digest{});
+  for (auto& [payload, digest] : pieces) digest = sha256(payload);
   for (Connection* c : to) {
-    PeerPartChunk chunk;
-    chunk.attempt = attempt_;
-    if (!whole) chunk.last = true;  // an empty last piece alone: none comes
-    for (std::size_t at = 0; whole && at < record.size(); at += max_part_chunk_bytes) {
-      chunk.bytes = record.substr(at, max_part_chunk_bytes);
-      chunk.last = at + max_part_chunk_bytes >= record.size();
-      c->unsent += c->seal.seal(PeerFrame::record, encode_part_chunk(chunk));
-    }
-    if (!whole) c->unsent += c->seal.seal(PeerFrame::record, encode_part_chunk(chunk));
+    for (const auto& [payload, digest] : pieces) c->unsent += c->seal.seal(PeerFrame::record, payload, digest);
   }
   const auto deadline = Clock::now() + timeout;
   std::size_t got = 0;

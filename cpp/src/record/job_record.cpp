@@ -289,10 +289,15 @@ RecordJson job_record(const JobSpec& spec, const JobResult& result, std::vector<
   return j;
 }
 
-void write_job_record(const std::string& path, const RecordJson& record) {
-  // Rank output can be any bytes: replace invalid UTF-8 rather than fail.
-  const std::string text = record.dump(-1, ' ', false, RecordJson::error_handler_t::replace) + "\n";
-  write_file_atomically(path, text, 0600, "write " + path, Durability::page_cache);
+std::string record_text(const RecordJson& record) {
+  return record.dump(-1, ' ', false, RecordJson::error_handler_t::replace);
+}
+
+void write_job_record(const std::string& path, std::string_view text) {
+  std::string file;
+  file.reserve(text.size() + 1);
+  file.append(text).push_back('\n');
+  write_file_atomically(path, file, 0600, "write " + path, Durability::page_cache);
 }
 
 }  // namespace davincirun::detail

@@ -1,0 +1,105 @@
+// sha256_blocks_cpu() with x86-64's SHA extensions (sha256_blocks.hpp).
+// The state is kept as two vectors, ABEF and CDGH, the layout
+// SHA256RNDS2 takes; each SHA256RNDS2 does two rounds, and the message
+// schedule's next four words come from SHA256MSG1/SHA256MSG2.
+#include "common/sha256_blocks.hpp"
+
+#if defined(__x86_64__)
+
+#include <cpuid.h>
+#include <immintrin.h>
+
+namespace davincirun::detail {
+
+namespace {
+
+// FIPS 180-4, 4.2.2, four to a vector, in round order.
+alignas(16) constexpr std::uint32_t round_constants[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+#define DAVINCIRUN_SHA_TARGET __attribute__((target("sha,sse4.1,ssse3")))
+
+// Four rounds: message words plus constants, two rounds into each half.
+DAVINCIRUN_SHA_TARGET inline void four_rounds(__m128i& abef, __m128i& cdgh, __m128i words, int group) noexcept {
+  __m128i sum = _mm_add_epi32(words, _mm_load_si128(reinterpret_cast<const __m128i*>(round_constants + 4 * group)));
+  cdgh = _mm_sha256rnds2_epu32(cdgh, abef, sum);  // now the new ABEF
+  sum = _mm_shuffle_epi32(sum, 0x0E);             // the other two words
+  abef = _mm_sha256rnds2_epu32(abef, cdgh, sum);  // two rounds on: ABEF, and CDGH is the one before
+}
+
+// W[t..t+3] from the sixteen words before them: W[t-16] + s0(W[t-15])
+// (MSG1), + W[t-7..t-4] (the two newest vectors shifted one word), then
+// s1 of the two before (MSG2).
+DAVINCIRUN_SHA_TARGET inline __m128i next_words(__m128i w16, __m128i w12, __m128i w8, __m128i w4) noexcept {
+  const __m128i partial = _mm_add_epi32(_mm_sha256msg1_epu32(w16, w12), _mm_alignr_epi8(w4, w8, 4));
+  return _mm_sha256msg2_epu32(partial, w4);
+}
+
+}  // namespace
+
+DAVINCIRUN_SHA_TARGET void sha256_blocks_cpu(Sha256State& state, const unsigned char* p, std::size_t count) noexcept {
+  // Big-endian words of the block, as the rounds want them.
+  const __m128i byte_swap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+  const __m128i abcd =
+      _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(state.data())), 0xB1);  // CDAB
+  const __m128i efgh =
+      _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(state.data() + 4)), 0x1B);  // EFGH
+  __m128i abef = _mm_alignr_epi8(abcd, efgh, 8);
+  __m128i cdgh = _mm_blend_epi16(efgh, abcd, 0xF0);
+  for (; count > 0; --count, p += 64) {
+    const __m128i abef_before = abef;
+    const __m128i cdgh_before = cdgh;
+    __m128i w[4];
+    for (int i = 0; i < 4; ++i) {
+      w[i] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i)), byte_swap);
+      four_rounds(abef, cdgh, w[i], i);
+    }
+    for (int group = 4; group < 16; ++group) {
+      // w holds the last sixteen words, the oldest vector at group % 4.
+      const int at = group % 4;
+      w[at] = next_words(w[at], w[(at + 1) % 4], w[(at + 2) % 4], w[(at + 3) % 4]);
+      four_rounds(abef, cdgh, w[at], group);
+    }
+    abef = _mm_add_epi32(abef, abef_before);
+    cdgh = _mm_add_epi32(cdgh, cdgh_before);
+  }
+  const __m128i feba = _mm_shuffle_epi32(abef, 0x1B);
+  const __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(state.data()),
+                   _mm_blend_epi16(feba, dchg, 0xF0));  // DCBA: a first in memory
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(state.data() + 4), _mm_alignr_epi8(dchg, feba, 8));  // HGFE: e first
+}
+
+bool sha256_cpu_engine() noexcept {
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
+    const bool sse = (c & bit_SSE4_1) != 0 && (c & bit_SSSE3) != 0;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+    return sse && (b & bit_SHA) != 0;
+  }();
+  return has;
+}
+
+}  // namespace davincirun::detail
+
+#else
+
+namespace davincirun::detail {
+
+void sha256_blocks_cpu(Sha256State& state, const unsigned char* p, std::size_t count) noexcept {
+  sha256_blocks_portable(state, p, count);
+}
+
+bool sha256_cpu_engine() noexcept { return false; }
+
+}  // namespace davincirun::detail
+
+#endif
