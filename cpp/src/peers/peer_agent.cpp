@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -32,6 +33,8 @@ std::chrono::milliseconds heartbeat_interval_for(std::chrono::milliseconds peer_
 
 namespace {
 
+// tick() runs at most this often (see run()); well under the shortest heartbeat interval.
+constexpr milliseconds min_tick_gap{10};
 // A stranger that connects and says nothing is dropped after this.
 constexpr milliseconds handshake_timeout{10'000};
 // Servers still joining are named: first after this, then every join_line_period.
@@ -56,6 +59,13 @@ PeerAgent::PeerAgent(PeerConfig config, StopHandler on_stop, NoticeHandler on_no
       next_join_line_(Clock::now() + first_join_line) {
   wake_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake_fd_) throw SystemError("eventfd", errno);
+  poll_fd_.reset(::epoll_create1(EPOLL_CLOEXEC));
+  if (!poll_fd_) throw SystemError("epoll_create1", errno);
+  epoll_event wake_event{};
+  wake_event.events = EPOLLIN;  // data.ptr null: the wake, read by take_commands()
+  if (::epoll_ctl(poll_fd_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &wake_event) != 0) {
+    throw SystemError("epoll_ctl", errno);
+  }
   member_joined_.assign(config_.server_ids.size(), false);
   member_over_.assign(config_.server_ids.size(), std::nullopt);
   member_gone_.assign(config_.server_ids.size(), std::string());
@@ -67,7 +77,15 @@ PeerAgent::PeerAgent(PeerConfig config, StopHandler on_stop, NoticeHandler on_no
   member_left_.assign(config_.server_ids.size(), std::string());
   member_pace_.assign(config_.server_ids.size(), std::nullopt);
   member_slow_.assign(config_.server_ids.size(), {});
-  if (config_.hub && config_.server_ids.size() > 1) listen_fd_ = listen_on(config_.hub_address, config_.port);
+  if (config_.hub && config_.server_ids.size() > 1) {
+    listen_fd_ = listen_on(config_.hub_address, config_.port);
+    epoll_event listen_event{};
+    listen_event.events = EPOLLIN;
+    listen_event.data.ptr = &listen_fd_;
+    if (::epoll_ctl(poll_fd_.get(), EPOLL_CTL_ADD, listen_fd_.get(), &listen_event) != 0) {
+      throw SystemError("epoll_ctl", errno);
+    }
+  }
   update_waiting_for();
 }
 
@@ -353,18 +371,23 @@ void PeerAgent::update_waiting_for() {
       text += fmt::format(" (not reached{}; {})", last_connect_error_.empty() ? "" : ": " + last_connect_error_, limit);
     }
   } else {
-    std::vector<std::string> waiting;
+    // Only the first few are named: this runs on every tick, and a hub of
+    // thousands of members must not format each of them every time.
+    constexpr std::size_t shown = 8;
+    std::string named;
+    std::size_t waiting = 0;
     bool unjoined = false;
     for (std::uint32_t i = 0; i < member_joined_.size(); ++i) {
       if (i == config_.server_index || member_over_[i]) continue;
       unjoined = unjoined || !member_joined_[i];
-      waiting.push_back(fmt::format("{} ({})", config_.server_ids[i], member_joined_[i] ? "running" : "not joined"));
+      if (waiting++ < shown) {
+        named += fmt::format("{}{} ({})", waiting > 1 ? ", " : "", config_.server_ids[i],
+                             member_joined_[i] ? "running" : "not joined");
+      }
     }
-    constexpr std::size_t shown = 8;
-    text = waiting.size() == 1 ? "server " : "servers ";
-    for (std::size_t i = 0; i < waiting.size() && i < shown; ++i) text += (i > 0 ? ", " : "") + waiting[i];
-    if (waiting.size() > shown) text += fmt::format(" and {} more", waiting.size() - shown);
-    if (waiting.empty()) text = "the other servers";
+    text = (waiting == 1 ? "server " : "servers ") + named;
+    if (waiting > shown) text += fmt::format(" and {} more", waiting - shown);
+    if (waiting == 0) text = "the other servers";
     if (unjoined) text += fmt::format(" ({})", limit);
   }
   std::lock_guard<std::mutex> lock(mutex_);
@@ -409,11 +432,20 @@ bool PeerAgent::lingered(std::chrono::steady_clock::time_point now) const {
 }
 
 void PeerAgent::run() {
+  // The clocks' checks walk every connection: after a wake, unless one ran
+  // within min_tick_gap (a hub of thousands hears a heartbeat every few ms).
+  auto next_tick = Clock::now();
+  bool tick_owed = false;
   while (!done()) {
     take_commands();
     if (done()) break;
-    poll_once();
-    tick();
+    poll_once(tick_owed ? std::chrono::ceil<milliseconds>(next_tick - Clock::now()) : tick_period);
+    const auto now = Clock::now();
+    tick_owed = now < next_tick;
+    if (!tick_owed) {
+      tick();
+      next_tick = now + min_tick_gap;
+    }
   }
   take_commands();  // a report given just before abort() still goes out
   flush_before_exit();

@@ -224,7 +224,8 @@ class PeerAgent {
   void check_stall();
   void say_not_joined(std::chrono::steady_clock::time_point now);
   void update_waiting_for();
-  void poll_once();
+  /// Waits up to `timeout` for what is ready and handles it.
+  void poll_once(std::chrono::milliseconds timeout);
   void stop_job(const PeerEvent& event, bool local, Connection* origin);
   void member_say_over();
   void late_stop(const PeerEvent& event);
@@ -240,6 +241,9 @@ class PeerAgent {
   void next_attempt();
   bool restarts() const noexcept { return config_.max_restarts > 0; }
   void flush_before_exit();
+  /// Has poll_fd_ watch `c` for what it waits for now: input always,
+  /// room to write while it connects or has bytes unsent.
+  void watch(Connection& c);
   bool done() const;
   /// Since the job began to stop, long enough waiting for agents that have
   /// not joined (the peer timeout, at most the connect timeout).
@@ -253,6 +257,9 @@ class PeerAgent {
   DecisionHandler on_decision_;
   UniqueFd listen_fd_;
   UniqueFd wake_fd_;
+  // epoll: a wake costs what is ready, not every connection (a hub of
+  // thousands of members hears a heartbeat every few milliseconds).
+  UniqueFd poll_fd_;
   std::vector<std::unique_ptr<Connection>> connections_;
   std::chrono::steady_clock::time_point started_;
   std::chrono::steady_clock::time_point next_heartbeat_;

@@ -20,6 +20,9 @@ namespace davincirun::detail {
 /// max_reconnect_delay: never a busy loop against the hub.
 inline constexpr std::chrono::milliseconds first_reconnect_delay{200};
 inline constexpr std::chrono::milliseconds max_reconnect_delay{5'000};
+/// The agent's loop wakes at least this often to check the clocks, so a
+/// loss is seen within peer_timeout plus this.
+inline constexpr std::chrono::milliseconds tick_period{100};
 
 /// "2.0 s": a duration in the agent's messages.
 inline std::string seconds_text(std::chrono::milliseconds ms) {
@@ -47,6 +50,7 @@ struct PeerAgent::Connection {
   bool done = false;
   bool leaving = false;  // hub: the member said it leaves the job (its launcher is gone)
   bool closed = false;
+  std::uint32_t watched = 0;  // the epoll events registered for fd; 0: not yet
 
   Connection(UniqueFd f, std::string key, char sender, std::string name)
       : fd(std::move(f)), seal(std::move(key), sender), peer(std::move(name)) {}

@@ -1,7 +1,8 @@
-// A peer agent's bytes in and out (peer_agent.hpp): the poll loop, reading
+// A peer agent's bytes in and out (peer_agent.hpp): the epoll loop, reading
 // and parsing frames, queueing and flushing what it sends, and closing a
 // connection. What the frames mean is peer_agent.cpp and peer_roles.cpp.
 #include <poll.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,9 +24,6 @@ using std::chrono::milliseconds;
 
 namespace {
 
-// The loop wakes at least this often to check the clocks, so a loss is
-// seen within peer_timeout plus this.
-constexpr milliseconds tick_period{100};
 // Output a peer does not read (it hangs, or its link is gone) is bounded:
 // past this the peer counts as lost. Room for a record part and then some.
 constexpr std::size_t max_unsent_bytes = max_record_part_bytes + (1u << 20);
@@ -41,7 +39,25 @@ void PeerAgent::send(Connection& c, PeerFrame type, const std::string& payload) 
     lost(c, fmt::format("the connection to {} broke", c.peer));
   } else if (c.unsent.size() > max_unsent_bytes) {
     lost(c, fmt::format("{} stopped reading its connection", c.peer));
+  } else {
+    watch(c);
   }
+}
+
+void PeerAgent::watch(Connection& c) {
+  if (c.closed) return;  // its descriptor closed, which took it out of poll_fd_
+  const std::uint32_t events =
+      EPOLLIN | (c.state == Connection::State::connecting || !c.unsent.empty() ? EPOLLOUT : 0u);
+  if (events == c.watched) return;
+  epoll_event e{};
+  e.events = events;
+  e.data.ptr = &c;  // stable: connections_ holds unique_ptrs, erased only in tick()
+  if (::epoll_ctl(poll_fd_.get(), c.watched == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, c.fd.get(), &e) != 0) {
+    // (ENOMEM, or fs.epoll.max_user_watches reached: a connection unwatched would never be heard.)
+    lost(c, fmt::format("cannot watch the connection to {}: {}", c.peer, std::strerror(errno)));
+    return;
+  }
+  c.watched = events;
 }
 
 void PeerAgent::drop(Connection& c, const std::string& why) {
@@ -105,24 +121,24 @@ void PeerAgent::flush_before_exit() {
   }
 }
 
-void PeerAgent::poll_once() {
-  std::vector<pollfd> fds;
-  fds.push_back({wake_fd_.get(), POLLIN, 0});
-  if (listen_fd_) fds.push_back({listen_fd_.get(), POLLIN, 0});
-  const std::size_t first = fds.size();
-  for (const auto& c : connections_) {
-    short events = POLLIN;
-    if (c->state == Connection::State::connecting || !c->unsent.empty()) events |= POLLOUT;
-    fds.push_back({c->closed ? -1 : c->fd.get(), events, 0});
-  }
-  if (::poll(fds.data(), fds.size(), static_cast<int>(tick_period.count())) < 0 && errno != EINTR) {
-    throw SystemError("poll", errno);
-  }
-  if (listen_fd_ && fds[1].revents != 0) hub_accept();
-  for (std::size_t i = 0; i < connections_.size() && first + i < fds.size(); ++i) {
-    Connection& c = *connections_[i];
-    const short revents = fds[first + i].revents;
-    if (c.closed || revents == 0) continue;
+void PeerAgent::poll_once(milliseconds timeout) {
+  // Level-triggered: what is not taken from this batch is reported again.
+  constexpr int batch = 256;
+  epoll_event ready[batch];
+  const int n =
+      ::epoll_wait(poll_fd_.get(), ready, batch, static_cast<int>(std::max(timeout, milliseconds(0)).count()));
+  if (n < 0 && errno != EINTR) throw SystemError("epoll_wait", errno);
+  for (int i = 0; i < n; ++i) {
+    if (ready[i].data.ptr == nullptr) continue;  // the wake: take_commands() reads it
+    if (ready[i].data.ptr == &listen_fd_) {
+      hub_accept();
+      continue;
+    }
+    // Closed by an earlier one of this batch (lost, dropped): still held
+    // until tick(), so the pointer is good and `closed` says to skip it.
+    Connection& c = *static_cast<Connection*>(ready[i].data.ptr);
+    const std::uint32_t revents = ready[i].events;
+    if (c.closed) continue;
     try {
       if (c.state == Connection::State::connecting) {
         std::string error;
@@ -134,11 +150,12 @@ void PeerAgent::poll_once() {
         c.state = Connection::State::handshake;
         c.opened = Clock::now();
       }
-      if ((revents & POLLOUT) != 0 && !flush_some(c.fd.get(), c.unsent)) {
+      if ((revents & EPOLLOUT) != 0 && !flush_some(c.fd.get(), c.unsent)) {
         lost(c, fmt::format("the connection to {} broke", c.peer));
         continue;
       }
-      if ((revents & (POLLIN | POLLHUP | POLLERR)) != 0) read_from(c);
+      if ((revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) read_from(c);
+      watch(c);
     } catch (const PeerProtocolError& e) {
       if (c.state == Connection::State::joined) {
         lost(c, fmt::format("the agent at {} sent a bad message: {}", c.peer, e.what()));

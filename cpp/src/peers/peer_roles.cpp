@@ -27,6 +27,7 @@ void PeerAgent::hub_accept() {
     auto c = std::make_unique<Connection>(std::move(fd), config_.job_key, 'H', address_text(addr));
     c->hub_nonce = random_nonce();
     send(*c, PeerFrame::challenge, c->hub_nonce);
+    watch(*c);  // (the challenge may have gone whole, or broken it: watch() knows)
     connections_.push_back(std::move(c));
   }
 }
@@ -125,6 +126,7 @@ void PeerAgent::member_connect() {
   auto c = std::make_unique<Connection>(std::move(fd), config_.job_key, 'M',
                                         fmt::format("{}:{}", config_.hub_address, config_.port));
   c->state = Connection::State::connecting;
+  watch(*c);
   connections_.push_back(std::move(c));
 }
 
