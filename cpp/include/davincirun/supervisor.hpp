@@ -231,7 +231,12 @@ class Supervisor {
   void spawn(std::vector<RankLaunch> launches);
   void watch(int fd, std::uint64_t data);
   void unwatch(int fd);
-  void wait_and_dispatch(std::uint64_t& round_bytes);
+  /// What the last round of the loop read: all ranks' bytes, and the most from one pipe.
+  struct OutputRound {
+    std::uint64_t bytes = 0;
+    std::uint64_t largest = 0;
+  };
+  void wait_and_dispatch(OutputRound& round);
   std::uint64_t handle_output(std::size_t index);
   void handle_exit(std::size_t index);
   void reap_children();
