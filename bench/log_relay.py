@@ -3,13 +3,18 @@
 Compares, in the same run:
   bare    8 processes with stdout/stderr redirected straight to files (what a
           shell loop `cmd > rank_i.log 2>&1 &` does): the floor;
+  cat     the same with each rank's output through `| cat > rank_i.log` (one
+          more copy of every byte, as the relay makes);
   cli     davincirun, per-rank log files plus the console (stdout to a file);
   cli-null davincirun with the console going to /dev/null.
+Each rank writes blocks of --lines-per-write 100-byte lines: 10,000 (1 MB
+writes, the default) or 82 (8 KiB, Python's buffer: a fast flood, in which
+a launcher's pauses block the writers on full pipes).
 Prints wall time, the ratio to `bare`, the launcher's peak RSS, and checks
 that every log file is byte-identical to what its rank wrote and that every
 console line is whole and carries its rank's prefix.
 
-Usage: python bench/log_relay.py [--ranks 8] [--mib 256] [--repeat 3]
+Usage: python bench/log_relay.py [--ranks 8] [--mib 256] [--repeat 3] [--lines-per-write 10000]
 """
 
 import argparse
@@ -29,7 +34,7 @@ import os, sys
 rank = os.environ.get("RANK_ID") or sys.argv[2]
 total = int(sys.argv[1])
 line = lambda i: ("rank %s line %09d " % (rank, i)).ljust(99, "x") + "\n"
-block = "".join(line(i) for i in range(10000)).encode()
+block = "".join(line(i) for i in range(int(sys.argv[3]))).encode()
 out = sys.stdout.buffer
 written = 0
 while written < total:
@@ -40,11 +45,11 @@ out.flush()
 """
 
 
-def expected_digest(rank, size):
+def expected_digest(rank, size, lines_per_write):
     def line(i):
         return ("rank %s line %09d " % (rank, i)).ljust(99, "x") + "\n"
 
-    block = "".join(line(i) for i in range(10000)).encode()
+    block = "".join(line(i) for i in range(lines_per_write)).encode()
     h = hashlib.sha256()
     written = 0
     while written < size:
@@ -69,28 +74,41 @@ def settle():
     time.sleep(0.2)
 
 
-def run_bare(tmp, ranks, per_rank):
+def run_bare(tmp, ranks, per_rank, lines_per_write, through_cat=False):
     settle()
-    files = [open(os.path.join(tmp, "bare_%d.log" % r), "wb") for r in range(ranks)]
+    names = [os.path.join(tmp, "%s_%d.log" % ("cat" if through_cat else "bare", r)) for r in range(ranks)]
+    files = [open(name, "wb") for name in names]
     start = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(per_rank), str(r)], stdout=f, stderr=f,
-                              stdin=subprocess.DEVNULL) for r, f in enumerate(files)]
+    procs = []
+    for r, f in enumerate(files):
+        argv = [sys.executable, "-c", WRITER, str(per_rank), str(r), str(lines_per_write)]
+        if through_cat:
+            cat = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=f, stderr=subprocess.DEVNULL)
+            procs.append(subprocess.Popen(argv, stdout=cat.stdin, stderr=cat.stdin, stdin=subprocess.DEVNULL))
+            cat.stdin.close()
+            procs.append(cat)
+        else:
+            procs.append(subprocess.Popen(argv, stdout=f, stderr=f, stdin=subprocess.DEVNULL))
     for p in procs:
         p.wait()
     elapsed = time.perf_counter() - start
     for f in files:
         f.close()
+    if through_cat:
+        for r, name in enumerate(names):
+            if digest(name) != expected_digest(r, per_rank, lines_per_write):
+                sys.exit("cat: log of rank %d differs from what it wrote" % r)
     return elapsed, None
 
 
-def run_cli(tmp, ranks, per_rank, console_path, tag):
+def run_cli(tmp, ranks, per_rank, lines_per_write, console_path, tag):
     table = write_table(os.path.join(tmp, "table.json"), ranks)
     log_dir = os.path.join(tmp, "log_" + tag)
     settle()
     with open(console_path, "wb") as console:
         start = time.perf_counter()
         proc = subprocess.Popen([davincirun_path(), "-r", table, "-l", log_dir, sys.executable, "-c", WRITER,
-                                 str(per_rank), "-"], stdout=console, stderr=subprocess.DEVNULL,
+                                 str(per_rank), "-", str(lines_per_write)], stdout=console, stderr=subprocess.DEVNULL,
                                 stdin=subprocess.DEVNULL)
         peak = 0
         while proc.poll() is None:
@@ -102,7 +120,7 @@ def run_cli(tmp, ranks, per_rank, console_path, tag):
     run_dir = os.path.join(log_dir, "latest")
     for r in range(ranks):
         path = os.path.join(run_dir, "rank_%d.device_%d.log" % (r, r))
-        if digest(path) != expected_digest(r, per_rank):
+        if digest(path) != expected_digest(r, per_rank, lines_per_write):
             sys.exit("%s: log of rank %d differs from what it wrote" % (tag, r))
     return elapsed, peak
 
@@ -129,26 +147,31 @@ def main():
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--mib", type=int, default=256, help="total MiB written by all ranks")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--lines-per-write", type=int, default=10000,
+                    help="100-byte lines in each write of a rank (82: 8 KiB writes, a fast flood)")
     args = ap.parse_args()
+    lpw = args.lines_per_write
     per_rank = args.mib * (1 << 20) // args.ranks // 100 * 100
-    results = {"bare": [], "cli": [], "cli-null": []}
+    results = {"bare": [], "cat": [], "cli": [], "cli-null": []}
     peaks = {"cli": 0, "cli-null": 0}
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory(prefix="davincirun-bench-") as tmp:
-            results["bare"].append(run_bare(tmp, args.ranks, per_rank)[0])
+            results["bare"].append(run_bare(tmp, args.ranks, per_rank, lpw)[0])
+            results["cat"].append(run_bare(tmp, args.ranks, per_rank, lpw, through_cat=True)[0])
             console = os.path.join(tmp, "console.txt")
-            t, peak = run_cli(tmp, args.ranks, per_rank, console, "cli")
+            t, peak = run_cli(tmp, args.ranks, per_rank, lpw, console, "cli")
             check_console(console, args.ranks, per_rank)
             results["cli"].append(t)
             peaks["cli"] = max(peaks["cli"], peak)
-            t, peak = run_cli(tmp, args.ranks, per_rank, os.devnull, "cli-null")
+            t, peak = run_cli(tmp, args.ranks, per_rank, lpw, os.devnull, "cli-null")
             results["cli-null"].append(t)
             peaks["cli-null"] = max(peaks["cli-null"], peak)
     base = min(results["bare"])
     total_mib = per_rank * args.ranks / (1 << 20)
-    print("log relay: %d ranks, %.0f MiB in total, best of %d" % (args.ranks, total_mib, args.repeat))
+    print("log relay: %d ranks, %.0f MiB in total, writes of %d lines, best of %d" % (
+        args.ranks, total_mib, lpw, args.repeat))
     print("%-10s %9s %9s %12s" % ("mode", "seconds", "vs bare", "peak RSS"))
-    for mode in ("bare", "cli", "cli-null"):
+    for mode in ("bare", "cat", "cli", "cli-null"):
         best = min(results[mode])
         rss = "%.1f MiB" % (peaks[mode] / 1024.0) if mode in peaks else "-"
         print("%-10s %9.2f %8.2fx %12s" % (mode, best, best / base, rss))
