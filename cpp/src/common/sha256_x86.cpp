@@ -27,7 +27,7 @@ alignas(16) constexpr std::uint32_t round_constants[64] = {
 #define DAVINCIRUN_SHA_TARGET __attribute__((target("sha,sse4.1,ssse3")))
 
 // Four rounds: message words plus constants, two rounds into each half.
-DAVINCIRUN_SHA_TARGET inline void four_rounds(__m128i& abef, __m128i& cdgh, __m128i words, int group) noexcept {
+DAVINCIRUN_SHA_TARGET inline void four_rounds(__m128i& abef, __m128i& cdgh, __m128i words, std::size_t group) noexcept {
   __m128i sum = _mm_add_epi32(words, _mm_load_si128(reinterpret_cast<const __m128i*>(round_constants + 4 * group)));
   cdgh = _mm_sha256rnds2_epu32(cdgh, abef, sum);  // now the new ABEF
   sum = _mm_shuffle_epi32(sum, 0x0E);             // the other two words
@@ -57,13 +57,13 @@ DAVINCIRUN_SHA_TARGET void sha256_blocks_cpu(Sha256State& state, const unsigned 
     const __m128i abef_before = abef;
     const __m128i cdgh_before = cdgh;
     __m128i w[4];
-    for (int i = 0; i < 4; ++i) {
+    for (std::size_t i = 0; i < 4; ++i) {
       w[i] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i)), byte_swap);
       four_rounds(abef, cdgh, w[i], i);
     }
-    for (int group = 4; group < 16; ++group) {
+    for (std::size_t group = 4; group < 16; ++group) {
       // w holds the last sixteen words, the oldest vector at group % 4.
-      const int at = group % 4;
+      const std::size_t at = group % 4;
       w[at] = next_words(w[at], w[(at + 1) % 4], w[(at + 2) % 4], w[(at + 3) % 4]);
       four_rounds(abef, cdgh, w[at], group);
     }
