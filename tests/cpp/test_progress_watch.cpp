@@ -208,14 +208,53 @@ TEST_CASE("a read's progress is its last progress line, after the last epoch lin
   options.labels = {"rank 0", "rank 1"};
   JobProgress progress(console, options);
   // A flood of lines a read: the epoch line, steps, then lines that are not progress.
-  std::string read = "[rank 0] Epoch 3\n";
-  for (int step = 1; step <= 500; ++step) read += "[rank 0] step " + std::to_string(step) + " loss 0.5\n";
-  read += "[rank 0] saving a checkpoint\n[rank 0] done saving\n";
-  progress.write(0, read);
-  progress.write(1, "[rank 1] epoch: 2 step: 7, loss is 0.3\n[rank 1] Epoch 4\n");
+  std::string read = "Epoch 3\n";
+  for (int step = 1; step <= 500; ++step) read += "step " + std::to_string(step) + " loss 0.5\n";
+  read += "saving a checkpoint\ndone saving\n";
+  progress.output(0, read);
+  progress.write(0, "[rank 0] done saving\n");
+  progress.output(1, "epoch: 2 step: 7, loss is 0.3\nEpoch 4\n");
+  progress.write(1, "[rank 1] Epoch 4\n");
   progress.tick();
   CHECK(console.last.at(0).progress == "epoch 3 step 500");
   CHECK(console.last.at(1).progress == "epoch 4");
   CHECK(console.last.at(0).bytes_per_s > 0);
   CHECK(console.lines.size() == 2);  // every line reaches the console
+}
+
+TEST_CASE("a line split across reads, and a bar redrawn with '\\r', are read as a terminal shows them", "[progress]") {
+  StatusSink console;
+  JobProgress::Options options;
+  options.labels = {"rank 0", "rank 1", "rank 2"};
+  JobProgress progress(console, options);
+  progress.output(0, "noise\nep");
+  progress.output(0, "och 2 st");
+  progress.output(0, "ep 41 loss 0.1\nsaving\n");
+  // tqdm's bar: each state drawn over the last, the line never finished.
+  progress.output(1, "\r 10%|#         | 1/10 [00:00<00:05, 1.9it/s]");
+  progress.output(1, "\r 70%|#######   | 7/10 [00:03<00:01, 2.1it/s]\r");
+  progress.output(2, "Step: 5/9\r");
+  progress.output(2, "Step: 6/9");
+  progress.tick();
+  CHECK(console.last.at(0).progress == "epoch 2 step 41");
+  CHECK(console.last.at(1).progress == "step 7/10");
+  CHECK(console.last.at(2).progress == "step 6/9");
+  CHECK(console.lines.empty());  // output() is read, not shown: the lines come through write()
+}
+
+TEST_CASE("the watch asks for prefixed lines and bars only when its console shows them", "[progress]") {
+  NullLineSink nowhere;
+  JobProgress::Options options;
+  options.labels = {"rank 0"};
+  JobProgress quiet(nowhere, options);
+  CHECK(quiet.wants_output());
+  CHECK_FALSE(quiet.wants_lines());  // a job's stdout on /dev/null: no lines are made at all
+  CHECK_FALSE(quiet.wants_progress());
+  quiet.output(0, "step 3/9\n");
+  quiet.tick();
+  CHECK(quiet.progress_of(0).text() == "step 3/9");
+
+  StatusSink shown;
+  JobProgress loud(shown, options);
+  CHECK(loud.wants_lines());
 }

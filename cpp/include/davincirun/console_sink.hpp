@@ -38,6 +38,14 @@ class LineSink {
   virtual void progress(std::size_t /*index*/, std::string_view /*text*/) {}
   /// true when progress() is used; false (default) spares the streamer the work.
   virtual bool wants_progress() const noexcept { return false; }
+  /// The bytes rank `index` wrote, as one read of its output found them:
+  /// any split (a line may span calls), '\r' and all, before that read's
+  /// write() and progress(). For a watch of the output that needs no
+  /// prefixed lines. Default: ignored.
+  virtual void output(std::size_t /*index*/, std::string_view /*bytes*/) {}
+  /// true when output() is used; false (default) lets the streamer move the
+  /// bytes to the log with splice(2) when nothing else is wanted either.
+  virtual bool wants_output() const noexcept { return false; }
   /// Rank `index` has exited with `status`; `stopped_by_launcher`: it had
   /// been sent SIGTERM by the launcher first. Called after the rank's last
   /// lines. Default: ignored.

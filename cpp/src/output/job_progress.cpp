@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "output/log_tail.hpp"
+
 namespace davincirun::detail {
 
 JobProgress::JobProgress(LineSink& console, Options options)
@@ -15,12 +17,12 @@ JobProgress::JobProgress(LineSink& console, Options options)
 
 namespace {
 
-// The line of `lines` (whole lines, each ending in '\n') that holds byte `at`, without its prefix.
-std::string_view line_at(std::string_view lines, std::size_t at) {
-  const std::size_t begin = at == 0 ? 0 : lines.rfind('\n', at - 1) + 1;  // npos + 1 == 0
-  std::size_t end = lines.find('\n', at);
-  end = end == std::string_view::npos ? lines.size() : end;
-  return line_text(lines.substr(begin, end - begin));
+// The line of `text` that holds byte `at`, without its '\n'.
+std::string_view line_at(std::string_view text, std::size_t at) {
+  const std::size_t begin = at == 0 ? 0 : text.rfind('\n', at - 1) + 1;  // npos + 1 == 0
+  std::size_t end = text.find('\n', at);
+  end = end == std::string_view::npos ? text.size() : end;
+  return text.substr(begin, end - begin);
 }
 
 // Where the last "epoch" ("Epoch", "EPOCH") of `text` is, or npos. memmem(3)
@@ -41,44 +43,74 @@ std::size_t last_epoch_word(std::string_view text) {
 
 }  // namespace
 
-// A read's lines (a flood brings thousands a call) cost one look at their
-// end, not a parse each: what a tick shows is the latest progress. The
-// last of the final few lines that reports any is taken, after the last
-// line naming an epoch before it (an epoch line followed by step lines
-// sets both). What is skipped is a step between two ticks, and at worst
-// an epoch's last step when the epoch length is learned (no total printed).
-void JobProgress::write(std::size_t index, std::string_view lines) {
-  if (index < ranks_.size()) {
-    const auto now = WallClock::now();
-    Rank& r = ranks_[index];
-    r.activity.add(lines.size(), now);
-    constexpr std::size_t npos = std::string_view::npos;
-    constexpr int tried = 4;         // lines from the end
-    std::size_t end = lines.size();  // the end of a line, after its '\n'
-    for (int i = 0; i < tried && end > 0; ++i) {
-      const std::size_t text_end = lines[end - 1] == '\n' ? end - 1 : end;
-      const std::size_t newline = text_end == 0 ? npos : lines.rfind('\n', text_end - 1);
-      const std::size_t start = newline == npos ? 0 : newline + 1;
-      end = start;
-      const auto reading = parse_progress(line_text(lines.substr(start, text_end - start)));
-      if (!reading) continue;
-      if (reading->epoch < 0 && start > 0) {
-        const std::size_t epoch = last_epoch_word(lines.substr(0, start));
-        if (epoch != npos) take(index, line_at(lines, epoch), now);
-      }
-      if (r.progress.add(*reading, now)) r.changed = true;
-      break;
-    }
+// A read's bytes (a flood brings thousands of lines a call) cost one look
+// at their end, not a parse of each line: what a tick shows is the latest
+// progress. The last of the final few finished lines that reports any is
+// taken, after the last line naming an epoch before it (an epoch line
+// followed by step lines sets both); then the unfinished line, a bar
+// redrawn with '\r' or text awaiting its '\n'. What is skipped is a step
+// between two ticks, and at worst an epoch's last step when the epoch
+// length is learned (no total printed).
+void JobProgress::output(std::size_t index, std::string_view bytes) {
+  if (index >= ranks_.size() || bytes.empty()) return;
+  const auto now = WallClock::now();
+  Rank& r = ranks_[index];
+  r.activity.add(bytes.size(), now);
+  const std::size_t last_newline = bytes.rfind('\n');
+  if (last_newline != std::string_view::npos) {
+    read_finished(index, bytes.substr(0, last_newline + 1), now);
+    r.unfinished.clear();
+    r.redraw_pending = false;
+    bytes.remove_prefix(last_newline + 1);
   }
+  if (bytes.empty()) return;
+  extend_unfinished(r.unfinished, r.redraw_pending, bytes);
+  take(index, r.unfinished, now);
+}
+
+void JobProgress::extend_unfinished(std::string& line, bool& redraw_pending, std::string_view piece) {
+  const std::string_view shown = shown_line(piece);
+  if (shown.data() != piece.data() || redraw_pending) line.clear();  // drawn again from its start
+  redraw_pending = !piece.empty() && piece.back() == '\r';
+  if (line.size() < max_unfinished_bytes) line.append(shown.substr(0, max_unfinished_bytes - line.size()));
+}
+
+void JobProgress::read_finished(std::size_t index, std::string_view lines, WallClock::time_point now) {
+  Rank& r = ranks_[index];
+  constexpr std::size_t npos = std::string_view::npos;
+  constexpr int tried = 4;         // lines from the end
+  std::size_t end = lines.size();  // the end of a line, after its '\n'
+  for (int i = 0; i < tried && end > 0; ++i) {
+    const std::size_t text_end = end - 1;
+    const std::size_t newline = text_end == 0 ? npos : lines.rfind('\n', text_end - 1);
+    const std::size_t start = newline == npos ? 0 : newline + 1;
+    end = start;
+    std::string_view text = lines.substr(start, text_end - start);
+    std::string joined;  // the read's first line ends the one left unfinished
+    if (start == 0 && (!r.unfinished.empty() || r.redraw_pending)) {
+      joined = r.unfinished;
+      bool pending = r.redraw_pending;
+      extend_unfinished(joined, pending, text);
+      text = joined;
+    } else {
+      text = shown_line(text).substr(0, max_parsed_bytes);
+    }
+    const auto reading = parse_progress(text);
+    if (!reading) continue;
+    if (reading->epoch < 0 && start > 0) {
+      const std::size_t epoch = last_epoch_word(lines.substr(0, start));
+      if (epoch != npos) take(index, shown_line(line_at(lines, epoch)).substr(0, max_parsed_bytes), now);
+    }
+    if (r.progress.add(*reading, now)) r.changed = true;
+    break;
+  }
+}
+
+void JobProgress::write(std::size_t index, std::string_view lines) {
   if (index >= options_.shown.size() || options_.shown[index]) console_.write(index, lines);
 }
 
 void JobProgress::progress(std::size_t index, std::string_view text) {
-  const auto now = WallClock::now();
-  if (!text.empty() && index < ranks_.size()) {
-    ranks_[index].activity.add(text.size(), now);
-    take(index, text, now);
-  }
   if (index >= options_.shown.size() || options_.shown[index]) console_.progress(index, text);
 }
 

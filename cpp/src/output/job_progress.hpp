@@ -3,6 +3,8 @@
 // ranks fall behind (slow_ranks.hpp), and, at most once a second, what
 // changed (LineSink::ranks_status()) for the live views, on each tick(). A LineSink in front
 // of the console: every call is passed on, a hidden rank's lines excepted.
+// It reads the ranks' raw output (output()), so a console that takes no
+// lines (a job's stdout on /dev/null) has none made for it.
 #pragma once
 
 #include <chrono>
@@ -40,9 +42,13 @@ class JobProgress final : public LineSink {
 
   void write(std::size_t index, std::string_view lines) override;
   void notice(std::string_view lines) override { console_.notice(lines); }
-  bool wants_lines() const noexcept override { return true; }
+  bool wants_lines() const noexcept override { return console_.wants_lines(); }
   void progress(std::size_t index, std::string_view text) override;
-  bool wants_progress() const noexcept override { return true; }
+  bool wants_progress() const noexcept override { return console_.wants_progress(); }
+  /// Counts the bytes and reads the progress of the read's last few
+  /// finished lines and of the line still unfinished (see job_progress.cpp).
+  void output(std::size_t index, std::string_view bytes) override;
+  bool wants_output() const noexcept override { return true; }
   void rank_exited(std::size_t index, ExitStatus status, bool stopped_by_launcher) override;
   void attempt_started(int attempt, const std::vector<pid_t>& pids) override;
 
@@ -78,7 +84,18 @@ class JobProgress final : public LineSink {
     bool changed = false;
     std::string sent_progress;
     std::uint64_t sent_rate = 0;
+    // The unfinished line as a terminal shows it (its first
+    // max_unfinished_bytes), and whether a '\r' ended it: the next text
+    // then draws it again from its start.
+    std::string unfinished;
+    bool redraw_pending = false;
   };
+  /// What of an unfinished line is kept: as much as the console shows of it.
+  static constexpr std::size_t max_unfinished_bytes = 1024;
+  /// The start of a finished line that is parsed: progress is said early in it.
+  static constexpr std::size_t max_parsed_bytes = std::size_t{64} * 1024;
+  static void extend_unfinished(std::string& line, bool& redraw_pending, std::string_view piece);
+  void read_finished(std::size_t index, std::string_view lines, WallClock::time_point now);
   void take(std::size_t index, std::string_view text, WallClock::time_point now);
   void tell(const std::string& text);
   std::string slow_detail(std::size_t index, const SlowRanks::Change& change) const;

@@ -30,7 +30,7 @@ RankLog::RankLog(std::size_t index, const std::string& label, UniqueFd pipe, std
 }
 
 RankLog::ReadResult RankLog::read_available(StreamScratch& scratch, std::size_t budget, Drain drain) {
-  if (splice_ && !console_->wants_lines() && !console_->wants_progress()) {
+  if (splice_ && !console_->wants_lines() && !console_->wants_progress() && !console_->wants_output()) {
     const ReadResult result = splice_available(budget, drain);
     if (splice_) return result;  // else splice(2) was refused: read(2) takes over from where it stopped
   }
@@ -49,6 +49,7 @@ RankLog::ReadResult RankLog::read_available(StreamScratch& scratch, std::size_t 
     taken += size;
     bytes_ += size;
     write_file(buffer.data(), size);  // the file first: it is the record of truth
+    if (console_->wants_output()) console_->output(index_, std::string_view(buffer.data(), size));
     if (console_->wants_lines()) emit_lines(buffer.data(), size, scratch.console);
     // A pipe's read(2) returns all it holds, up to the size asked: a short
     // read emptied it. Asking again would only hear EAGAIN, one system call
