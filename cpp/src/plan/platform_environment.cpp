@@ -60,8 +60,13 @@ struct Rule {
 
 constexpr unsigned glog_modes = faults_mindspore | performance | normal;
 
+// Dir::none where the reader makes a missing directory itself: CANN's
+// logging makes ASCEND_PROCESS_LOG_PATH (its envvar reference, 5.0.4 to
+// 9.0: "不存在该目录,会自动创建"), MindSpore makes MS_OM_PATH and the
+// rank_<id>/om below it (observed, 2.0.0 and 2.10.0). Made here, they cost
+// every run a mkdir and an rmdir per rank for nothing.
 constexpr Rule kRules[] = {
-    {always, "ASCEND_PROCESS_LOG_PATH", "{run}/ascend/process_log/{member}", Dir::value},
+    {always, "ASCEND_PROCESS_LOG_PATH", "{run}/ascend/process_log/{member}"},
     {ide, "SLOG_PRINT_TO_STDOUT", "1"},
     {ide, "ASCEND_SLOG_PRINT_TO_STDOUT", "1"},
     {faults, "PRINT_MODEL", "1"},
@@ -84,7 +89,7 @@ constexpr Rule kRules[] = {
     // After the modes' rows, which set it to their log directory: where
     // MindSpore writes rank_<id>/om/ (analyze_fail.ir of a failed graph
     // compile), else the ranks' working directory, the code folder.
-    {always, "MS_OM_PATH", "{run}/mindspore/om", Dir::value},
+    {always, "MS_OM_PATH", "{run}/mindspore/om"},
     {cache, "ASCEND_WORK_PATH", "{cache}/work/{run_name}", Dir::value},
     {cache, "ASCEND_CACHE_PATH", "{cache}/kernel_cache/{run_name}", Dir::value_removed_after_job},
 };

@@ -68,7 +68,7 @@ def test_workers_and_the_scheduler_get_their_roles(tmp_path, rank_table, job_env
     assert sched["DEVICE_ID"] is None and sched["RANK"] is None and sched["MS_NODE_ID"] is None
     # CANN's plog files of each process land in the run directory, the scheduler's apart.
     assert sched["ASCEND_PROCESS_LOG_PATH"] == os.path.join(job.run_dir, "ascend", "process_log", "scheduler")
-    assert sched["plog_dir_made"]  # made for the process (and pruned after the job when left empty)
+    assert not sched["plog_dir_made"]  # named, not made: CANN makes its log directory itself
     for rank in (0, 1):
         worker = seen["rank_%d.device_%d.log" % (rank, rank)]
         assert worker["MS_ROLE"] == "MS_WORKER"

@@ -81,15 +81,16 @@ def test_symlinks_planted_at_the_predictable_run_directory_names_are_never_used(
         for name in ("%s-fixed" % stamp, "%s-fixed.1" % stamp):
             os.symlink(str(victim), str(log_dir / name))
             planted.append(name)
-    # The rank writes a plog, so the plogs' directory is kept (empty ones are pruned).
-    job = run_job(["sh", "-c", 'echo log > "$ASCEND_PROCESS_LOG_PATH/plog.log"'], tmp_path, rank_table(1), job_env,
+    # The rank writes a plog into the directory it makes, as CANN does.
+    job = run_job(["sh", "-c", 'mkdir -p "$ASCEND_PROCESS_LOG_PATH" && echo log > "$ASCEND_PROCESS_LOG_PATH/plog.log"'],
+                  tmp_path, rank_table(1), job_env,
                   env={"JOB_ID": "fixed"})
     run_dir = os.path.basename(job.run_dir)
     assert run_dir not in planted and run_dir.endswith("-fixed.2")
     assert stat.S_ISDIR(os.lstat(job.run_dir).st_mode)
     assert sorted(os.listdir(job.run_dir)) == [
         "ascend", "events.txt", "job.json", "rank_0.device_0.log", "rank_table.json", "report.html", "summary.json"]
-    assert stat.S_ISDIR(os.lstat(os.path.join(job.run_dir, "ascend")).st_mode)  # the plogs' directory, made new
+    assert stat.S_ISDIR(os.lstat(os.path.join(job.run_dir, "ascend")).st_mode)  # the plogs' directory, in the new run
     assert_victim_dir_untouched(victim)
     for name in planted:
         assert os.readlink(str(log_dir / name)) == str(victim)
