@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -110,11 +111,22 @@ def run_cli(tmp, ranks, per_rank, lines_per_write, console_path, tag):
         proc = subprocess.Popen([davincirun_path(), "-r", table, "-l", log_dir, sys.executable, "-c", WRITER,
                                  str(per_rank), "-", str(lines_per_write)], stdout=console, stderr=subprocess.DEVNULL,
                                 stdin=subprocess.DEVNULL)
-        peak = 0
-        while proc.poll() is None:
-            peak = max(peak, launcher_peak_rss_kib(proc.pid))
-            time.sleep(0.02)
+        # The peak memory is sampled beside the wait, so that the time is
+        # taken when the launcher exits, not at the next sample.
+        peak = [0]
+        done = threading.Event()
+
+        def sample():
+            while not done.wait(0.02):
+                peak[0] = max(peak[0], launcher_peak_rss_kib(proc.pid))
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        proc.wait()
         elapsed = time.perf_counter() - start
+        done.set()
+        sampler.join()
+        peak = peak[0]
     if proc.returncode != 0:
         sys.exit("davincirun failed with %d" % proc.returncode)
     run_dir = os.path.join(log_dir, "latest")

@@ -258,6 +258,46 @@ TEST_CASE("with no console lines wanted, the bytes go to the file without enteri
   CHECK(std::all_of(buffer.input.begin(), buffer.input.end(), [](char c) { return c == '\x5a'; }));
 }
 
+// A watch of the output that wants no lines: what output() and output_skipped() say, in order.
+struct OutputWatch final : LineSink {
+  void write(std::size_t, std::string_view) override {}
+  void notice(std::string_view) override {}
+  bool wants_lines() const noexcept override { return false; }
+  void output(std::size_t, std::string_view bytes) override { seen.push_back({0, std::string(bytes)}); }
+  void output_skipped(std::size_t, std::size_t bytes) override { seen.push_back({bytes, {}}); }
+  bool wants_output() const noexcept override { return true; }
+  std::vector<std::pair<std::size_t, std::string>> seen;  // (skipped, or 0 and the bytes given)
+};
+
+TEST_CASE("spliced output reaches a watch as the end of each move and the count of the rest", "[log_streamer]") {
+  TempDir dir;
+  OutputWatch watch;
+  Pipe pipe;
+  StreamScratch buffer(64 * 1024);
+  RankLog log(0, "r", UniqueFd(pipe.read_fd), dir / "r.log", watch);
+  std::string data;
+  for (int i = 0; data.size() < (std::size_t{3} << 20); ++i) data += "step " + std::to_string(i) + "/999999\n";
+  feed(pipe, log, buffer, data, 60000);
+  end_stream(pipe, log, buffer);
+  CHECK(read_file(dir / "r.log") == data);
+  // Every byte accounted for, in order; each look at most the window, and always the end of a move.
+  std::size_t at = 0;
+  bool skipped_before = false;
+  for (const auto& [skipped, bytes] : watch.seen) {
+    if (skipped > 0) {
+      at += skipped;
+      skipped_before = true;
+      continue;
+    }
+    CHECK(skipped_before);  // 60,000-byte moves: each is more than the window
+    CHECK(bytes.size() == RankLog::spliced_output_window);
+    REQUIRE(bytes == data.substr(at, bytes.size()));
+    at += bytes.size();
+    skipped_before = false;
+  }
+  CHECK(at == data.size());
+}
+
 TEST_CASE("a write that fails under splice is reported as read and write report it", "[log_streamer]") {
   TempDir dir;
   NullLineSink console;

@@ -242,6 +242,25 @@ TEST_CASE("a line split across reads, and a bar redrawn with '\\r', are read as 
   CHECK(console.lines.empty());  // output() is read, not shown: the lines come through write()
 }
 
+TEST_CASE("after skipped bytes the first, cut line is not read; a redraw or a new line starts clean", "[progress]") {
+  StatusSink console;
+  JobProgress::Options options;
+  options.labels = {"rank 0", "rank 1", "rank 2"};
+  JobProgress progress(console, options);
+  progress.output(0, "Step: 2/9\n");
+  progress.output_skipped(0, 100000);
+  progress.output(0, "0/9 with its start skipped\n");  // the end of a cut line: not "step 0/9"
+  progress.output_skipped(1, 100000);
+  progress.output(1, "|##   | 5/9 [00:01<00:01, 3.1it/s]\r 60%|###  | 6/9 [00:02<00:01, 3.1it/s]");
+  progress.output_skipped(2, 100000);
+  progress.output(2, "p: 1/9\nStep: 3/9\nStep: 4/9\n");
+  progress.tick();
+  CHECK(console.last.at(0).progress == "step 2/9");
+  CHECK(console.last.at(1).progress == "step 6/9");
+  CHECK(console.last.at(2).progress == "step 4/9");
+  CHECK(progress.activity(0).rate(WallClock::now()) > 0);
+}
+
 TEST_CASE("the watch asks for prefixed lines and bars only when its console shows them", "[progress]") {
   NullLineSink nowhere;
   JobProgress::Options options;

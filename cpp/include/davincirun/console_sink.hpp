@@ -38,13 +38,18 @@ class LineSink {
   virtual void progress(std::size_t /*index*/, std::string_view /*text*/) {}
   /// true when progress() is used; false (default) spares the streamer the work.
   virtual bool wants_progress() const noexcept { return false; }
-  /// The bytes rank `index` wrote, as one read of its output found them:
-  /// any split (a line may span calls), '\r' and all, before that read's
-  /// write() and progress(). For a watch of the output that needs no
+  /// The bytes rank `index` wrote, in order, as the streamer took them:
+  /// any split (a line may span calls), '\r' and all, before the same
+  /// read's write() and progress(). For a watch of the output that needs no
   /// prefixed lines. Default: ignored.
   virtual void output(std::size_t /*index*/, std::string_view /*bytes*/) {}
-  /// true when output() is used; false (default) lets the streamer move the
-  /// bytes to the log with splice(2) when nothing else is wanted either.
+  /// `bytes` bytes rank `index` wrote that output() is not given: with no
+  /// lines and no progress wanted, the streamer moves the output to the log
+  /// with splice(2) and reads back only the end of each move
+  /// (RankLog::spliced_output_window). The next output() continues after
+  /// them, possibly in the middle of a line. Default: ignored.
+  virtual void output_skipped(std::size_t /*index*/, std::size_t /*bytes*/) {}
+  /// true when output() is used; false (default) spares the streamer the work.
   virtual bool wants_output() const noexcept { return false; }
   /// Rank `index` has exited with `status`; `stopped_by_launcher`: it had
   /// been sent SIGTERM by the launcher first. Called after the rank's last

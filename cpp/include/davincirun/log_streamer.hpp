@@ -46,6 +46,10 @@ class RankLog {
   /// Longest progress text passed to LineSink::progress(), in bytes (1 KiB;
   /// cut at a UTF-8 character boundary).
   static constexpr std::size_t max_progress_bytes = 1024;
+  /// What LineSink::output() is given of each splice(2) (below): its last
+  /// 8 KiB, read back from the log file's page cache; the rest of the move
+  /// goes to LineSink::output_skipped().
+  static constexpr std::size_t spliced_output_window = std::size_t{8} * 1024;
 
   /// Takes `pipe` (made non-blocking here) and creates the log file at
   /// `log_path` (O_EXCL, never following a symlink, mode 0600). `index` is
@@ -71,7 +75,8 @@ class RankLog {
   /// Reads what the pipe holds, up to `budget` bytes, into the file and the
   /// console. When the console wants neither lines nor progress, the bytes
   /// go from the pipe to the file by splice(2), without entering this
-  /// process (read(2) and write(2) take over where splice is refused).
+  /// process (read(2) and write(2) take over where splice is refused); a
+  /// console that wants output() gets the end of each move.
   ReadResult read_available(StreamScratch& scratch, std::size_t budget, Drain drain = Drain::available);
 
   /// Flushes a last unterminated line to the console (adding '\n'), closes
@@ -87,7 +92,8 @@ class RankLog {
   const std::optional<std::string>& file_error() const noexcept { return file_error_; }
 
  private:
-  ReadResult splice_available(std::size_t budget, Drain drain);
+  ReadResult splice_available(StreamScratch& scratch, std::size_t budget, Drain drain);
+  void pass_spliced_end(StreamScratch& scratch, std::size_t size);
   void write_file(const char* data, std::size_t size);
   void emit_lines(const char* data, std::size_t size, std::string& out);
   void emit_full_chunks(std::string& out);

@@ -56,6 +56,13 @@ void JobProgress::output(std::size_t index, std::string_view bytes) {
   const auto now = WallClock::now();
   Rank& r = ranks_[index];
   r.activity.add(bytes.size(), now);
+  if (r.mid_line) {  // the rest of a line whose start was skipped is not read
+    const std::size_t start = bytes.find_first_of("\n\r");
+    if (start == std::string_view::npos) return;
+    bytes.remove_prefix(bytes[start] == '\n' ? start + 1 : start);  // a '\r' starts a redraw: kept
+    r.mid_line = false;
+    if (bytes.empty()) return;
+  }
   const std::size_t last_newline = bytes.rfind('\n');
   if (last_newline != std::string_view::npos) {
     read_finished(index, bytes.substr(0, last_newline + 1), now);
@@ -66,6 +73,15 @@ void JobProgress::output(std::size_t index, std::string_view bytes) {
   if (bytes.empty()) return;
   extend_unfinished(r.unfinished, r.redraw_pending, bytes);
   take(index, r.unfinished, now);
+}
+
+void JobProgress::output_skipped(std::size_t index, std::size_t bytes) {
+  if (index >= ranks_.size() || bytes == 0) return;
+  Rank& r = ranks_[index];
+  r.activity.add(bytes, WallClock::now());
+  r.unfinished.clear();
+  r.redraw_pending = false;
+  r.mid_line = true;
 }
 
 void JobProgress::extend_unfinished(std::string& line, bool& redraw_pending, std::string_view piece) {

@@ -48,6 +48,8 @@ class JobProgress final : public LineSink {
   /// Counts the bytes and reads the progress of the read's last few
   /// finished lines and of the line still unfinished (see job_progress.cpp).
   void output(std::size_t index, std::string_view bytes) override;
+  /// Counts them; the next output() may start mid-line, so its first line is not read.
+  void output_skipped(std::size_t index, std::size_t bytes) override;
   bool wants_output() const noexcept override { return true; }
   void rank_exited(std::size_t index, ExitStatus status, bool stopped_by_launcher) override;
   void attempt_started(int attempt, const std::vector<pid_t>& pids) override;
@@ -89,6 +91,7 @@ class JobProgress final : public LineSink {
     // then draws it again from its start.
     std::string unfinished;
     bool redraw_pending = false;
+    bool mid_line = false;  // bytes were skipped: the next output() may start inside a line
   };
   /// What of an unfinished line is kept: as much as the console shows of it.
   static constexpr std::size_t max_unfinished_bytes = 1024;

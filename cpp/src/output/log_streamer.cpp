@@ -23,15 +23,16 @@ RankLog::RankLog(std::size_t index, const std::string& label, UniqueFd pipe, std
       pipe_(std::move(pipe)),
       log_path_(std::move(log_path)),
       console_(&console) {
-  file_.reset(::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  // Read and write: the end of what splice(2) moved is read back (pass_spliced_end()).
+  file_.reset(::open(log_path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!file_) throw SystemError("create log file " + log_path_, errno);
   const int flags = ::fcntl(pipe_.get(), F_GETFL);
   ::fcntl(pipe_.get(), F_SETFL, flags | O_NONBLOCK);
 }
 
 RankLog::ReadResult RankLog::read_available(StreamScratch& scratch, std::size_t budget, Drain drain) {
-  if (splice_ && !console_->wants_lines() && !console_->wants_progress() && !console_->wants_output()) {
-    const ReadResult result = splice_available(budget, drain);
+  if (splice_ && !console_->wants_lines() && !console_->wants_progress()) {
+    const ReadResult result = splice_available(scratch, budget, drain);
     if (splice_) return result;  // else splice(2) was refused: read(2) takes over from where it stopped
   }
   std::vector<char>& buffer = scratch.input;
@@ -59,7 +60,7 @@ RankLog::ReadResult RankLog::read_available(StreamScratch& scratch, std::size_t 
   return ReadResult::eof;
 }
 
-RankLog::ReadResult RankLog::splice_available(std::size_t budget, Drain drain) {
+RankLog::ReadResult RankLog::splice_available(StreamScratch& scratch, std::size_t budget, Drain drain) {
   // With no console lines to make, the bytes never need to enter this
   // process: splice(2) moves them from the pipe into the log file's page
   // cache, one copy instead of a read and a write.
@@ -81,9 +82,26 @@ RankLog::ReadResult RankLog::splice_available(std::size_t budget, Drain drain) {
     const auto size = static_cast<std::size_t>(n);
     taken += size;
     bytes_ += size;
+    if (console_->wants_output()) pass_spliced_end(scratch, size);
     if (size < want && drain == Drain::available) return ReadResult::would_block;
   }
   return ReadResult::eof;
+}
+
+void RankLog::pass_spliced_end(StreamScratch& scratch, std::size_t size) {
+  // A watch of the output looks at the last lines of what came: the end of
+  // the move, still in the page cache, costs a small read where taking all
+  // of it would double the copying of a flood.
+  const std::size_t window = std::min({size, spliced_output_window, scratch.input.size()});
+  const auto at = static_cast<off_t>(bytes_ - window);  // the file holds every byte so far
+  ssize_t n = -1;
+  do {
+    n = ::pread(file_.get(), scratch.input.data(), window, at);
+  } while (n < 0 && errno == EINTR);
+  // Short or failed (it should not be: the bytes were just written): all skipped.
+  const std::size_t got = n == static_cast<ssize_t>(window) ? window : 0;
+  if (got < size) console_->output_skipped(index_, size - got);
+  if (got > 0) console_->output(index_, std::string_view(scratch.input.data(), got));
 }
 
 void RankLog::write_file(const char* data, std::size_t size) {
