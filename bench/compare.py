@@ -14,9 +14,11 @@ Measures (8 ranks; compare_measures.py): launch+exit (/bin/true, python -c
 pass); fail-fast (one rank exits 1, the others obey or ignore SIGTERM); the
 log relay (each rank prints 128-byte lines, buffered and unbuffered, console
 to a file, a pipe, /dev/null); the launcher SIGKILLed; 64 to 1,024 ranks;
-the plan of a 65,536-rank table. Method: bench/README.md ("Comparison").
+the plan of a 65,536-rank table; one job of 16 servers on this machine, one
+rank each, the last failing (compare_servers.py: torchrun's agents, mpirun's
+daemons). Method: bench/README.md ("Comparison").
 
-Usage: python3 bench/compare.py [--quick] [--only launch,fail,relay,killed,scale,table]
+Usage: python3 bench/compare.py [--quick] [--only launch,fail,relay,killed,scale,table,servers]
                                 [--repeat N] [--json FILE] [--peers dvr,mpirun,...]
 """
 
@@ -57,6 +59,7 @@ def parse_args(argv=None):
     ap.add_argument("--relay-consoles", help="where the launcher's console goes (default file,pipe,null; quick "
                     "file): a pipe is read by `cat` into a file")
     ap.add_argument("--scale", help="rank counts (default 64,256,1024; quick 64,256)")
+    ap.add_argument("--servers", default="16", help="server counts of the servers measure (default 16)")
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--calls", type=int, help="API calls timed per round in one interpreter (default 10, quick 5)")
     ap.add_argument("--cap", type=float, help="seconds a launcher may take to return after a rank failed "
@@ -79,6 +82,7 @@ def parse_args(argv=None):
         if getattr(args, name) is None:
             setattr(args, name, quick if q else full)
     args.scale = [int(n) for n in str(args.scale).split(",")]
+    args.servers = [int(n) for n in str(args.servers).split(",")]
     args.only = [m for m in args.only.split(",") if m]
     args.relay_modes = args.relay_modes.split(",")
     args.relay_consoles = args.relay_consoles.split(",")

@@ -22,6 +22,7 @@ import uuid
 import compare_peers as cp
 import compare_procs as proc
 import compare_ranks as ranks
+import compare_servers
 from _common import kill_all, marked, write_table
 from launcher_killed import run_killed
 
@@ -435,4 +436,4 @@ def measure_table(b):
 
 
 MEASURES = {"launch": measure_launch, "fail": measure_fail, "relay": measure_relay, "killed": measure_killed,
-            "scale": measure_scale, "table": measure_table}
+            "scale": measure_scale, "table": measure_table, "servers": compare_servers.measure_servers}

@@ -110,7 +110,7 @@ def ups(marks):
     return len([n for n in os.listdir(marks) if n.startswith("up.")])
 
 
-def run(servers, mode, fail_after, idle, peer_timeout, tmp, rank="python"):
+def run(servers, mode, fail_after, idle, peer_timeout, tmp, rank="python", davincirun=None):
     marks = os.path.join(tmp, "marks-%d" % servers)
     os.makedirs(marks)
     table = os.path.join(tmp, "table-%d.json" % servers)
@@ -124,7 +124,7 @@ def run(servers, mode, fail_after, idle, peer_timeout, tmp, rank="python"):
     started = time.time()
     procs = []
     for i in range(servers):
-        argv = [davincirun_path(), "-r", table, "--server-id", server_id(i), "-l", os.path.join(tmp, "log-%d" % i),
+        argv = [davincirun or davincirun_path(), "-r", table, "--server-id", server_id(i), "-l", os.path.join(tmp, "log-%d" % i),
                 "--peer-timeout", "%g" % peer_timeout, "--"] + program + [script, marks, str(rank_fails_after)]
         procs.append(subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL))

@@ -102,13 +102,13 @@ def start(launcher, program, nodes, script, marks, fail_after, env):
                                  start_new_session=True) for a in argv]
 
 
-def run(launcher, program, nodes, fail_after, cap, tmp, tag):
+def run(launcher, program, nodes, fail_after, cap, tmp, tag, base_env=None):
     marks = os.path.join(tmp, "marks-%d" % nodes)
     os.makedirs(marks)
     script = os.path.join(tmp, "worker.py")
     with open(script, "w") as f:
         f.write(WORKER)
-    env = dict(os.environ, **{MARKER: tag})
+    env = dict(base_env or os.environ, **{MARKER: tag})
     started = time.time()
     agents = start(launcher, program, nodes, script, marks, fail_after, env)
     while ups(marks) < nodes and time.time() - started < 600 and all(a.poll() is None for a in agents):
