@@ -124,8 +124,9 @@ def run(servers, mode, fail_after, idle, peer_timeout, tmp, rank="python", davin
     started = time.time()
     procs = []
     for i in range(servers):
-        argv = [davincirun or davincirun_path(), "-r", table, "--server-id", server_id(i), "-l", os.path.join(tmp, "log-%d" % i),
-                "--peer-timeout", "%g" % peer_timeout, "--"] + program + [script, marks, str(rank_fails_after)]
+        argv = [davincirun or davincirun_path(), "-r", table, "--server-id", server_id(i), "-l",
+                os.path.join(tmp, "log-%d" % i), "--peer-timeout", "%g" % peer_timeout, "--"] + program + [
+                    script, marks, str(rank_fails_after)]
         procs.append(subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL))
     out = {"up": None, "idle_io": None, "idle_cpu": None, "hub": None, "frozen": None}
