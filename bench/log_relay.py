@@ -10,7 +10,9 @@ Compares, in the same run:
 Each rank writes blocks of --lines-per-write 100-byte lines: 10,000 (1 MB
 writes, the default) or 82 (8 KiB, Python's buffer: a fast flood, in which
 a launcher's pauses block the writers on full pipes).
-Prints wall time, the ratio to `bare`, the launcher's peak RSS, and checks
+Prints wall time, the ratio to `bare`, the launcher's peak RSS, the CPU of
+every process of the run (user + system) beside the wall time it would take
+if it kept every CPU busy, and checks
 that every log file is byte-identical to what its rank wrote and that every
 console line is whole and carries its rank's prefix.
 
@@ -20,6 +22,7 @@ Usage: python bench/log_relay.py [--ranks 8] [--mib 256] [--repeat 3] [--lines-p
 import argparse
 import hashlib
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -164,29 +167,38 @@ def main():
     args = ap.parse_args()
     lpw = args.lines_per_write
     per_rank = args.mib * (1 << 20) // args.ranks // 100 * 100
-    results = {"bare": [], "cat": [], "cli": [], "cli-null": []}
+    results = {"bare": [], "cat": [], "cli": [], "cli-null": []}  # (wall s, CPU s of every process)
     peaks = {"cli": 0, "cli-null": 0}
+
+    def timed(mode, run, *run_args):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out = run(*run_args)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)  # every process of the run is reaped by now
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        results[mode].append((out[0], cpu))
+        if mode in peaks:
+            peaks[mode] = max(peaks[mode], out[1])
+
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory(prefix="davincirun-bench-") as tmp:
-            results["bare"].append(run_bare(tmp, args.ranks, per_rank, lpw)[0])
-            results["cat"].append(run_bare(tmp, args.ranks, per_rank, lpw, through_cat=True)[0])
+            timed("bare", run_bare, tmp, args.ranks, per_rank, lpw)
+            timed("cat", run_bare, tmp, args.ranks, per_rank, lpw, True)
             console = os.path.join(tmp, "console.txt")
-            t, peak = run_cli(tmp, args.ranks, per_rank, lpw, console, "cli")
+            timed("cli", run_cli, tmp, args.ranks, per_rank, lpw, console, "cli")
             check_console(console, args.ranks, per_rank)
-            results["cli"].append(t)
-            peaks["cli"] = max(peaks["cli"], peak)
-            t, peak = run_cli(tmp, args.ranks, per_rank, lpw, os.devnull, "cli-null")
-            results["cli-null"].append(t)
-            peaks["cli-null"] = max(peaks["cli-null"], peak)
-    base = min(results["bare"])
+            timed("cli-null", run_cli, tmp, args.ranks, per_rank, lpw, os.devnull, "cli-null")
+    base = min(results["bare"])[0]
     total_mib = per_rank * args.ranks / (1 << 20)
+    cpus = os.cpu_count() or 1
     print("log relay: %d ranks, %.0f MiB in total, writes of %d lines, best of %d" % (
         args.ranks, total_mib, lpw, args.repeat))
-    print("%-10s %9s %9s %12s" % ("mode", "seconds", "vs bare", "peak RSS"))
+    print("%-10s %9s %9s %12s %9s %14s" % ("mode", "seconds", "vs bare", "peak RSS", "CPU s", "CPU / %d CPUs" % cpus))
     for mode in ("bare", "cat", "cli", "cli-null"):
-        best = min(results[mode])
+        best, cpu = min(results[mode])
         rss = "%.1f MiB" % (peaks[mode] / 1024.0) if mode in peaks else "-"
-        print("%-10s %9.2f %8.2fx %12s" % (mode, best, best / base, rss))
+        print("%-10s %9.2f %8.2fx %12s %9.2f %14.2f" % (mode, best, best / base, rss, cpu, cpu / cpus))
+    print("CPU s: user + system of every process of the best run (ranks, cat, launcher); CPU / CPUs: the wall "
+          "time a run would take if it kept every CPU busy")
     print("log files byte-identical: yes; console lines whole and attributed: yes")
 
 
