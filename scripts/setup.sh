@@ -34,6 +34,9 @@ apt_packages=(g++ nlohmann-json3-dev libfmt-dev catch2 clang libclang-rt-14-dev 
 # their own daemons from a temporary configuration). iproute2 and util-linux
 # (ip, nsenter, unshare) make the hosts.
 apt_packages+=(slurm-wlm munge openmpi-bin iproute2 util-linux)
+# SHA-256's aarch64 engine is built with the cross compiler and run under
+# qemu-user in the C++ stage (scripts/check_sha256_engines.sh).
+apt_packages+=(g++-aarch64-linux-gnu qemu-user)
 # Debian's python3 makes no venv (build/venv) without its venv module.
 apt_packages+=(python3-venv)
 # Headless Chromium opens the job report's page in its tests

@@ -29,6 +29,7 @@ cpp_tests() {
   cmake --preset tests >/dev/null
   cmake --build --preset tests
   ctest --preset tests
+  bash scripts/check_sha256_engines.sh
 }
 run_stage "C++ tests" cpp_tests
 

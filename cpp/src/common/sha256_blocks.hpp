@@ -1,13 +1,24 @@
 // SHA-256's compression of whole 64-byte blocks (FIPS 180-4, 6.2.2), by
 // two engines: portable C++, and the CPU's SHA instructions where it has
 // them (x86-64's SHA extensions: Intel "SHA Extensions" white paper, 2013;
-// Goldmont and Ice Lake on, AMD Zen on). The peer channel hashes every
-// payload (peer_message.hpp); the instructions do it about 4x as fast.
+// Goldmont and Ice Lake on, AMD Zen on; aarch64's Armv8 Cryptographic
+// Extension, sha256_arm.cpp). The peer channel hashes every payload
+// (peer_message.hpp); the instructions do it about 4x as fast.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+
+// aarch64's engine (sha256_arm.cpp) needs the SHA-2 intrinsics in a function
+// of its own target: GCC gives them so; Clang before 16 only when the whole
+// build targets them (-march=...+sha2). Elsewhere sha256_x86.cpp's portable
+// stand-in serves.
+#if defined(__aarch64__) && (!defined(__clang__) || defined(__ARM_FEATURE_SHA2))
+#define DAVINCIRUN_SHA256_ARM_ENGINE 1
+#else
+#define DAVINCIRUN_SHA256_ARM_ENGINE 0
+#endif
 
 namespace davincirun::detail {
 
@@ -33,7 +44,8 @@ void sha256_blocks_portable(Sha256State& state, const unsigned char* p, std::siz
 void sha256_blocks_cpu(Sha256State& state, const unsigned char* p, std::size_t count) noexcept;
 
 /// Whether this CPU has the instructions sha256_blocks_cpu() uses (asked
-/// once: CPUID on x86-64; false on other machines, which use the portable engine).
+/// once: CPUID on x86-64, the kernel's HWCAP_SHA2 on aarch64; false on other
+/// machines, which use the portable engine).
 bool sha256_cpu_engine() noexcept;
 
 }  // namespace davincirun::detail

@@ -80,7 +80,7 @@ bool sha256_cpu_engine() noexcept {
 
 }  // namespace davincirun::detail
 
-#else
+#elif !DAVINCIRUN_SHA256_ARM_ENGINE  // else sha256_arm.cpp serves aarch64
 
 namespace davincirun::detail {
 
