@@ -11,10 +11,10 @@
 #include <cstdint>
 
 // aarch64's engine (sha256_arm.cpp) needs the SHA-2 intrinsics in a function
-// of its own target: GCC gives them so; Clang before 16 only when the whole
-// build targets them (-march=...+sha2). Elsewhere sha256_x86.cpp's portable
-// stand-in serves.
-#if defined(__aarch64__) && (!defined(__clang__) || defined(__ARM_FEATURE_SHA2))
+// of its own target: GCC and Clang 16 on give them so (the wheels' zig is
+// Clang 22); older Clang only when the whole build targets them
+// (-march=...+sha2). Elsewhere sha256_x86.cpp's portable stand-in serves.
+#if defined(__aarch64__) && (!defined(__clang__) || __clang_major__ >= 16 || defined(__ARM_FEATURE_SHA2))
 #define DAVINCIRUN_SHA256_ARM_ENGINE 1
 #else
 #define DAVINCIRUN_SHA256_ARM_ENGINE 0
