@@ -222,7 +222,8 @@ TEST_CASE("a read's progress is its last progress line, after the last epoch lin
   CHECK(console.lines.size() == 2);  // every line reaches the console
 }
 
-TEST_CASE("a line split across reads, and a bar redrawn with '\\r', are read as a terminal shows them", "[progress]") {
+TEST_CASE("a line split across reads, and a bar redrawn after a carriage return, are read as a terminal shows them",
+          "[progress]") {
   StatusSink console;
   JobProgress::Options options;
   options.labels = {"rank 0", "rank 1", "rank 2"};
@@ -242,7 +243,8 @@ TEST_CASE("a line split across reads, and a bar redrawn with '\\r', are read as 
   CHECK(console.lines.empty());  // output() is read, not shown: the lines come through write()
 }
 
-TEST_CASE("after skipped bytes the first, cut line is not read; a redraw or a new line starts clean", "[progress]") {
+TEST_CASE("after skipped bytes the first, cut line is not read, and a redraw or a new line starts clean",
+          "[progress]") {
   StatusSink console;
   JobProgress::Options options;
   options.labels = {"rank 0", "rank 1", "rank 2"};
