@@ -11,11 +11,12 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import sysconfig
 from collections import namedtuple
+
+from _common import free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -68,12 +69,6 @@ API_CALLS = ("import json, sys, time\nfrom davincirunsdk import start_and_wait_d
              "open(out, 'w').write(json.dumps(times))")
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _logs_at(pattern):
     """logs() for a peer whose log file names hold a run id: the first match."""
     def logs(r):
@@ -105,7 +100,7 @@ def _msrun(peer, run):
     os.makedirs(bindir, exist_ok=True)
     os.symlink(run.rank_argv[0], os.path.join(bindir, "python3"))
     argv = [peer.path, "--worker_num", str(run.n), "--local_worker_num", str(run.n), "--master_port",
-            str(_free_port()), "--log_dir", run.log_dir, "--join", "True", "python3"] + run.rank_argv[1:]
+            str(free_port()), "--log_dir", run.log_dir, "--join", "True", "python3"] + run.rank_argv[1:]
     return Launch(argv, {"PATH": bindir + os.pathsep + os.environ.get("PATH", "")},
                   lambda r: os.path.join(run.log_dir, "worker_%d.log" % r), None)
 

@@ -31,14 +31,14 @@ import argparse
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import MARKER, kill_all, marked, peak_rss_kib  # noqa: E402
+from _common import MARKER, free_port, kill_all, marked, peak_rss_kib  # noqa: E402
+from many_servers import ups  # noqa: E402
 from process_scan import alive  # noqa: E402 (on the path through _common)
 
 FAKE_RSH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_rsh.sh")
@@ -63,16 +63,6 @@ if rank == size - 1:
     sys.exit(1)
 time.sleep(3600)
 """
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def ups(marks):
-    return len([n for n in os.listdir(marks) if n.startswith("up.")])
 
 
 def cpu_seconds(pid):
