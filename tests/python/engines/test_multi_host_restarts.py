@@ -59,13 +59,16 @@ def two_hosts(netns_hosts, tmp_path):
     assert not netns_hosts.leftovers()
 
 
-def rank_1_reached_epoch_3(host):
+def rank_1_past_checkpoint_3(host):
+    """Rank 1's pid once rank 0's checkpoint holds epoch 3 or later. Rank 0 saves an epoch after
+    printing it, so rank 1's line of epoch 3 can come before that save; its line of epoch 4 cannot,
+    as epoch 4's gradients are averaged with rank 0, which starts epoch 4 after the save."""
     deadline = time.monotonic() + 60
     while not os.path.isdir(os.path.join(host.root, "restarted", "latest")):
         assert time.monotonic() < deadline, "no run directory"
         time.sleep(0.05)
     path = os.path.join(os.path.realpath(os.path.join(host.root, "restarted", "latest")), "rank_1.device_0.log")
-    wait_for_text(path, "rank 1 epoch  3/%d" % EPOCHS, timeout=180.0)
+    wait_for_text(path, "rank 1 epoch  4/%d" % EPOCHS, timeout=180.0)
     with open(path) as f:
         return int(re.search(r", pid (\d+)", f.read()).group(1))
 
@@ -85,7 +88,7 @@ def test_a_rank_killed_on_the_second_host_restarts_both_hosts_which_resume(two_h
     procs = [start(h, table, str(tmp_path / "ckpt"), "restarted", *RESTARTS) for h in hosts]
     killed_at = None
     try:
-        os.kill(rank_1_reached_epoch_3(hosts[1]), signal.SIGKILL)
+        os.kill(rank_1_past_checkpoint_3(hosts[1]), signal.SIGKILL)
         killed_at = time.monotonic()
     finally:
         results = finish(procs, timeout=300)
@@ -101,7 +104,7 @@ def test_the_second_hosts_davincirun_killed_and_started_again_rejoins_the_job(tw
     hosts, table, expected = two_hosts
     checkpoint = str(tmp_path / "ckpt")
     hub, member = [start(h, table, checkpoint, "restarted", *RESTARTS) for h in hosts]
-    rank_1_reached_epoch_3(hosts[1])
+    rank_1_past_checkpoint_3(hosts[1])
     member.kill()  # SIGKILL: its supervisor stops the rank and leaves the job
     member.wait()
     assert hosts[1].wait_empty(30) == []  # as an engine restarting the server's container

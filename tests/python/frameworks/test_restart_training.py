@@ -74,11 +74,13 @@ def test_a_killed_rank_restarts_the_job_which_resumes_and_ends_as_an_uninterrupt
     assert plain.returncode == 0, err
     with open(os.path.join(run_dir_of(tmp_path / "plain"), "rank_0.device_0.log")) as f:
         expected = f.read()
-    # The same, rank 2 SIGKILLed once it has trained three epochs.
+    # The same, rank 2 SIGKILLed once rank 0 saved epoch 3. Rank 0 saves an epoch after printing
+    # it, so rank 2's line of epoch 3 can come before the save; its line of epoch 4 cannot (epoch 4's
+    # gradients are averaged with rank 0, which starts epoch 4 after the save).
     job = start(tmp_path, job_env, tmp_path / "log", "--max-restarts", "3", *table, *train, "--checkpoint",
                 str(tmp_path / "ckpt"))
     run = run_dir_of(tmp_path / "log")
-    wait_for_text(os.path.join(run, "rank_2.device_2.log"), "rank 2 epoch  3/8", timeout=180.0)
+    wait_for_text(os.path.join(run, "rank_2.device_2.log"), "rank 2 epoch  4/8", timeout=180.0)
     os.kill(member_pid(job_env[MARKER_VARIABLE], 2), signal.SIGKILL)
     _, err = job.communicate(timeout=300)
     assert job.returncode == 0, err
