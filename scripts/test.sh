@@ -50,7 +50,7 @@ run_stage "Fuzzing, 2 targets x 40 s" bash scripts/fuzz.sh 40
 # MindSpore's and TensorFlow's tests fail rather than skip when their venvs are missing.
 python_tests() {
   export DAVINCIRUN_REQUIRE_MINDSPORE=1 DAVINCIRUN_REQUIRE_TENSORFLOW=1
-  "$VENV_PYTHON" -m pytest -q -p no:cacheprovider tests/python
+  "$VENV_PYTHON" -m pytest -q -p no:cacheprovider --durations=20 tests/python
 }
 run_stage "Python tests" python_tests
 

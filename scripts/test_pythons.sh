@@ -39,6 +39,9 @@ core=$(cd "${DAVINCIRUN_PREBUILT_CORE:-build/tests}" && pwd)
 compiler=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$core/CMakeCache.txt")
 build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$core/CMakeCache.txt")
 launcher=$(sed -n 's/^CMAKE_CXX_COMPILER_LAUNCHER:[A-Z]*=//p' "$core/CMakeCache.txt")
+# Its flags too (the tests preset's line tables only: the module builds in less time).
+flags_var=CMAKE_CXX_FLAGS_$(tr a-z A-Z <<<"$build_type")
+flags=$(sed -n "s/^$flags_var:[A-Z]*=//p" "$core/CMakeCache.txt")
 
 failed=()
 for version in $versions; do
@@ -60,7 +63,7 @@ for version in $versions; do
     echo "$wanted" >"$venv/.made"
   fi
   if [[ ! -f $dir/build/CMakeCache.txt ]]; then
-    cmake -S . -B "$dir/build" -G Ninja -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_BUILD_TYPE="$build_type" \
+    cmake -S . -B "$dir/build" -G Ninja -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_BUILD_TYPE="$build_type" "-D$flags_var=$flags" \
       ${launcher:+-DCMAKE_CXX_COMPILER_LAUNCHER="$launcher"} -DDAVINCIRUN_WERROR=ON -DDAVINCIRUN_BUILD_PYTHON=ON -DDAVINCIRUN_DEV_PACKAGE=ON \
       -DDAVINCIRUN_PREBUILT_CORE="$core" -DPython_EXECUTABLE="$venv/bin/python" \
       -Dpybind11_DIR="$("$venv/bin/python" -m pybind11 --cmakedir)" >/dev/null

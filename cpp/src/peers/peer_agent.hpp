@@ -186,7 +186,8 @@ class PeerAgent {
   std::size_t share_record(const std::string& record, std::chrono::milliseconds timeout);
   /// A member, after run() returned, on the owner's thread: the hub's
   /// record, waited for at most record_wait(); "" with `why` set when none
-  /// came (the hub sent none, its connection ended, or the wait ran out).
+  /// came (the hub sent none, its connection ended, or the wait ran out), and
+  /// at once when this server left the job (its launcher gone, restarts on).
   std::string await_record(std::string& why);
   /// How long a member waits for the record: after a stop the hub first
   /// waits up to the gather timeout for the other members' parts; after a

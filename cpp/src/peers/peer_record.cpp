@@ -190,6 +190,12 @@ std::string PeerAgent::await_record(std::string& why) {
     why = "this server's agent was no longer connected to rank 0's server at the end";
     return {};
   }
+  if (leaving_) {
+    // The job goes on without this server (its launcher is gone): its record
+    // is written when the job ends, which no one here waits for.
+    why = "this server left the job when its davincirun was gone";
+    return {};
+  }
   const auto deadline = Clock::now() + record_wait();
   std::string record;
   try {
