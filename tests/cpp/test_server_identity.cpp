@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "davincirun/errors.hpp"
 #include "davincirun/rank_table.hpp"
 #include "davincirun/server_identity.hpp"
@@ -85,6 +87,29 @@ TEST_CASE("an explicit server id must name a server exactly", "[server_identity]
   CHECK_THROWS_WITH(identify_server(two, Environment(), nowhere, std::string("10.0.0.012")),
                     Contains("'10.0.0.012' is not in the rank table") && Contains("10.0.0.11, 10.0.0.12"));
   CHECK_THROWS_AS(identify_server(two, Environment(), nowhere, std::string("x")), ConfigError);
+}
+
+TEST_CASE("a server id not in a table of many servers: the first 16 named, the nearest suggested",
+          "[server_identity]") {
+  RankTable many;
+  for (int i = 0; i < 4096; ++i) {
+    RankTableServer server;
+    server.server_id = fmt::format("10.0.{}.{}", i / 256, i % 256);
+    many.servers.push_back(server);
+  }
+  try {
+    identify_server(many, Environment(), nowhere, std::string("10.0.15.2555"));
+    FAIL("no error");
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    CHECK_THAT(what, Contains("(servers: 10.0.0.0, 10.0.0.1, ") && Contains(", 10.0.0.15 and 4080 more)") &&
+                         Contains("did you mean '10.0.15.255'?"));
+    CHECK(what.find("10.0.0.16") == std::string::npos);
+    CHECK(what.size() < 400);
+  }
+  // Nothing near: no suggestion.
+  CHECK_THROWS_WITH(identify_server(many, Environment(), nowhere, std::string("gpu-node-7")),
+                    !Contains("did you mean"));
 }
 
 TEST_CASE("pod name finds the server in a 0.1 table", "[server_identity]") {

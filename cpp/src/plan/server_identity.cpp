@@ -9,11 +9,13 @@
 
 #include <algorithm>
 #include <climits>
+#include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/edit_distance.hpp"
 #include "common/ip_address.hpp"
 #include "davincirun/errors.hpp"
 #include "plan/engine_index.hpp"
@@ -69,10 +71,30 @@ struct Rule {
   std::vector<std::string> looked_at;  // for the no-match error
 };
 
+// The table's server ids for a message: all of a few, the first of many (a
+// table of 4,096 servers would make the message 60 KB).
 std::string server_list(const RankTable& table) {
-  std::vector<std::string> ids;
-  for (const auto& s : table.servers) ids.push_back(s.server_id);
-  return fmt::format("{}", fmt::join(ids, ", "));
+  constexpr std::size_t shown = 16;
+  std::vector<std::string_view> ids;
+  for (std::size_t i = 0; i < table.servers.size() && i < shown; ++i) ids.push_back(table.servers[i].server_id);
+  std::string text = fmt::format("{}", fmt::join(ids, ", "));
+  if (table.servers.size() > shown) text += fmt::format(" and {} more", table.servers.size() - shown);
+  return text;
+}
+
+// ", did you mean 'X'?" when one server id is within two edits of `typed`.
+std::string nearest_server(const RankTable& table, const std::string& typed) {
+  constexpr std::size_t far = 2;
+  std::size_t best = far + 1;
+  const std::string* found = nullptr;
+  for (const auto& s : table.servers) {
+    const std::size_t d = detail::edit_distance(typed, s.server_id, far);
+    if (d < best) {
+      best = d;
+      found = &s.server_id;
+    }
+  }
+  return found != nullptr ? fmt::format("; did you mean '{}'?", *found) : std::string();
 }
 
 void probe_variable(Rule& rule, const Environment& env, const char* name, Matcher matches) {
@@ -171,8 +193,9 @@ ServerMatch identify_server(const RankTable& table, const Environment& env, cons
         return {i, fmt::format("server_id {} was given explicitly", *explicit_server_id), {}};
       }
     }
-    throw OptionError("server_id", fmt::format("server id '{}' is not in the rank table (servers: {})",
-                                               *explicit_server_id, server_list(table)));
+    throw OptionError("server_id",
+                      fmt::format("server id '{}' is not in the rank table (servers: {}){}", *explicit_server_id,
+                                  server_list(table), nearest_server(table, *explicit_server_id)));
   }
 
   Rule pod{"pod_name",
