@@ -59,6 +59,18 @@ VENV_OPTIONS=(--without-pip)
 WHEEL_SETTINGS=(
   -C "build-dir=$ENV_DIR/cmake-build"
 )
+# DAVINCIRUN_CORE_PRESET=<a preset of CMakePresets.json> (scripts/test.sh
+# sets "tests"): the wheel takes the core, the CLI library and the supervisor
+# of that preset's build, brought up to date first, and compiles only the
+# module and the command (cmake/prebuilt_core.cmake): one compile of the core
+# then serves the C++ tests, this wheel and the other CPython versions' modules.
+CORE_PRESET=${DAVINCIRUN_CORE_PRESET:-}
+if [[ -n $CORE_PRESET ]]; then
+  WHEEL_SETTINGS=(
+    -C "build-dir=$ENV_DIR/cmake-build-$CORE_PRESET"
+    -C "cmake.define.DAVINCIRUN_PREBUILT_CORE=$REPO/build/$CORE_PRESET"
+  )
+fi
 
 # What the wheel is built from (pyproject.toml's wheel.packages, the CMake
 # project, the metadata files) plus how it is built.
@@ -124,6 +136,11 @@ else
   say "wheel: building from $REPO (compiles the C++ core: minutes the first time, incremental later)"
   rm -rf "$wheel_dir.new"
   t0=$SECONDS
+  if [[ -n $CORE_PRESET ]]; then
+    say "wheel: the core and programs of build/$CORE_PRESET (cmake --preset $CORE_PRESET)"
+    cmake --preset "$CORE_PRESET" >/dev/null
+    cmake --build --preset "$CORE_PRESET" --target davincirun_core davincirun_cli davincirun davincirun-supervisor
+  fi
   quiet "$PYTHON_EXE" -m pip wheel -q --no-build-isolation --no-deps "${WHEEL_SETTINGS[@]}" -w "$wheel_dir.new" "$REPO"
   # The digest taken before the build: a source edited during the build
   # makes the next run build again.

@@ -18,7 +18,9 @@ cd "$(dirname "$0")/.."
 source scripts/venv.sh
 source scripts/stages.sh
 
-run_stage "Setup (scripts/setup.sh)" bash scripts/setup.sh
+# The wheel setup builds (the package the Python stage tests) reuses the
+# core of the C++ tests' build, compiled once for both (scripts/notebook_env.sh).
+run_stage "Setup (scripts/setup.sh)" env DAVINCIRUN_CORE_PRESET=tests bash scripts/setup.sh
 # The venv's python, pytest and tools (cmake, ninja, ruff, clang-format...)
 # for every stage; a stage finding no venv fails saying so.
 [[ -x $VENV_PYTHON ]] && export VIRTUAL_ENV=$VENV PATH=$VENV/bin:$PATH
