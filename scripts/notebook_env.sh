@@ -56,21 +56,14 @@ VENV_OPTIONS=(--without-pip)
 
 # The wheel gets its own, kept build directory, for incremental rebuilds
 # (pyproject.toml sets none: `pip install .` builds in a temporary one).
-WHEEL_SETTINGS=(
-  -C "build-dir=$ENV_DIR/cmake-build"
-)
 # DAVINCIRUN_CORE_PRESET=<a preset of CMakePresets.json> (scripts/test.sh
 # sets "tests"): the wheel takes the core, the CLI library and the supervisor
 # of that preset's build, brought up to date first, and compiles only the
 # module and the command (cmake/prebuilt_core.cmake): one compile of the core
 # then serves the C++ tests, this wheel and the other CPython versions' modules.
 CORE_PRESET=${DAVINCIRUN_CORE_PRESET:-}
-if [[ -n $CORE_PRESET ]]; then
-  WHEEL_SETTINGS=(
-    -C "build-dir=$ENV_DIR/cmake-build-$CORE_PRESET"
-    -C "cmake.define.DAVINCIRUN_PREBUILT_CORE=$REPO/build/$CORE_PRESET"
-  )
-fi
+WHEEL_SETTINGS=(-C "build-dir=$ENV_DIR/cmake-build${CORE_PRESET:+-$CORE_PRESET}")
+[[ -z $CORE_PRESET ]] || WHEEL_SETTINGS+=(-C "cmake.define.DAVINCIRUN_PREBUILT_CORE=$REPO/build/$CORE_PRESET")
 
 # What the wheel is built from (pyproject.toml's wheel.packages, the CMake
 # project, the metadata files). Not which build compiled its core

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/edit_distance.hpp"
 #include "davincirun/errors.hpp"
 #include "davincirun/rank_table_loader.hpp"
 #include "rank_table/rank_table_absence.hpp"

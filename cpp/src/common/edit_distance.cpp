@@ -29,4 +29,18 @@ std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t li
   return std::min(previous[b.size()], limit + 1);
 }
 
+std::optional<NearName> nearest_name(std::string_view typed, const std::vector<std::string>& names) {
+  std::optional<NearName> best;
+  for (const std::string& name : names) {
+    // Bounded by the best so far: most names are dismissed by their length
+    // alone. Over the bound, edit_distance answers bound + 1: never a tie.
+    const std::size_t bound = best ? best->distance : unlike_edits;
+    const std::size_t distance = edit_distance(typed, name, bound);
+    if (!best || distance < best->distance || (distance == best->distance && name < best->name)) {
+      best = NearName{name, distance};
+    }
+  }
+  return best;
+}
+
 }  // namespace davincirun::detail

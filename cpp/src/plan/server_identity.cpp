@@ -82,19 +82,13 @@ std::string server_list(const RankTable& table) {
   return text;
 }
 
-// ", did you mean 'X'?" when one server id is within two edits of `typed`.
+// "; did you mean 'X'?" when a server id is within two edits of `typed`.
 std::string nearest_server(const RankTable& table, const std::string& typed) {
-  constexpr std::size_t far = 2;
-  std::size_t best = far + 1;
-  const std::string* found = nullptr;
-  for (const auto& s : table.servers) {
-    const std::size_t d = detail::edit_distance(typed, s.server_id, far);
-    if (d < best) {
-      best = d;
-      found = &s.server_id;
-    }
-  }
-  return found != nullptr ? fmt::format("; did you mean '{}'?", *found) : std::string();
+  std::vector<std::string> ids;
+  ids.reserve(table.servers.size());
+  for (const auto& s : table.servers) ids.push_back(s.server_id);
+  const auto near = detail::nearest_name(typed, ids);
+  return near && near->distance <= 2 ? fmt::format("; did you mean '{}'?", near->name) : std::string();
 }
 
 void probe_variable(Rule& rule, const Environment& env, const char* name, Matcher matches) {

@@ -20,8 +20,6 @@ namespace {
 // Names compared at most: a folder of many thousands (a shared /tmp) is
 // read once per progress line, and a typo is rarely that far down.
 constexpr std::size_t max_names = 10'000;
-// Beyond this, every name is as unlike as any other (NAME_MAX is 255).
-constexpr std::size_t far = 255;
 
 struct Listing {
   bool readable = false;
@@ -81,20 +79,6 @@ std::string folder_of(const std::string& path) {
 
 std::size_t close_enough(std::size_t typed_length) { return std::clamp<std::size_t>(typed_length / 4, 1, 3); }
 
-std::optional<NearName> nearest_name(std::string_view typed, const std::vector<std::string>& names) {
-  std::optional<NearName> best;
-  for (const std::string& name : names) {
-    // Bounded by the best so far: most names are dismissed by their length
-    // alone. Over the bound, edit_distance answers bound + 1: never a tie.
-    const std::size_t bound = best ? best->distance : far;
-    const std::size_t distance = edit_distance(typed, name, bound);
-    if (!best || distance < best->distance || (distance == best->distance && name < best->name)) {
-      best = NearName{name, distance};
-    }
-  }
-  return best;
-}
-
 std::optional<std::string> missing_folder(const std::string& path) {
   const std::string folder = folder_of(path);
   struct stat info{};
@@ -142,8 +126,8 @@ std::string directory_note(const std::string& dir, const std::vector<std::string
   if (listing.names.empty()) return " (it is empty)";
   std::vector<std::pair<std::size_t, const std::string*>> ranked;
   for (const std::string& name : listing.names) {
-    std::size_t distance = far + 1;
-    for (const std::string_view table : wanted) distance = std::min(distance, edit_distance(table, name, far));
+    std::size_t distance = unlike_edits + 1;
+    for (const std::string_view table : wanted) distance = std::min(distance, edit_distance(table, name, unlike_edits));
     ranked.emplace_back(distance, &name);
   }
   constexpr std::size_t shown_names = 3;

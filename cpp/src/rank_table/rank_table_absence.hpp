@@ -22,16 +22,6 @@ std::string folder_of(const std::string& path);
 /// but not "xy.jsn".
 std::size_t close_enough(std::size_t typed_length);
 
-/// A name of a folder and how many edits it is from the one typed.
-struct NearName {
-  std::string name;
-  std::size_t distance;
-};
-
-/// Of `names`, the nearest to `typed` (ties: the first in byte order); nullopt
-/// when `names` is empty.
-std::optional<NearName> nearest_name(std::string_view typed, const std::vector<std::string>& names);
-
 /// When the folder `path` is in does not exist or is not a folder: the
 /// detail of the error, naming that folder and the nearest folder up that
 /// exists, and a name there alike the first missing one, e.g. "the folder
