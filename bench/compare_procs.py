@@ -137,7 +137,10 @@ class RssSampler:
                     continue
                 # A fork that has not exec'd yet (a launcher starting a rank)
                 # holds its parent's pages: counting them twice would be wrong.
-                if ppid in below and cmdline == _read("/proc/%d/cmdline" % ppid):
+                # A fork that renamed itself runs on its own (davincirun's
+                # supervisor, a copy of the command): counted, shared pages and all.
+                if (ppid in below and cmdline == _read("/proc/%d/cmdline" % ppid)
+                        and _read("/proc/%d/comm" % pid) == _read("/proc/%d/comm" % ppid)):
                     continue
                 m = re.search(rb"VmHWM:\s+(\d+)", _read("/proc/%d/status" % pid))
                 total += int(m.group(1)) if m else 0

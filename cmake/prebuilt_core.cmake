@@ -29,7 +29,8 @@ foreach(fact IN LISTS davincirun_core_build_facts)
   endif()
 endforeach()
 
-foreach(file cpp/libdavincirun_core.a cpp/libdavincirun_cli.a cpp/davincirun cpp/davincirun-supervisor)
+foreach(file cpp/libdavincirun_core.a cpp/libdavincirun_job_host.a cpp/libdavincirun_cli.a cpp/davincirun
+             cpp/davincirun-supervisor)
   if(NOT EXISTS "${prebuilt}/${file}")
     message(FATAL_ERROR "DAVINCIRUN_PREBUILT_CORE=${prebuilt} has no ${file}: build it first "
                         "(cmake --build ${prebuilt} --target davincirun_core davincirun davincirun-supervisor)")
@@ -44,10 +45,14 @@ add_library(davincirun::core ALIAS davincirun_core)
 add_executable(davincirun-supervisor IMPORTED GLOBAL)
 set_target_properties(davincirun-supervisor PROPERTIES IMPORTED_LOCATION "${prebuilt}/cpp/davincirun-supervisor")
 if(SKBUILD)
+  add_library(davincirun_job_host STATIC IMPORTED GLOBAL)
+  set_target_properties(davincirun_job_host PROPERTIES
+    IMPORTED_LOCATION "${prebuilt}/cpp/libdavincirun_job_host.a"
+    INTERFACE_LINK_LIBRARIES davincirun_core)
   add_library(davincirun_cli STATIC IMPORTED GLOBAL)
   set_target_properties(davincirun_cli PROPERTIES
     IMPORTED_LOCATION "${prebuilt}/cpp/libdavincirun_cli.a"
-    INTERFACE_LINK_LIBRARIES davincirun_core)
+    INTERFACE_LINK_LIBRARIES "davincirun_job_host;davincirun_core")
   add_executable(davincirun cpp/cli/wheel_python.cpp)
   davincirun_target_options(davincirun)
   davincirun_program_options(davincirun)

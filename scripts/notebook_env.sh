@@ -133,7 +133,7 @@ else
   if [[ -n $CORE_PRESET ]]; then
     say "wheel: the core and programs of build/$CORE_PRESET (cmake --preset $CORE_PRESET)"
     cmake --preset "$CORE_PRESET" >/dev/null
-    cmake --build --preset "$CORE_PRESET" --target davincirun_core davincirun_cli davincirun davincirun-supervisor
+    cmake --build --preset "$CORE_PRESET" --target davincirun_core davincirun_job_host davincirun_cli davincirun davincirun-supervisor
   fi
   quiet "$PYTHON_EXE" -m pip wheel -q --no-build-isolation --no-deps "${WHEEL_SETTINGS[@]}" -w "$wheel_dir.new" "$REPO"
   # The digest taken before the build: a source edited during the build

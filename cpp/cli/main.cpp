@@ -1,7 +1,9 @@
 // `davincirun`: the command-line front end of the launcher.
 //
-// The ranks run under a davincirun-supervisor process (see Job in
-// job.hpp), so even SIGKILL of this process leaves nothing running.
+// The ranks run under the job's supervisor process (see Job in job.hpp), so
+// even SIGKILL of this process leaves nothing running. It is a forked copy
+// of this program (supervisor/job_host.hpp), ready at once, unless
+// DAVINCIRUN_SUPERVISOR names the davincirun-supervisor program to start.
 // It owns the process's signals, which the library never touches, from the
 // moment it starts (waiting for the rank table included): SIGINT, SIGTERM,
 // SIGQUIT and SIGHUP stop the job gracefully. SIGHUP only when it was not
@@ -31,6 +33,7 @@
 #include "process/command_lookup.hpp"
 #include "python_script.hpp"
 #include "report_command.hpp"
+#include "supervisor/job_host.hpp"
 
 namespace {
 
@@ -90,6 +93,15 @@ void say(const std::string& text) {
 
 int verbosity = 1;
 
+// Forked while this process has one thread (before the plan: planning
+// starts none), or the program named.
+davincirun::SupervisorProcess start_supervisor(const davincirun::LaunchOptions& options) {
+  if (options.supervisor_program.empty() && !davincirun::Environment::current().get("DAVINCIRUN_SUPERVISOR")) {
+    return davincirun::SupervisorProcess::forked(davincirun::detail::run_job_host);
+  }
+  return davincirun::SupervisorProcess(options.supervisor_program);
+}
+
 // A stop signal before the job started: nothing to stop, nothing left
 // (lifecycle.hpp: a stop in waiting_for_table or planning).
 struct StoppedBeforeStart {
@@ -145,7 +157,7 @@ int run(const davincirun::cli::CliOptions& cli) {
   std::optional<SupervisorProcess> early_supervisor;
   if (!cli.dry_run) {
     try {
-      early_supervisor.emplace(options.supervisor_program);
+      early_supervisor.emplace(start_supervisor(options));
     } catch (const ConfigError&) {
       early_supervisor.reset();  // the Job below tries again and says why
     }
@@ -173,8 +185,7 @@ int run(const davincirun::cli::CliOptions& cli) {
   // The job's supervisor process writes the ranks' lines to our stdout and
   // its notices to our stderr itself, through a queue: a console that is
   // not being read (a paused pager, Ctrl-S) never slows the ranks.
-  Job job = early_supervisor ? Job(plan, ConsoleTarget::stdio, std::move(*early_supervisor))
-                             : Job(plan, ConsoleTarget::stdio);
+  Job job(plan, ConsoleTarget::stdio, early_supervisor ? std::move(*early_supervisor) : start_supervisor(options));
   running_job.store(&job);
   if (stop_signal == SIGINT) job.request_stop();  // a signal that came during start-up
   if (stop_signal != 0 && stop_signal != SIGINT) job.request_stop_by_signal(stop_signal, stop_sender);

@@ -2,8 +2,8 @@
 
 #include <poll.h>
 #include <signal.h>
-#include <sys/eventfd.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -52,17 +52,10 @@ CommandListener::CommandListener(int lifeline_fd, const std::string& already_rea
   sigemptyset(&stops);
   for (const int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, sig);
   signals_.reset(::signalfd(-1, &stops, SFD_CLOEXEC | SFD_NONBLOCK));
-  done_.reset(::eventfd(0, EFD_CLOEXEC));
-  if (!signals_ || !done_) throw SystemError("signalfd/eventfd", errno);
+  if (!signals_) throw SystemError("signalfd", errno);
   for (const char c : already_read) handle(c);
-  thread_ = std::thread([this] { run(); });
-}
-
-CommandListener::~CommandListener() {
-  const std::uint64_t one = 1;
-  const ssize_t ignored = ::write(done_.get(), &one, sizeof one);
-  (void)ignored;
-  thread_.join();
+  supervisor_.watch_readable(signals_.get(), [this] { return read_signals(); });
+  supervisor_.watch_readable(fd_, [this] { return read_lifeline(); });
 }
 
 void CommandListener::handle(char c) {
@@ -92,7 +85,7 @@ void CommandListener::run_command(const std::string& command) {
   }
 }
 
-void CommandListener::read_signals() {
+bool CommandListener::read_signals() {
   signalfd_siginfo info{};
   while (::read(signals_.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
     SignalOrigin origin;
@@ -100,32 +93,22 @@ void CommandListener::read_signals() {
     origin.sender_pid = static_cast<pid_t>(info.ssi_pid);
     supervisor_.request_stop_by_signal(static_cast<int>(info.ssi_signo), origin);
   }
+  return true;
 }
 
-void CommandListener::run() {
-  bool lifeline_open = true;
-  for (;;) {
-    pollfd fds[3] = {{done_.get(), POLLIN, 0}, {signals_.get(), POLLIN, 0}, {lifeline_open ? fd_ : -1, POLLIN, 0}};
-    if (::poll(fds, 3, -1) < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    if (fds[0].revents) return;
-    if (fds[1].revents) read_signals();
-    if (lifeline_open && fds[2].revents) {
-      char buf[256];
-      const ssize_t n = ::read(fd_, buf, sizeof buf);
-      if (n > 0) {
-        for (ssize_t i = 0; i < n; ++i) handle(buf[i]);
-      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-        // The launcher exited or was killed: nobody is left to stop the
-        // job, so stop it now, gracefully (SIGTERM, then SIGKILL after
-        // the grace period).
-        lifeline_open = false;
-        supervisor_.request_stop_orphaned();
-      }
-    }
+bool CommandListener::read_lifeline() {
+  char buf[256];
+  // MSG_DONTWAIT: the socket itself blocks (the frames out are written whole).
+  const ssize_t n = ::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+  if (n > 0) {
+    for (ssize_t i = 0; i < n; ++i) handle(buf[i]);
+    return true;
   }
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+  // The launcher exited or was killed: nobody is left to stop the job, so
+  // stop it now, gracefully (SIGTERM, then SIGKILL after the grace period).
+  supervisor_.request_stop_orphaned();
+  return false;
 }
 
 bool stop_arrived(int lifeline_fd, int wait_ms) {

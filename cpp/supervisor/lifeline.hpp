@@ -5,7 +5,6 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <thread>
 
 #include "davincirun/console_sink.hpp"
 #include "davincirun/supervisor.hpp"
@@ -45,37 +44,35 @@ class RelaySink final : public LineSink {
   Lifeline& lifeline_;
 };
 
-/// Reads the launcher's commands, and this process's own stop signals
-/// (SIGINT, SIGTERM, SIGHUP, blocked in every thread), on a thread of its own
-/// while the main thread runs the job, and passes them to `supervisor`.
-/// The launcher's end closing stops the job gracefully. The notices about
-/// them come from the supervisor, on the main thread.
 /// Waits up to `wait_ms` for a reason to stop waiting before the job's
 /// event loop runs: true when the launcher sent something or closed the
 /// lifeline, or a stop signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) is pending.
 /// Consumes nothing: the event loop takes it once it runs.
 bool stop_arrived(int lifeline_fd, int wait_ms);
 
+/// Reads the launcher's commands, and this process's own stop signals
+/// (SIGINT, SIGTERM, SIGHUP, blocked in every thread), on the job's event
+/// loop (Supervisor::watch_readable: no thread of its own to start and
+/// join), and passes them to `supervisor` as requests. The launcher's end
+/// closing stops the job gracefully. The notices about them come from the
+/// supervisor. Must outlive the supervisor's run().
 class CommandListener {
  public:
   /// `already_read`: command bytes that came with the job's spec frame.
   CommandListener(int lifeline_fd, const std::string& already_read, Supervisor& supervisor);
-  ~CommandListener();
   CommandListener(const CommandListener&) = delete;
   CommandListener& operator=(const CommandListener&) = delete;
 
  private:
   void handle(char c);
   void run_command(const std::string& command);
-  void read_signals();
-  void run();
+  bool read_signals();
+  bool read_lifeline();
 
   int fd_;
   Supervisor& supervisor_;
   UniqueFd signals_;
-  UniqueFd done_;
   std::string partial_;  // a command whose argument bytes have not all come yet
-  std::thread thread_;   // last: starts once the members above exist
 };
 
 }  // namespace davincirun::detail

@@ -34,14 +34,26 @@ std::string rank_log_file_name(const RankAssignment& rank, int attempt = 1);
 
 /// The job's supervisor process, started before there is a plan so that its
 /// own start (loading the program and becoming a subreaper: about 1 ms) runs
-/// on another core while the plan is made; the `davincirun` command does so.
-/// Give it to the Job made from the plan. Dropped unused (the plan failed),
+/// on another core while the plan is made; the `davincirun` command starts
+/// a forked one (forked()) the same way. Give it to the Job made from the
+/// plan. Dropped unused (the plan failed),
 /// it ends at once, since its lifeline closes before any job came, and is
 /// reaped. `program`: LaunchOptions::supervisor_program (empty: looked up as
 /// a Job looks it up). Throws ConfigError when it cannot be found or started.
 class SupervisorProcess {
  public:
   explicit SupervisorProcess(const std::string& program);
+  /// A supervisor process that is a forked copy of this one, running
+  /// `host_main` (the supervisor program's own main, which a program
+  /// linking it passes: `davincirun::detail::run_job_host`) with its end of
+  /// the lifeline as descriptor 3, its name `davincirun-supe` as the
+  /// program's (see ChildProcess::fork_call()). Nothing is loaded, so it is
+  /// ready at once: the `davincirun` command saves 0.35 ms per job this
+  /// way on a 2-core VM (bench/README.md, "The launch floor"). Only from a process with a
+  /// single thread (a Python process has several: it starts the program).
+  /// Throws ConfigError when fork() fails, std::logic_error when this
+  /// process has another thread.
+  static SupervisorProcess forked(int (*host_main)(int lifeline_fd));
   SupervisorProcess(SupervisorProcess&&) noexcept;
   SupervisorProcess& operator=(SupervisorProcess&&) noexcept;
   ~SupervisorProcess();
@@ -49,6 +61,7 @@ class SupervisorProcess {
  private:
   friend class Job;
   struct Parts;
+  explicit SupervisorProcess(std::unique_ptr<Parts> parts) noexcept;
   std::unique_ptr<Parts> parts_;
 };
 

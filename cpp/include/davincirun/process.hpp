@@ -74,6 +74,23 @@ class ChildProcess {
   /// ProcessSpec::pidfd_optional).
   static ChildProcess spawn(const ProcessSpec& spec, int rank);
 
+  /// Forks this process; the copy runs `entry(3)` and _exit()s with what it
+  /// returns (2 when it throws). No program is started, so the copy runs at
+  /// once: a new program first pays for its dynamic loading and C++ runtime
+  /// start (bench/README.md, "The launch floor").
+  /// The copy has `pass_fd` as descriptor 3 and every other descriptor
+  /// above 2 closed, stdin /dev/null, the parent's stdout and stderr, a new
+  /// session (setsid), every signal handler reset to SIG_DFL (an ignored
+  /// signal stays ignored, as across execve), an empty signal mask, and
+  /// `name` as its process name (/proc/<pid>/comm, what `ps -o comm` and
+  /// `pgrep` match; 15 bytes kept). It is not killed with its parent. No
+  /// pidfd: reaped by pid. Only from a process with a single thread: fork
+  /// copies the calling thread alone, and a lock another thread held (the
+  /// allocator's, stdio's) would stay locked in the copy. Throws
+  /// std::logic_error when /proc/self/task shows more than one thread,
+  /// SystemError when fork() fails.
+  static ChildProcess fork_call(int (*entry)(int), int pass_fd, const char* name);
+
   ChildProcess(ChildProcess&& other) noexcept;
   ChildProcess& operator=(ChildProcess&& other) noexcept;
   ChildProcess(const ChildProcess&) = delete;

@@ -180,6 +180,13 @@ class Supervisor {
 
   /// Sets the ServerLink; call before run().
   void set_server_link(ServerLink link);
+  /// Calls `on_readable` on run()'s thread whenever `fd` is readable (data,
+  /// its end, an error), after the ranks' output of the same wake-up; it
+  /// must not block. Returning false stops the watch (`fd` was read to its
+  /// end). For what the job's own process reads beside the ranks, without
+  /// a thread: the launcher's commands, the process's own stop signals.
+  /// Call before run(); `fd` and what `on_readable` uses must outlive run().
+  void watch_readable(int fd, std::function<bool()> on_readable);
   /// Lets the job restart (SupervisorOptions::max_restarts > 0); call before run().
   void set_restarts(Restarts restarts);
 
@@ -315,6 +322,7 @@ class Supervisor {
   NullLineSink hidden_;  // the console of ranks not shown live
   std::function<void()> ticker_;
   std::chrono::milliseconds tick_period_{1000};
+  std::vector<std::pair<int, std::function<bool()>>> readable_;  // watch_readable(); null once unwatched
 };
 
 }  // namespace davincirun

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -80,14 +81,35 @@ struct SupervisorProcess::Parts {
   ChildProcess host;
 };
 
-SupervisorProcess::SupervisorProcess(const std::string& program) {
-  const std::string path = detail::find_supervisor_program(program);
+namespace {
+
+// The two ends of the lifeline: ours, and the one the supervisor gets.
+std::pair<UniqueFd, UniqueFd> lifeline_pair() {
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) throw SystemError("socketpair", errno);
-  UniqueFd mine(pair[0]);
-  UniqueFd theirs(pair[1]);
+  return {UniqueFd(pair[0]), UniqueFd(pair[1])};
+}
+
+}  // namespace
+
+SupervisorProcess::SupervisorProcess(const std::string& program) {
+  const std::string path = detail::find_supervisor_program(program);
+  auto [mine, theirs] = lifeline_pair();
   ChildProcess host = start_supervisor_process(path, theirs.get());
   parts_ = std::make_unique<Parts>(Parts{std::move(mine), std::move(host)});
+}
+
+SupervisorProcess::SupervisorProcess(std::unique_ptr<Parts> parts) noexcept : parts_(std::move(parts)) {}
+
+SupervisorProcess SupervisorProcess::forked(int (*host_main)(int lifeline_fd)) {
+  auto [mine, theirs] = lifeline_pair();
+  try {
+    ChildProcess host = ChildProcess::fork_call(host_main, theirs.get(), "davincirun-supervisor");
+    return SupervisorProcess(std::make_unique<Parts>(Parts{std::move(mine), std::move(host)}));
+  } catch (const SystemError& e) {
+    throw ConfigError(
+        fmt::format("cannot start the job supervisor process (a fork of this one): {}", std::strerror(e.os_errno())));
+  }
 }
 
 SupervisorProcess::SupervisorProcess(SupervisorProcess&&) noexcept = default;

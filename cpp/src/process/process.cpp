@@ -1,5 +1,6 @@
 #include "davincirun/process.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <memory>
 #include <stdexcept>
 #include <utility>
@@ -306,6 +308,71 @@ ChildProcess ChildProcess::spawn(const ProcessSpec& spec, int rank) {
   ChildProcess child(pid, std::move(pidfd_owner), std::move(out_read));
   child.pidfd_refusal_ = refusal;
   return child;
+}
+
+namespace {
+
+// The entries of /proc/self/task, one per thread; 0 without /proc.
+int thread_count() {
+  DIR* dir = ::opendir("/proc/self/task");
+  if (dir == nullptr) return 0;
+  int threads = 0;
+  while (const dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] != '.') ++threads;
+  }
+  ::closedir(dir);
+  return threads;
+}
+
+// The copy's side of fork_call(): what execve would have given a new program.
+[[noreturn]] void run_forked(int (*entry)(int), int pass_fd, int dev_null, int fd_limit, const char* name) {
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction old{};
+    if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler == SIG_DFL || old.sa_handler == SIG_IGN) continue;
+    struct sigaction dfl{};
+    dfl.sa_handler = SIG_DFL;
+    ::sigaction(sig, &dfl, nullptr);
+  }
+  sigset_t empty;
+  sigemptyset(&empty);
+  ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+  ::setsid();
+  if (::dup2(dev_null, STDIN_FILENO) < 0 || ::dup2(pass_fd, 3) < 0) ::_exit(2);
+  // The parent's other descriptors (its end of the socket pair above all)
+  // must not stay open here: fork keeps close-on-exec ones too.
+  if (::syscall(SYS_close_range, 4U, ~0U, 0U) != 0) {
+    for (int fd = 4; fd < fd_limit; ++fd) ::close(fd);
+  }
+  ::prctl(PR_SET_NAME, name);
+  int status = 2;  // also when `entry` throws: a program's uncaught exception would abort
+  try {
+    status = entry(3);
+  } catch (...) {
+    status = 2;
+  }
+  std::fflush(nullptr);
+  ::_exit(status);
+}
+
+}  // namespace
+
+ChildProcess ChildProcess::fork_call(int (*entry)(int), int pass_fd, const char* name) {
+  if (thread_count() > 1) throw std::logic_error("ChildProcess::fork_call from a process with more than one thread");
+  // Above 3, so that the copy's dup2 onto 0 and 3 overwrites neither.
+  const UniqueFd pass = high_copy(pass_fd, 4);
+  UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!dev_null) throw SystemError("open /dev/null", errno);
+  dev_null = high_copy(dev_null.get(), 4);
+  const int fd_limit = descriptor_limit();
+  std::fflush(nullptr);  // else what stdio holds would be written twice
+  pid_t pid;
+  {
+    AllSignalsBlocked blocked;  // no handler of ours runs in the copy before its reset
+    pid = ::fork();
+    if (pid == 0) run_forked(entry, pass.get(), dev_null.get(), fd_limit, name);
+  }
+  if (pid < 0) throw SystemError("fork", errno);
+  return ChildProcess(pid, UniqueFd(), UniqueFd());
 }
 
 ChildProcess::ChildProcess(pid_t pid, UniqueFd pidfd, UniqueFd output_fd) noexcept

@@ -32,7 +32,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // epoll user data: the rank index and what became ready.
-enum class Source : std::uint64_t { exit = 0, output = 1, inbox = 2, children = 3 };
+enum class Source : std::uint64_t { exit = 0, output = 1, inbox = 2, children = 3, readable = 4 };
 constexpr int source_bits = 3;
 std::uint64_t tag(std::size_t index, Source source) {
   return (static_cast<std::uint64_t>(index) << source_bits) | static_cast<std::uint64_t>(source);
@@ -163,6 +163,11 @@ void Supervisor::watch(int fd, std::uint64_t data) {
   }
 }
 
+void Supervisor::watch_readable(int fd, std::function<bool()> on_readable) {
+  readable_.emplace_back(fd, std::move(on_readable));
+  watch(fd, tag(readable_.size() - 1, Source::readable));
+}
+
 void Supervisor::unwatch(int fd) {
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, fd, nullptr);
   ::epoll_ctl(control_fd_.get(), EPOLL_CTL_DEL, fd, nullptr);  // ENOENT for an output pipe
@@ -229,6 +234,14 @@ void Supervisor::wait_and_dispatch(OutputRound& round) {
         flush_posted_notices();
         take_requests();
         break;
+      case Source::readable: {
+        auto& [fd, on_readable] = readable_[index_of(data)];
+        if (on_readable && !on_readable()) {
+          unwatch(fd);
+          on_readable = nullptr;
+        }
+        break;
+      }
       case Source::output: break;
     }
   }

@@ -135,27 +135,33 @@ def test_python_command_not_found_is_short_with_a_hint(tmp_path, rank_table, job
     assert info.value.search_path is None
 
 
-def test_a_program_without_its_supervisor_names_the_places_tried(tmp_path, rank_table):
-    """davincirun copied alone: the supervisor is neither beside it nor in
-    ../libexec/davincirun; the message names each place tried (in a build
-    for `cmake --install`, also the configured prefix's) and the variable."""
+def test_a_program_alone_runs_its_supervisor_as_a_fork_of_itself(tmp_path, rank_table):
+    """davincirun copied alone (no davincirun-supervisor beside it) runs the
+    job: its supervisor is a forked copy of itself, named davincirun-supe.
+    DAVINCIRUN_SUPERVISOR names a program to start instead: one that is not
+    there is refused, naming it; the real one runs the job."""
     alone = tmp_path / "bin" / "davincirun"
     alone.parent.mkdir()
     shutil.copy2(os.path.realpath(DAVINCIRUN), str(alone))
     env = {k: v for k, v in os.environ.items() if k != "DAVINCIRUN_SUPERVISOR"}
+    # The rank's parent is the job's supervisor process.
+    show_parent = ["sh", "-c", 'echo "exe=$(readlink /proc/$PPID/exe) comm=$(cat /proc/$PPID/comm)"']
 
     def run():
-        return subprocess.run([str(alone), "-r", rank_table(1), "true"], cwd=str(tmp_path), env=env,
+        return subprocess.run([str(alone), "-r", rank_table(1)] + show_parent, cwd=str(tmp_path), env=env,
                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60,
                               text=True)
 
     proc = run()
+    assert proc.returncode == 0, proc.stderr
+    assert "exe=%s comm=davincirun-supe" % alone in proc.stdout, proc.stdout
+    env["DAVINCIRUN_SUPERVISOR"] = str(tmp_path / "bin" / "davincirun-supervisor")
+    proc = run()
     assert proc.returncode == 2, proc.stderr
-    message = said(proc, tmp_path)
-    assert message.startswith("davincirun: cannot find the davincirun-supervisor program (tried "
-                              "TMP/bin/davincirun-supervisor"), message
-    assert message.rstrip().endswith("set DAVINCIRUN_SUPERVISOR to its path"), message
-    # With the variable, the same program runs.
-    env["DAVINCIRUN_SUPERVISOR"] = os.path.join(os.path.dirname(os.path.realpath(DAVINCIRUN)), "davincirun-supervisor")
+    assert said(proc, tmp_path) == "davincirun: DAVINCIRUN_SUPERVISOR='TMP/bin/davincirun-supervisor' is not an " \
+                                   "executable file\n", proc.stderr
+    program = os.path.join(os.path.dirname(os.path.realpath(DAVINCIRUN)), "davincirun-supervisor")
+    env["DAVINCIRUN_SUPERVISOR"] = program
     proc = run()
     assert proc.returncode == 0, proc.stderr
+    assert "exe=%s comm=davincirun-supe" % os.path.realpath(program) in proc.stdout, proc.stdout

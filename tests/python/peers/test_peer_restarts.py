@@ -72,7 +72,7 @@ class Server:
 
     def supervisor(self):
         """The job's supervisor process (its agent): the child of davincirun."""
-        found = subprocess.check_output(["pgrep", "-P", str(self.proc.pid), "-f", "davincirun-supervisor"])
+        found = subprocess.check_output(["pgrep", "-P", str(self.proc.pid), "davincirun-sup"])
         return int(found.split()[0])
 
     def pids(self):

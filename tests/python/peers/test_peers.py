@@ -106,7 +106,7 @@ def servers(tmp_path):
 
 def supervisor_of(launcher_pid):
     """The job supervisor process (its agent) of the davincirun with this pid."""
-    out = subprocess.check_output(["pgrep", "-P", str(launcher_pid), "-f", "davincirun-supervisor"])
+    out = subprocess.check_output(["pgrep", "-P", str(launcher_pid), "davincirun-sup"])
     return int(out.split()[0])
 
 

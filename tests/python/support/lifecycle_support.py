@@ -191,7 +191,7 @@ class Launch:
     def supervisor_pid(self, timeout=5.0):
         deadline = time.monotonic() + timeout
         while True:
-            out = subprocess.run(["pgrep", "-P", str(self.proc.pid), "-f", "davincirun-supervisor"],
+            out = subprocess.run(["pgrep", "-P", str(self.proc.pid), "davincirun-sup"],
                                  stdout=subprocess.PIPE).stdout.split()
             if out or time.monotonic() > deadline:
                 return int(out[0]) if out else None
