@@ -7,7 +7,8 @@ the ratio of the medians.
 
 Usage: python bench/command_start.py [--davincirun PATH]... [--ranks 8] [--repeat 20]
 (default: the `davincirun` on PATH; several --davincirun compare commands,
-e.g. an installed one and a build's)
+e.g. an installed one and a build's). Each command runs from a copy, as pip
+installs it (_common.installed_copy() says why).
 """
 
 import argparse
@@ -19,7 +20,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import davincirun_path, write_table  # noqa: E402
+from _common import davincirun_path, installed_copy, write_table  # noqa: E402
 
 
 def timed(argv, env):
@@ -56,7 +57,8 @@ def main():
         # two more processes and make the floor ~1 ms slower than it is.
         loop = ["bash", "-c", 'for ((i = 0; i < %d; i++)); do /bin/true > %s/$i.log 2>&1 & done; wait'
                 % (args.ranks, loop_dir)]
-        runs = [[c, "-r", table, "-l", os.path.join(tmp, "log"), "/bin/true"] for c in commands] + [loop]
+        copies = [installed_copy(c) for c in commands]
+        runs = [[c, "-r", table, "-l", os.path.join(tmp, "log"), "/bin/true"] for c in copies] + [loop]
         times = [[] for _ in runs]
         for argv in runs:  # once each, unmeasured: the page cache
             timed(argv, env)

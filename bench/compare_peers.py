@@ -16,7 +16,7 @@ import sys
 import sysconfig
 from collections import namedtuple
 
-from _common import free_port
+from _common import free_port, installed_copy
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -240,7 +240,9 @@ def _discover(args, log, wanted):
         peers["api-call"] = Peer("api-call", reason=peers["api"].reason)
     native = args.davincirun or (package and os.path.join(package, "bin", "davincirun"))
     if native and os.access(native, os.X_OK):
-        peers["dvr"] = Peer("dvr", os.path.abspath(native), "%s: %s" % (os.path.abspath(native), file_kind(native)))
+        # Measured as installed: a copy (installed_copy() says why).
+        peers["dvr"] = Peer("dvr", installed_copy(native),
+                            "%s, copied as pip installs it: %s" % (os.path.abspath(native), file_kind(native)))
     elif package and not args.davincirun:
         # Since 0.2 the wheel installs the program itself into the scripts
         # directory: the "dvr (PATH)" column is the native program.

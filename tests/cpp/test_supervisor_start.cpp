@@ -1,7 +1,7 @@
 // How a job's supervisor process starts: as a forked copy of the program
 // that links it (ChildProcess::fork_call, which the `davincirun` command
 // uses), or as the davincirun-supervisor program, found where it is
-// installed.
+// installed; and which signals a child resets (signals_not_default).
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -158,4 +158,23 @@ TEST_CASE("the supervisor program: the one named, else the variable's, else besi
   } else {
     ::unsetenv("DAVINCIRUN_SUPERVISOR");
   }
+}
+
+TEST_CASE("signals_not_default names the handled and the ignored signals, the ones a child resets", "[process]") {
+  struct sigaction handler{};
+  handler.sa_handler = on_usr1;
+  struct sigaction ignore{};
+  ignore.sa_handler = SIG_IGN;
+  struct sigaction old_usr1{};
+  struct sigaction old_usr2{};
+  ::sigaction(SIGUSR1, &handler, &old_usr1);
+  ::sigaction(SIGUSR2, &ignore, &old_usr2);
+  const sigset_t changed = signals_not_default();
+  ::sigaction(SIGUSR1, &old_usr1, nullptr);
+  ::sigaction(SIGUSR2, &old_usr2, nullptr);
+  CHECK(sigismember(&changed, SIGUSR1) == 1);
+  CHECK(sigismember(&changed, SIGUSR2) == 1);
+  CHECK(sigismember(&changed, SIGWINCH) == 0);  // Catch2 handles SIGTERM itself
+  const sigset_t after = signals_not_default();
+  CHECK(sigismember(&after, SIGUSR1) == (old_usr1.sa_handler == SIG_DFL ? 0 : 1));
 }

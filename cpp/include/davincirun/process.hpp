@@ -3,6 +3,7 @@
 // has them (Linux >= 5.4) or through waitid() by a process that owns SIGCHLD.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <optional>
@@ -44,7 +45,21 @@ struct ProcessSpec {
   /// child exists after the refused call, so none is lost); pidfd() is then
   /// -1 and pidfd_refusal() holds the errno.
   bool pidfd_optional = false;
+  /// The signals whose disposition in this process is not SIG_DFL (see
+  /// signals_not_default()), when the caller knows them: the child resets
+  /// those only. A caller starting many children takes them once (the
+  /// Supervisor, once per attempt): one call per signal, ~64, per child
+  /// was 0.26 ms of an 8-rank job (bench/README.md, "The launch floor").
+  /// Empty (default): looked up here, for each child.
+  std::optional<sigset_t> changed_signals;
 };
+
+/// The signals whose disposition in this process is a handler or SIG_IGN,
+/// one sigaction() query per signal. A child started by
+/// ChildProcess::spawn() resets exactly these before it unblocks signals
+/// (a handler must not run in a child that shares our memory; an ignored
+/// signal would stay ignored across execve).
+sigset_t signals_not_default() noexcept;
 
 /// Whether this kernel has everything the pidfd path needs: CLONE_PIDFD
 /// (Linux 5.2), pidfd_open (5.3) and waitid(P_PIDFD) (5.4). Checked once.

@@ -47,6 +47,7 @@ struct ChildFailure {
 // Everything the child needs, prepared before the clone: after it, the child
 // shares the parent's memory and may only make async-signal-safe calls.
 struct ChildSetup {
+  sigset_t changed_signals;  // reset to SIG_DFL in the child
   const char* executable;
   char* const* argv;
   char* const* envp;
@@ -73,11 +74,14 @@ void report_and_exit(const ChildSetup& s, int step) {
 
 int child_main(void* arg) {
   const auto& s = *static_cast<const ChildSetup*>(arg);
-  // Default dispositions for every signal (Python ignores SIGPIPE, Catch2
-  // and CLIs install handlers), then an empty mask: ranks start clean.
+  // Default dispositions for every signal the parent changed (Python
+  // ignores SIGPIPE, Catch2 and CLIs install handlers), then an empty mask:
+  // ranks start clean.
   struct sigaction dfl{};
   dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sigismember(&s.changed_signals, sig) == 1) ::sigaction(sig, &dfl, nullptr);
+  }
   sigset_t empty;
   sigemptyset(&empty);
   ::sigprocmask(SIG_SETMASK, &empty, nullptr);
@@ -166,6 +170,16 @@ int descriptor_limit() {
 
 }  // namespace
 
+sigset_t signals_not_default() noexcept {
+  sigset_t changed;
+  sigemptyset(&changed);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction old{};
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_DFL) sigaddset(&changed, sig);
+  }
+  return changed;
+}
+
 bool pidfd_supported() noexcept {
   static const bool supported = [] {
     // pidfd_open (5.3) on ourselves, then waitid(P_PIDFD) (5.4): a kernel
@@ -228,7 +242,8 @@ ChildProcess ChildProcess::spawn(const ProcessSpec& spec, int rank) {
   if (dev_null.get() < first_free) dev_null = high_copy(dev_null.get(), first_free);
 
   const std::optional<rlimit> rank_fd_limit = detail::limit_for_ranks();
-  ChildSetup setup{executable->c_str(),
+  ChildSetup setup{spec.changed_signals ? *spec.changed_signals : signals_not_default(),
+                   executable->c_str(),
                    argv.data(),
                    envp.data(),
                    spec.work_dir.empty() ? nullptr : spec.work_dir.c_str(),

@@ -118,7 +118,9 @@ void Supervisor::spawn(std::vector<RankLaunch> launches) {
   auto& ranks = ranks_->ranks;
   ranks.reserve(launches.size());
   const std::size_t pipe_bytes = pipe_bytes_for(launches.size());
+  const sigset_t changed_signals = signals_not_default();
   for (auto& launch : launches) {
+    launch.process.changed_signals = changed_signals;
     const auto started = std::chrono::system_clock::now();
     launch.process.use_pidfd = tracking_ == ProcessTracking::pidfd;
     // Decided once, by the first rank of the first attempt: when clone()
