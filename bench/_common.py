@@ -32,10 +32,10 @@ def davincirun_path():
 def installed_copy(program):
     """A copy of `program` (and of the davincirun-supervisor beside it, if
     any) in a temporary directory removed at exit, written as pip installs
-    a wheel's files. Measure that, not a build's output: on Linux 6.18 a file
-    the linker wrote stays in the page cache in small folios, which a job's
-    page faults walk one by one, and the very same bytes copied start ~0.6 ms
-    faster per job of 8 ranks (bench/README.md, "The launch floor")."""
+    a wheel's files. Measure that, not a build's output: the very same bytes
+    copied run 0.46-0.68 ms faster per job of 8 ranks than the file the
+    linker wrote, even with neither in the page cache (bench/README.md,
+    "The launch floor")."""
     directory = tempfile.mkdtemp(prefix="davincirun-installed-")
     atexit.register(shutil.rmtree, directory, True)
     copy = os.path.join(directory, os.path.basename(program))
