@@ -138,10 +138,11 @@ int run(const davincirun::cli::CliOptions& cli) {
   // Watched: a person's terminal on either stream (`davincirun ... | tee
   // out.txt` keeps stderr on it). A batch job's file or pipe is not.
   options.output_watched = ::isatty(STDOUT_FILENO) == 1 || ::isatty(STDERR_FILENO) == 1;
+  std::string python_note;  // said once the plan stands: a job that cannot start runs nothing
   if (cli::is_unexecutable_python_script(options.command, options.work_dir)) {
     if (auto python = cli::python_interpreter(Environment::current(), cli::self_executable(), cli::wheel_python)) {
-      inform(fmt::format("{} is a Python script without execute permission: running it with {}", options.command[0],
-                         *python));
+      python_note = fmt::format("{} is a Python script without execute permission: running it with {}",
+                                options.command[0], *python);
       options.command.insert(options.command.begin(), *python);
     }
   }
@@ -164,6 +165,7 @@ int run(const davincirun::cli::CliOptions& cli) {
   }
   LaunchPlan plan = plan_launch(options, inherited);
   hold_planning();
+  if (!python_note.empty()) inform(python_note);
   for (const auto& warning : plan.warnings) say("warning: " + warning);
   if (cli.dry_run) {
     std::string text = cli::describe_plan(plan, options.command, inherited);

@@ -298,6 +298,12 @@ int run_job_host(int lifeline_fd) {
     }
     progress.emplace(console.sink(), progress_options(spec));
     supervisor = start_ranks(spec, *run_dir, tag, *progress, *platform, attempt);
+    // Said once the ranks started and before any line of theirs, which the
+    // supervisor reads only when it runs (a notice posted to it would land
+    // wherever their output has got to).
+    if (!spec.supervisor.quiet) {
+      for (const auto& note : spec.notes) console.sink().notice(notice_line(note));
+    }
     supervisor->set_ticker([&progress] { progress->tick(); }, std::chrono::seconds(1));
     if (started_early) console.sink().attempt_started(attempt, supervisor->pids());
     if (peers) {
@@ -317,7 +323,7 @@ int run_job_host(int lifeline_fd) {
     journal.emplace(run_dir->events_path());
     supervisor->set_journal([&journal](const std::string& line) { journal->write(line); });
     progress->set_journal([&journal](const std::string& line) { journal->write(line, false); });
-    for (const auto& note : spec.notes) supervisor->post_notice(note, true);
+    for (const auto& note : spec.notes) journal->write(note);
     for (const auto& dir : platform->removed_after_job()) spec.remove_after_job.push_back(dir);
   } catch (const std::exception& e) {
     return abandon(e, !started_early);

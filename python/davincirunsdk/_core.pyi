@@ -250,7 +250,7 @@ class LaunchOptions:
     @property
     def peers(self) -> bool:
         """
-        Several servers: the servers' jobs stop together (default; --no-peers, peers=False: each server's job on its own, no job-wide stop; docs/multi-server.md).
+        Several servers: on (the default), the servers' jobs stop together; off (--no-peers, peers=False), each server's job runs on its own, with no job-wide stop (docs/multi-server.md).
         """
     @peers.setter
     def peers(self, arg1: bool) -> None:

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "davincirun/errors.hpp"
@@ -35,8 +36,9 @@ enum Fact : std::uint32_t {
   other_fd_closed = 1U << 4,
   stdin_dev_null = 1U << 5,
   named = 1U << 6,
+  command_line = 1U << 7,
 };
-constexpr std::uint32_t all_facts = (1U << 7) - 1;
+constexpr std::uint32_t all_facts = (1U << 8) - 1;
 
 int leaked_fd = -1;  // a descriptor of the parent, not close-on-exec: the copy must not have it
 
@@ -63,6 +65,15 @@ int report_facts(int fd) {
   char comm[32] = {};
   const UniqueFd f(::open("/proc/self/comm", O_RDONLY | O_CLOEXEC));
   if (f && ::read(f.get(), comm, sizeof comm - 1) > 0 && std::string(comm) == "davincirun-supe\n") facts |= named;
+  // Its command line (ps -f, pgrep -f) is the name alone, not the parent's.
+  char line[4096] = {};
+  const UniqueFd c(::open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC));
+  const ssize_t got = c ? ::read(c.get(), line, sizeof line) : -1;
+  const std::string_view shown(line, got > 0 ? static_cast<std::size_t>(got) : 0);
+  if (shown.substr(0, 22) == std::string_view("davincirun-supervisor\0", 22) &&
+      shown.find_first_not_of('\0', 22) == std::string_view::npos) {
+    facts |= command_line;
+  }
   return ::write(fd, &facts, sizeof facts) == static_cast<ssize_t>(sizeof facts) ? 7 : 1;
 }
 

@@ -243,8 +243,8 @@ constexpr auto fields_of(const LaunchOptions*) {
             "else derived from the table, alike on every server)")
           .flag("PORT", 0, "a TCP port number, e.g. 29600"),
       field("peers", &L::peers,
-            "several servers: the servers' jobs stop together (default; --no-peers, peers=False: each server's job "
-            "on its own, no job-wide stop; docs/multi-server.md)")
+            "several servers: on (the default), the servers' jobs stop together; off (--no-peers, peers=False), "
+            "each server's job runs on its own, with no job-wide stop (docs/multi-server.md)")
           .flag(""),
       field("stall_timeout", &L::stall_timeout,
             "stop the job when no rank of it wrote any output this long, after dumping Python stacks with py-spy "

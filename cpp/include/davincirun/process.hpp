@@ -98,7 +98,9 @@ class ChildProcess {
   /// session (setsid), every signal handler reset to SIG_DFL (an ignored
   /// signal stays ignored, as across execve), an empty signal mask, and
   /// `name` as its process name (/proc/<pid>/comm, what `ps -o comm` and
-  /// `pgrep` match; 15 bytes kept). It is not killed with its parent. No
+  /// `pgrep` match; 15 bytes kept) and as its whole command line (what
+  /// `ps -f` and `pgrep -f` show; cut to the length of the parent's). It is
+  /// not killed with its parent. No
   /// pidfd: reaped by pid. Only from a process with a single thread: fork
   /// copies the calling thread alone, and a lock another thread held (the
   /// allocator's, stdio's) would stay locked in the copy. Throws

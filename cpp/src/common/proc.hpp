@@ -1,6 +1,6 @@
 // What /proc says of a process: its parent and state, for finding a job's
 // descendants and telling a caller whether a process is its child; its
-// command name, for messages.
+// command name, for messages; and this process's command line renamed.
 #pragma once
 
 #include <sys/types.h>
@@ -37,5 +37,11 @@ void for_each_process(Visit&& visit) {
     if (const auto stat = read_proc_stat(pid)) visit(pid, *stat);
   }
 }
+
+/// Writes `name` over this process's argument strings, NUL-filled to their
+/// end: what `ps -f`, `ps aux` and `pgrep -f` show (/proc/<pid>/cmdline),
+/// which a fork would otherwise share with its parent. A name longer than
+/// the strings were is cut; nothing changes when /proc/self/stat cannot be read.
+void rename_command_line(const char* name) noexcept;
 
 }  // namespace davincirun::detail

@@ -359,6 +359,7 @@ int thread_count() {
     for (int fd = 4; fd < fd_limit; ++fd) ::close(fd);
   }
   ::prctl(PR_SET_NAME, name);
+  detail::rename_command_line(name);
   int status = 2;  // also when `entry` throws: a program's uncaught exception would abort
   try {
     status = entry(3);

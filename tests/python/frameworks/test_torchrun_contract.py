@@ -98,6 +98,13 @@ def test_the_cli_says_the_omp_default_once(tmp_path, rank_table, job_env):
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("OMP_NUM_THREADS=1 for each rank, as torchrun sets it") == 1, proc.stderr
     assert "[rank 0] 1\n" in proc.stdout and "[rank 1] 1\n" in proc.stdout
+    # Said at the start: before any rank's line, on one stream.
+    both = subprocess.run([DAVINCIRUN, "-r", rank_table(2), "-l", str(tmp_path / "log"), "sh", "-c", "echo up"],
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    lines = both.stdout.splitlines()
+    note = [i for i, line in enumerate(lines) if "OMP_NUM_THREADS=1 for each rank" in line]
+    ranks = [i for i, line in enumerate(lines) if line.startswith("[rank ")]
+    assert len(note) == 1 and len(ranks) == 2 and note[0] < ranks[0], both.stdout
     quiet = subprocess.run([DAVINCIRUN, "-q", "-r", rank_table(2), "-l", str(tmp_path / "log"), sys.executable, "-c",
                             "pass"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
     assert quiet.returncode == 0 and quiet.stderr == ""

@@ -143,3 +143,17 @@ def test_other_commands_are_left_alone(tmp_path, rank_table, job_env):
     proc = run([program] + marker(job_env) + ["-r", rank_table(1), "missing.py"], tmp_path, job_env, "/usr/bin:/bin")
     assert proc.returncode == 127
     assert "without execute permission" not in proc.stderr
+
+
+def test_a_job_that_cannot_start_says_nothing_of_running_the_script(tmp_path):
+    # No rank table: the plan fails, so no Python runs it either.
+    write_script(tmp_path)
+    env = dict(os.environ, DAVINCIRUN_PYTHON=sys.executable)
+    for name in ("RANK_TABLE_FILE", "RANK_TABLE_FILE_V_1_0", "DAVINCIRUN_SUPERVISOR"):
+        env.pop(name, None)
+    proc = subprocess.run([DAVINCIRUN, "--wait-timeout", "0", "train.py"], cwd=str(tmp_path), env=env,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "rank table" in proc.stderr
+    assert "without execute permission" not in proc.stderr
