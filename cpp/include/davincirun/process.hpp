@@ -100,10 +100,10 @@ class ChildProcess {
   /// `name` as its process name (/proc/<pid>/comm, what `ps -o comm` and
   /// `pgrep` match; 15 bytes kept) and as its whole command line (what
   /// `ps -f` and `pgrep -f` show; cut to the length of the parent's). It is
-  /// not killed with its parent. No
-  /// pidfd: reaped by pid. Only from a process with a single thread: fork
-  /// copies the calling thread alone, and a lock another thread held (the
-  /// allocator's, stdio's) would stay locked in the copy. Throws
+  /// not killed with its parent. No pidfd: reaped by pid. Only from a
+  /// process with a single thread: fork copies the calling thread alone,
+  /// and a lock another thread held (the allocator's, stdio's) would stay
+  /// locked in the copy. Throws
   /// std::logic_error when /proc/self/task shows more than one thread,
   /// SystemError when fork() fails.
   static ChildProcess fork_call(int (*entry)(int), int pass_fd, const char* name);

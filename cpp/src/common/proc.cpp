@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -66,12 +67,9 @@ void rename_command_line(const char* name) noexcept {
   if (n <= 0) return;
   stat[n] = '\0';
   const char* field = std::strrchr(stat, ')');  // after the name, which may hold spaces
-  if (field == nullptr) return;
-  unsigned long bounds[2] = {0, 0};  // NOLINT(google-runtime-int): strtoul's type
-  for (int number = 2; number < 49 && field != nullptr; ++number) {
-    field = std::strchr(field + 1, ' ');
-    if (field != nullptr && number + 1 >= 48) bounds[number + 1 - 48] = std::strtoul(field + 1, nullptr, 10);
-  }
+  for (int spaces = 0; field != nullptr && spaces < 46; ++spaces) field = std::strchr(field + 1, ' ');
+  unsigned long bounds[2] = {0, 0};  // NOLINT(google-runtime-int): the kernel's unsigned long
+  if (field == nullptr || std::sscanf(field, " %lu %lu", &bounds[0], &bounds[1]) != 2) return;
   if (bounds[0] == 0 || bounds[1] <= bounds[0]) return;
   char* area = reinterpret_cast<char*>(bounds[0]);  // NOLINT(performance-no-int-to-ptr): the kernel's address
   const std::size_t size = bounds[1] - bounds[0];
