@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "common/wide_hash.hpp"
 #include "davincirun/errors.hpp"
 #include "davincirun/rank_table.hpp"
 
@@ -41,6 +42,11 @@ inline std::string fingerprint(const davincirun::RankTable& table) {
     out += "\n";
   }
   for (const auto& warning : table.warnings) out += "warning " + warning + "\n";
+  // Made beside the text by one reader, left to the plan by the other: the
+  // same when made.
+  if (table.normalized_hash && *table.normalized_hash != davincirun::detail::wide_hash64(table.normalized_json)) {
+    out += "normalized_hash is not the text's\n";
+  }
   return out + "normalized:\n" + table.normalized_json;
 }
 

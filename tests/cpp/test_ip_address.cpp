@@ -2,10 +2,15 @@
 // rank table's uniqueness rules and the search for this machine's server
 // used to canonicalize addresses differently, so a table could pass as two
 // servers and then match this machine twice.
+#include <arpa/inet.h>
+
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <optional>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "common/ip_address.hpp"
 #include "davincirun/environment.hpp"
@@ -90,4 +95,41 @@ TEST_CASE("server matching compares a table's addresses the way the parser does"
   Environment env;
   env.set("MA_CURRENT_HOST_IP", "::FFFF:10.0.0.2");
   CHECK(identify_server(table, env, MachineIdentity{}, std::nullopt).index == 1);
+}
+
+TEST_CASE("a dotted quad is read as inet_pton reads it, without calling it", "[ip_address]") {
+  // address_bytes reads texts without ':' itself: every such text must
+  // get inet_pton(AF_INET)'s answer, leading zeros, 256 and stray dots included.
+  std::vector<std::string> texts = {
+      "0.0.0.0", "255.255.255.255", "1.2.3.4", "01.2.3.4", "1.2.3.04", "1.2.3.400",   "256.1.1.1",  "1..2.3", "1.2.3.",
+      ".1.2.3",  "1.2.3.4.5",       "1.2.3",   "1.2.3.4 ", "0.0.0.00", "10.20.30.40", "1234.1.1.1", "",       "."};
+  std::mt19937 random(27);  // fixed: the same texts every run
+  const std::string alphabet = "0123456789.....";
+  for (int i = 0; i < 20000; ++i) {
+    std::string text;
+    if (i % 2 == 0) {  // any characters of a dotted quad
+      const auto length = 1 + random() % 16;
+      for (unsigned k = 0; k < length; ++k) text += alphabet[random() % alphabet.size()];
+    } else {  // four parts of 0 to 3 digits: mostly near misses and addresses
+      for (int part = 0; part < 4; ++part) {
+        if (part > 0) text += '.';
+        const auto length = random() % 4;
+        for (unsigned k = 0; k < length; ++k) text += alphabet[random() % 10];
+      }
+    }
+    texts.push_back(text);
+  }
+  int addresses = 0;
+  for (const std::string& text : texts) {
+    INFO(text);
+    in_addr expected{};
+    const bool valid = ::inet_pton(AF_INET, text.c_str(), &expected) == 1;
+    const auto bytes = davincirun::detail::address_bytes(text);
+    REQUIRE(bytes.has_value() == valid);
+    if (!valid) continue;
+    ++addresses;
+    CHECK(std::memcmp(&bytes->at(12), &expected, 4) == 0);
+    CHECK((bytes->at(10) == 0xff && bytes->at(11) == 0xff));
+  }
+  CHECK(addresses > 500);  // the random texts hit valid addresses too, not only refusals
 }

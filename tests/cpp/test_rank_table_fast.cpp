@@ -99,9 +99,10 @@ TEST_CASE("the fast reader reads plain 1.0 and 1.2 tables itself, alike", "[rank
 
 TEST_CASE("what the fast reader hands over gets the thorough reader's words", "[rank_table][fast]") {
   const std::vector<std::string> handed_over = {
-      two_servers(R"(, "rank_id": "0")"),  // a repeated key
-      two_servers(R"(, "x": 1.5)"),        // floating point
-      two_servers(R"(, "x": 1e3)"),        //
+      two_servers(R"(, "rank_id": "0")"),              // a repeated key
+      two_servers(R"(, "device_ip": "192.168.0.3")"),  // ...with an address each time
+      two_servers(R"(, "x": 1.5)"),                    // floating point
+      two_servers(R"(, "x": 1e3)"),                    //
       two_servers("", R"( "deep": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]],)"),  // 33 levels
       R"({"version": "1.0", "server_list": [{"server_id": "a", "device": [{"device_id": "0", "device_ip": "-.-.-.-",
           "rank_id": "0"}]}]})",                   // the placeholder: a warning
@@ -160,7 +161,8 @@ TEST_CASE("a large table is read fast, on two threads, as the thorough reader re
   const std::string text = doc.dump(2);
   REQUIRE(text.size() > (std::size_t{1} << 20));
   CHECK(read_fast(text));
-  CHECK(fast_outcome(text) == thorough_outcome(text));
+  CHECK(fast_outcome(text) == thorough_outcome(text));                  // the normalized text's hash included
+  CHECK(parse_rank_table(text, "t.json").normalized_hash.has_value());  // hashed beside the rules
   // A repeat found by the rules while the writer runs beside them.
   Json repeated = doc;
   repeated["server_list"][1000]["device"][3]["device_ip"] = "172.16.0.1";

@@ -129,6 +129,11 @@ struct RankTable {
   /// integers JSON integers (as HCCL reads them), status present, unknown
   /// fields kept. JSON text, ends without newline.
   std::string normalized_json;
+  /// wide_hash64 of normalized_json (common/wide_hash.hpp), the source of the
+  /// job id and ports every server derives alike. Made beside the text where
+  /// that saves time (large 1.x tables); nullopt: hashed from the text when
+  /// needed. Whoever changes normalized_json resets it.
+  std::optional<std::uint64_t> normalized_hash;
 };
 
 /// Largest accepted rank_id / device_id / server_count (2.0: rank_id). Larger values are reported as out of range.

@@ -24,6 +24,33 @@ std::string dotted_quad(const in_addr& address) {
   return out;
 }
 
+// The four bytes of a dotted quad, read as inet_pton(AF_INET) reads it
+// (glibc's inet_pton4: four decimal parts of 0..255, no leading zero, no
+// other character), without the copy into a C string inet_pton needs: a
+// table of 65,536 device_ips reads each twice.
+std::optional<std::array<unsigned char, 4>> dotted_quad_bytes(std::string_view text) {
+  std::array<unsigned char, 4> out{};
+  std::size_t part = 0, digits = 0;
+  unsigned value = 0;
+  for (const char c : text) {
+    if (c >= '0' && c <= '9') {
+      if (digits == 1 && value == 0) return std::nullopt;  // a leading zero
+      value = value * 10 + static_cast<unsigned>(c - '0');
+      if (value > 255) return std::nullopt;
+      ++digits;
+    } else if (c == '.' && digits > 0 && part < 3) {
+      out[part++] = static_cast<unsigned char>(value);
+      value = 0;
+      digits = 0;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (part != 3 || digits == 0) return std::nullopt;
+  out[3] = static_cast<unsigned char>(value);
+  return out;
+}
+
 // Whether inet_pton reads `text` as an address of `family` (it would stop at a NUL).
 bool parses_as(int family, std::string_view text) {
   if (text.find('\0') != std::string_view::npos) return false;
@@ -34,9 +61,17 @@ bool parses_as(int family, std::string_view text) {
 }  // namespace
 
 std::optional<std::array<unsigned char, 16>> address_bytes(std::string_view text) {
+  if (text.find(':') == std::string_view::npos) {  // not IPv6: a dotted quad or nothing
+    const auto quad = dotted_quad_bytes(text);
+    if (!quad) return std::nullopt;
+    std::array<unsigned char, 16> bytes{};
+    bytes[10] = bytes[11] = 0xff;  // ::ffff:a.b.c.d
+    std::memcpy(&bytes[12], quad->data(), quad->size());
+    return bytes;
+  }
   if (text.find('\0') != std::string_view::npos) return std::nullopt;  // inet_pton would stop there
-  std::string address(text);
-  if (address.find(':') != std::string::npos) address = address.substr(0, address.find('%'));
+  // An IPv6 zone is dropped; what is left may still be a dotted quad ("1.2.3.4%a:b").
+  const std::string address(text.substr(0, text.find('%')));
   std::array<unsigned char, 16> bytes{};
   in_addr v4{};
   if (::inet_pton(AF_INET, address.c_str(), &v4) == 1) {

@@ -186,11 +186,12 @@ RankTable Checker::check_v1(Json doc) {
 }
 
 // Uniqueness, then the table-wide rules, in their precedence.
-void Checker::check_v1_rules(const RankTable& table, std::optional<int> server_count) const {
-  check_unique(table);
+void Checker::check_v1_rules(const RankTable& table, std::optional<int> server_count,
+                             const std::vector<IpKey>* ip_keys) const {
+  const std::vector<int> ranks = check_unique(table, ip_keys);
   check_super_pods_unique(table);
-  check_rank_numbering(table);
-  check_contiguous_blocks(table);
+  check_rank_numbering(table, ranks);
+  check_contiguous_blocks(table, ranks);
   check_server_count(table, server_count);
   check_super_pod_servers(table);
 }

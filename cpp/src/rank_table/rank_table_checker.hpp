@@ -9,6 +9,7 @@
 //   rank_table_writer.cpp  the normalized document and writing it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <map>
@@ -93,6 +94,9 @@ class FirstSeen {
 };
 
 /// A device of a RankTable: its server's index and its own in that server.
+/// A device_ip as check_unique compares it: its address_bytes().
+using IpKey = std::array<unsigned char, 16>;
+
 struct Place {
   std::size_t server = 0;
   std::size_t device = 0;
@@ -201,12 +205,17 @@ class Checker {
   void v2_check_rank_count(const RankTable& table, int rank_count) const;
 
   // Uniqueness (precedence 3) and table-wide rules (precedence 4), rank_table_rules.cpp.
-  void check_unique(const RankTable& table) const;
+  // `ip_keys`: address_bytes() of every device_ip, in table order, where the
+  // reader made them already (the fast reader); else check_unique makes them.
+  // check_unique returns the rank ids in table order: the rules after it
+  // read them there rather than walk the devices again.
+  std::vector<int> check_unique(const RankTable& table, const std::vector<IpKey>* ip_keys = nullptr) const;
   void check_super_pods_unique(const RankTable& table) const;
-  void check_rank_numbering(const RankTable& table) const;
-  void check_contiguous_blocks(const RankTable& table) const;
+  void check_rank_numbering(const RankTable& table, const std::vector<int>& ranks) const;
+  void check_contiguous_blocks(const RankTable& table, const std::vector<int>& ranks) const;
   void check_server_count(const RankTable& table, std::optional<int> server_count) const;
-  void check_v1_rules(const RankTable& table, std::optional<int> server_count) const;
+  void check_v1_rules(const RankTable& table, std::optional<int> server_count,
+                      const std::vector<IpKey>* ip_keys = nullptr) const;
   void check_super_pod_servers(const RankTable& table) const;
 
   const std::string& source_;

@@ -19,7 +19,7 @@
 
 #include <fmt/format.h>
 
-#include "common/huge_pages.hpp"
+#include "common/prefault.hpp"
 #include "davincirun/unique_fd.hpp"
 #include "rank_table/rank_table_absence.hpp"
 #include "rank_table/rank_table_checker.hpp"
@@ -42,8 +42,26 @@ RankTableError io_error(const std::string& path, std::string_view what, int erro
   return RankTableError(Kind::io, path, std::nullopt, fmt::format("{}: {}", what, std::strerror(error)));
 }
 
+// A file's bytes, followed by at least `padding` readable bytes (the fast
+// reader's simdjson reads up to 64 past the end: parse_table_text).
+class FileText {
+ public:
+  static constexpr std::size_t padding = 64;
+
+  explicit FileText(std::size_t capacity) : capacity_(capacity), bytes_(new char[capacity + padding]) {}
+  char* data() { return bytes_.get(); }
+  std::size_t capacity() const { return capacity_; }
+  void set_size(std::size_t size) { size_ = size; }
+  std::string_view view() const { return {bytes_.get(), size_}; }
+
+ private:
+  std::size_t capacity_;
+  std::size_t size_ = 0;
+  std::unique_ptr<char[]> bytes_;  // not zero-filled first: read() writes it, its pages fault in once
+};
+
 // The file's bytes; nullopt when it does not exist (which a waiting caller retries).
-std::optional<std::string> read_if_exists(const std::string& path) {
+std::optional<FileText> read_if_exists(const std::string& path) {
   const auto too_large = [&] {
     return RankTableError(Kind::io, path, std::nullopt,
                           fmt::format("file is larger than {} MiB; not a rank table", max_file_bytes >> 20));
@@ -66,28 +84,28 @@ std::optional<std::string> read_if_exists(const std::string& path) {
   if (static_cast<std::uintmax_t>(info.st_size) > max_file_bytes) throw too_large();
 
   // Read straight into the text: the size stat gave, plus room to see the
-  // file grow while it is read (checked against the limit again).
-  std::string text;
-  text.reserve(static_cast<std::size_t>(info.st_size) + 65536);
-  detail::advise_huge_pages(text.data(), text.capacity());
-  text.resize(text.capacity());
+  // file grow while it is read (checked against the limit again). A large
+  // file's pages fault in on the other core meanwhile.
+  std::optional<FileText> text(std::in_place, static_cast<std::size_t>(info.st_size) + 65536);
+  std::optional<detail::Prefault> prefault(std::in_place,
+                                           std::initializer_list<detail::FreshArea>{{text->data(), text->capacity()}});
   std::size_t size = 0;
   for (;;) {
-    if (size == text.size()) {
+    if (size == text->capacity()) {
       if (size >= max_file_bytes + 1) throw too_large();
-      text.resize(std::min(size * 2, max_file_bytes + 1));
+      prefault.reset();
+      FileText larger(std::min(size * 2, max_file_bytes + 1));
+      std::memcpy(larger.data(), text->data(), size);
+      text = std::move(larger);
     }
-    const ssize_t n = ::read(fd, text.data() + size, text.size() - size);
+    const ssize_t n = ::read(fd, text->data() + size, text->capacity() - size);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw io_error(path, "cannot read the rank table", errno);
     if (n == 0) break;
     size += static_cast<std::size_t>(n);
     if (size > max_file_bytes) throw too_large();
   }
-  text.resize(size);
-  // The padding the fast reader reads past the end (parse_table_text);
-  // normally there already, from the room left to see the file grow.
-  text.reserve(size + 64);
+  text->set_size(size);
   return text;
 }
 
@@ -153,14 +171,14 @@ Attempt attempt(const std::string& path_or_dir, bool waiting) {
     }
     out.file = dir + *found;
   }
-  const std::optional<std::string> text = read_if_exists(out.file);
+  const std::optional<FileText> text = read_if_exists(out.file);
   if (!text) {
     out.state = "it does not exist";
     out.absent = Absent::file;
     return out;
   }
   try {
-    RankTable table = detail::parse_table_text(*text, out.file, true);
+    RankTable table = detail::parse_table_text(text->view(), out.file, true);
     if (waiting && table.status == "initializing") {
       out.state = "its status is still 'initializing'";
       out.kind = Kind::bad_value;
@@ -180,7 +198,7 @@ Attempt attempt(const std::string& path_or_dir, bool waiting) {
   } catch (const RankTableError& e) {
     if (!waiting) throw;
     // A platform may first write {"status": "initializing"} with no servers yet.
-    if (detail::top_level_status(*text) == "initializing") {
+    if (detail::top_level_status(text->view()) == "initializing") {
       out.state = "its status is still 'initializing'";
       out.kind = Kind::bad_value;
       return out;
@@ -197,10 +215,10 @@ Attempt attempt(const std::string& path_or_dir, bool waiting) {
 }  // namespace
 
 RankTable load_rank_table(const std::string& path) {
-  const std::optional<std::string> text = read_if_exists(path);
+  const std::optional<FileText> text = read_if_exists(path);
   if (!text) throw io_error(path, "cannot open the rank table", ENOENT);
   try {
-    return detail::parse_table_text(*text, path, true);
+    return detail::parse_table_text(text->view(), path, true);
   } catch (const detail::UnfinishedJson& e) {
     throw RankTableError(e);  // the public type: nobody waits here
   }

@@ -3,6 +3,9 @@
 // checker's Origins, so that a converted 0.1 table is reported in its own terms.
 #include <algorithm>
 #include <array>
+#include <cstring>
+#include <stdexcept>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -26,6 +29,18 @@ void for_each_device(const RankTable& table, Fn&& fn) {
   }
 }
 
+// The place of the k-th device (from 0, in table order) of those `counted` accepts.
+template <typename Counted>
+Place nth_place(const RankTable& table, std::size_t k, Counted counted) {
+  std::optional<Place> found;
+  for_each_device(table, [&](std::size_t i, std::size_t j, const RankTableDevice& device) {
+    if (found || !counted(device)) return;
+    if (k-- == 0) found = Place{i, j};
+  });
+  if (!found) throw std::logic_error("nth_place: fewer devices than the index");
+  return *found;
+}
+
 // "3", "3 and 4", "3, 4 and 7"; long lists end with "and N more".
 std::string list_numbers(const std::vector<int>& numbers) {
   constexpr std::size_t shown = 8;
@@ -42,10 +57,35 @@ std::string list_numbers(const std::vector<int>& numbers) {
 std::uint64_t key_hash(int key) { return static_cast<std::uint64_t>(key); }
 std::uint64_t key_hash(const std::string& key) { return wide_hash64(key); }
 std::uint64_t key_hash(const std::array<unsigned char, 16>& key) {
-  return wide_hash64(std::string_view(reinterpret_cast<const char*>(key.data()), key.size()));
+  std::uint64_t high = 0, low = 0;  // an IPv4 address is all in `low`
+  std::memcpy(&high, key.data(), sizeof high);
+  std::memcpy(&low, key.data() + sizeof high, sizeof low);
+  // Mixed so that every byte reaches the bits the table's slot comes from:
+  // the bytes that vary most (an IPv4 address's last ones) are the top ones.
+  std::uint64_t h = high * 0x9E3779B97F4A7C15ULL + low;
+  h = (h ^ (h >> 32)) * 0xD6E8FEB86659FD93ULL;
+  return h ^ (h >> 32);
 }
 std::uint64_t key_hash(const std::pair<std::size_t, std::int64_t>& key) {
   return (static_cast<std::uint64_t>(key.first) << 33) ^ static_cast<std::uint64_t>(key.second);  // id < 2^32
+}
+
+// Whether every key differs, for numbers below a small bound: one bit each.
+// nullopt when a key is out of [0, max(2 * size, 1024)), as a table's ranks
+// and device ids seldom are (then the hashes decide).
+std::optional<bool> distinct_small(const std::vector<int>& keys) {
+  const std::size_t bound = std::max<std::size_t>(keys.size() * 2, 1024);
+  std::array<std::uint64_t, 16> few{};  // 1,024 bits: a server's device ids, without allocating
+  std::vector<std::uint64_t> many(bound > 1024 ? bound / 64 + 1 : 0);
+  std::uint64_t* bits = many.empty() ? few.data() : many.data();
+  for (const int key : keys) {
+    if (key < 0 || static_cast<std::size_t>(key) >= bound) return std::nullopt;
+    const auto k = static_cast<std::size_t>(key);
+    const std::uint64_t bit = std::uint64_t{1} << (k % 64);
+    if (bits[k / 64] & bit) return false;
+    bits[k / 64] |= bit;
+  }
+  return true;
 }
 
 // True when every key surely differs from every other: their hashes, mixed,
@@ -53,6 +93,9 @@ std::uint64_t key_hash(const std::pair<std::size_t, std::int64_t>& key) {
 // when two agree, and the exact search decides.
 template <typename Key>
 bool surely_distinct(const std::vector<Key>& keys) {
+  if constexpr (std::is_same_v<Key, int>) {
+    if (const auto distinct = distinct_small(keys)) return *distinct;
+  }
   std::size_t size = 16;
   while (size < keys.size() * 2) size <<= 1;
   std::vector<std::uint64_t> slots(size, 0);  // 0: empty
@@ -147,7 +190,7 @@ std::string Origins::device(Place place) const {
 
 // Each duplicate is reported at its second occurrence, naming the first.
 // Positions are kept, and pointers made only for the message.
-void Checker::check_unique(const RankTable& table) const {
+std::vector<int> Checker::check_unique(const RankTable& table, const std::vector<IpKey>* ip_keys) const {
   const auto at = [&](Place place, std::string_view field) { return child(origins_.device(place), field); };
   const auto server_at = [&](std::size_t i) { return child(origins_.server(i), "server_id"); };
   // Compared as addresses, as the search for this machine's server compares
@@ -160,11 +203,24 @@ void Checker::check_unique(const RankTable& table) const {
          fmt::format("server {} listed twice (also at {})", table.servers[repeat->first].server_id,
                      server_at(repeat->second)));
   }
+  // One walk of the devices (a 65,536-rank table's are 7 MB: each walk costs
+  // a millisecond): device ids checked server by server, as they come first;
+  // ranks and device_ips gathered, as keys alone, in table order (a repeat's
+  // place is found again only to word it).
   std::vector<int> device_ids;
+  std::vector<int> ranks;
+  ranks.reserve(static_cast<std::size_t>(table.world_size));
+  // Compared as addresses: "fe80::1" is "fe80:0::1", "::ffff:10.0.0.1" is "10.0.0.1".
+  std::vector<IpKey> made;
+  if (!ip_keys) made.reserve(static_cast<std::size_t>(table.world_size));
   for (std::size_t i = 0; i < table.servers.size(); ++i) {
     const auto& server = table.servers[i];
     device_ids.clear();
-    for (const auto& device : server.devices) device_ids.push_back(device.device_id);
+    for (const auto& device : server.devices) {
+      device_ids.push_back(device.device_id);
+      ranks.push_back(device.rank_id);
+      if (device.device_ip && !ip_keys) made.push_back(address_bytes(*device.device_ip).value_or(IpKey{}));
+    }
     if (const auto repeat = first_repeat(device_ids)) {
       // Two pods of one host, two ranks of a 2.0 rank_list: say which, since the file lists them apart.
       const bool apart = format_ == RankTableFormat::v0_1 || format_ == RankTableFormat::v2_0;
@@ -173,35 +229,23 @@ void Checker::check_unique(const RankTable& table) const {
            fmt::format("device {} listed twice on server {}{}", device_ids[repeat->first], server.server_id, also));
     }
   }
-  std::vector<Place> places;
-  places.reserve(static_cast<std::size_t>(table.world_size));
-  std::vector<int> ranks;
-  ranks.reserve(static_cast<std::size_t>(table.world_size));
-  for_each_device(table, [&](std::size_t i, std::size_t j, const RankTableDevice& device) {
-    places.push_back({i, j});
-    ranks.push_back(device.rank_id);
-  });
   if (const auto repeat = first_repeat(ranks)) {
-    fail(
-        Kind::duplicate, at(places[repeat->first], "rank_id"),
-        fmt::format("rank {} appears twice (also at {})", ranks[repeat->first], at(places[repeat->second], "rank_id")));
+    const auto place = [&](std::size_t k) { return nth_place(table, k, [](const RankTableDevice&) { return true; }); };
+    fail(Kind::duplicate, at(place(repeat->first), "rank_id"),
+         fmt::format("rank {} appears twice (also at {})", ranks[repeat->first], at(place(repeat->second), "rank_id")));
   }
-  places.clear();
-  // Compared as addresses: "fe80::1" is "fe80:0::1", "::ffff:10.0.0.1" is "10.0.0.1".
-  std::vector<std::array<unsigned char, 16>> ips;
-  ips.reserve(static_cast<std::size_t>(table.world_size));
-  for_each_device(table, [&](std::size_t i, std::size_t j, const RankTableDevice& device) {
-    if (!device.device_ip) return;
-    places.push_back({i, j});
-    ips.push_back(address_bytes(*device.device_ip).value_or(std::array<unsigned char, 16>{}));  // checked: an IP
-  });
+  const std::vector<IpKey>& ips = ip_keys ? *ip_keys : made;
   if (const auto repeat = first_repeat(ips)) {
-    const Place second = places[repeat->first];
+    const auto place = [&](std::size_t k) {
+      return nth_place(table, k, [](const RankTableDevice& device) { return device.device_ip.has_value(); });
+    };
+    const Place second = place(repeat->first);
     const auto& ip = table.servers[second.server].devices[second.device].device_ip;
     fail(Kind::duplicate, at(second, "device_ip"),
          fmt::format("device_ip {} appears twice (also at {})", describe(Json(ip.value_or(""))),
-                     at(places[repeat->second], "device_ip")));
+                     at(place(repeat->second), "device_ip")));
   }
+  return ranks;
 }
 
 // Format 1.2: super pod ids, each server in at most one super pod, then
@@ -229,6 +273,9 @@ void Checker::check_super_pods_unique(const RankTable& table) const {
       pod_of_server.emplace(ids[k], p);
     }
   }
+  // super_device_id is read from format 1.2 only: other tables' devices
+  // need no walk (a 65,536-rank table's take a millisecond).
+  if (format_ != RankTableFormat::v1_2) return;
   std::vector<std::pair<std::size_t, std::int64_t>> super_ids;  // (super pod, super_device_id)
   std::vector<Place> places;
   const std::size_t no_pod = table.super_pods.size();
@@ -252,16 +299,19 @@ void Checker::check_super_pods_unique(const RankTable& table) const {
 
 // Ranks are unique by now, so there are world_size of them: they are exactly
 // 0..N-1 unless some are >= N, and then as many below N are missing.
-void Checker::check_rank_numbering(const RankTable& table) const {
+// `ranks`: check_unique's, which found them all different, so that n of
+// them all below n are 0..n-1.
+void Checker::check_rank_numbering(const RankTable& table, const std::vector<int>& ranks) const {
   const int n = table.world_size;
+  if (std::all_of(ranks.begin(), ranks.end(), [n](int rank) { return rank < n; })) return;
   std::vector<bool> present(static_cast<std::size_t>(n), false);
   std::vector<int> out_of_range;
-  for_each_device(table, [&](std::size_t, std::size_t, const RankTableDevice& device) {
-    if (device.rank_id < n)
-      present[static_cast<std::size_t>(device.rank_id)] = true;
+  for (const int rank : ranks) {
+    if (rank < n)
+      present[static_cast<std::size_t>(rank)] = true;
     else
-      out_of_range.push_back(device.rank_id);
-  });
+      out_of_range.push_back(rank);
+  }
   if (out_of_range.empty()) return;
   std::vector<int> missing;
   for (int rank = 0; rank < n; ++rank) {
@@ -277,10 +327,19 @@ void Checker::check_rank_numbering(const RankTable& table) const {
 }
 
 // HCCL numbers a server's ranks as one block starting at its first rank.
-void Checker::check_contiguous_blocks(const RankTable& table) const {
+// `ranks`: check_unique's, in table order and all different, so a server's n
+// ranks are one block when the largest is the smallest + n - 1 (sorted only
+// to word a gap).
+void Checker::check_contiguous_blocks(const RankTable& table, const std::vector<int>& all_ranks) const {
+  std::vector<int> ranks;
+  auto first = all_ranks.begin();
   for (const auto& server : table.servers) {
-    std::vector<int> ranks;
-    for (const auto& device : server.devices) ranks.push_back(device.rank_id);
+    const auto last = first + static_cast<std::ptrdiff_t>(server.devices.size());
+    const auto [low, high] = std::minmax_element(first, last);
+    const bool block = first == last || static_cast<std::size_t>(*high - *low) + 1 == server.devices.size();
+    if (!block) ranks.assign(first, last);
+    first = last;
+    if (block) continue;
     std::sort(ranks.begin(), ranks.end());
     for (std::size_t k = 1; k < ranks.size(); ++k) {
       if (ranks[k] != ranks[k - 1] + 1) {

@@ -97,11 +97,11 @@ RankTable Checker::check_v0(const Json& doc) {
   RankTable table = v0_convert(pods);
   table.status = status;
 
-  check_unique(table);
+  const std::vector<int> ranks = check_unique(table);
   v0_check_adjacent(pods);
   // Both hold by construction once pods are adjacent; kept as a guard.
-  check_rank_numbering(table);
-  check_contiguous_blocks(table);
+  check_rank_numbering(table, ranks);
+  check_contiguous_blocks(table, ranks);
   if (group_count && static_cast<std::size_t>(*group_count) != groups) {
     fail(Kind::inconsistent, "/group_count",
          fmt::format("group_count is {} but group_list has {} {}", *group_count, groups, entries(groups)));

@@ -20,6 +20,8 @@
 #include <thread>
 
 #include "common/ip_address.hpp"
+#include "common/prefault.hpp"
+#include "common/wide_hash.hpp"
 #include "rank_table/rank_table_checker.hpp"
 #include "rank_table/rank_table_v1_fast.hpp"
 
@@ -71,6 +73,8 @@ class TableReader {
   }
 
   bool multi_server() const { return multi_server_; }
+  /// address_bytes() of every device_ip read, in table order (check_unique's keys).
+  const std::vector<IpKey>& ip_keys() const { return ip_keys_; }
 
  private:
   std::vector<RankTableServer> servers(dom::element value) {
@@ -106,12 +110,12 @@ class TableReader {
     const dom::array list = as_list(value);
     std::vector<RankTableDevice> out;
     out.reserve(count(list));
-    for (const dom::element element : list) out.push_back(device(as_object(element)));
+    // Filled in place: a device is 112 bytes, and moving each into place costs more than filling it.
+    for (const dom::element element : list) device(as_object(element), out.emplace_back());
     return out;
   }
 
-  RankTableDevice device(dom::object object) const {
-    RankTableDevice out;
+  void device(dom::object object, RankTableDevice& out) {
     // Required: device_id, rank_id; in 1.2 super_device_id; between servers device_ip.
     bool device_id = false, rank_id = false;
     for (const dom::key_value_pair field : object) {
@@ -124,14 +128,17 @@ class TableReader {
       } else if (field.key == "device_ip") {
         // The placeholder is a warning or an error: the thorough reader's to give.
         const std::string_view ip = as_string(field.value);
-        if (ip == ip_placeholder || ip.find('%') != std::string_view::npos || !is_ip_address(ip)) not_plain();
-        out.device_ip = std::string(ip);
+        // A repeated key is the thorough reader's to word (and ip_keys_ would not match the table).
+        if (out.device_ip || ip == ip_placeholder || ip.find('%') != std::string_view::npos) not_plain();
+        const auto key = address_bytes(ip);
+        if (!key) not_plain();
+        ip_keys_.push_back(*key);
+        out.device_ip.emplace(ip);
       } else if (field.key == "super_device_id" && v1_2_) {
         out.super_device_id = table_integer(field.value, max_super_device_id);
       }
     }
     if (!device_id || !rank_id || (v1_2_ && !out.super_device_id) || (multi_server_ && !out.device_ip)) not_plain();
-    return out;
   }
 
   std::vector<RankTableSuperPod> super_pods(dom::element value) const {
@@ -163,6 +170,7 @@ class TableReader {
 
   bool v1_2_;
   bool multi_server_ = false;
+  std::vector<IpKey> ip_keys_;
 };
 
 // Texts from this size on are written on a second thread (a thread costs ~50 us).
@@ -219,36 +227,55 @@ std::optional<RankTable> read_beside(bool parallel, Write write, Read read) {
 std::optional<RankTable> Checker::read_v1_fast(std::string_view json, bool padded) {
   dom::parser parser;
   dom::element document;
-  // No huge pages for the parser's buffers: simdjson allocates the document
-  // inside parse(), and allocating it before to advise it saved ~2,400 of a
-  // 65,536-rank plan's ~7,000 page faults but no time (the zeroing stays).
-  if (parser.allocate(json.size(), fast::max_depth) != simdjson::SUCCESS) return std::nullopt;
-  if (parser.parse(json.data(), json.size(), !padded).get(document) != simdjson::SUCCESS ||
-      document.type() != Type::OBJECT) {
+  // The document is allocated here rather than inside parse(), to prefault it.
+  if (parser.allocate(json.size(), fast::max_depth) != simdjson::SUCCESS ||
+      parser.doc.allocate(json.size()) != simdjson::SUCCESS) {
     return std::nullopt;
   }
+  // What parsing fills of the buffers, per byte of an indented table (a
+  // 65,536-rank one: 0.48 in structural indexes, 0.55 in tape, 0.6 in
+  // strings), faulted in on the other core meanwhile (4 of the parse's 9 ms
+  // here). Where a table fills more (no indentation), the rest faults in as
+  // written. Not the normalized text's buffer too: no faster, measured.
+  const std::size_t n = json.size();
+  {
+    const Prefault prefault({{parser.implementation->structural_indexes.get(), n / 2},
+                             {parser.doc.tape.get(), n * 9 / 16},
+                             {parser.doc.string_buf.get(), n * 5 / 8}});
+    if (parser.parse(json.data(), json.size(), !padded).get(document) != simdjson::SUCCESS ||
+        document.type() != Type::OBJECT) {
+      return std::nullopt;
+    }
+  }  // the prefaulting stops: the table is read and written on both cores from here
   const dom::object top = object_of(document);
   try {
     const std::string_view version = as_string(required(top, "version"));
     if (version != "1.0" && version != "1.2") return std::nullopt;
     const bool v1_2 = version == "1.2";
     format_ = v1_2 ? RankTableFormat::v1_2 : RankTableFormat::v1_0;
-    const std::size_t expected = json.size() + json.size() / 8 + 64;
-    return read_beside(
-        json.size() >= parallel_bytes, [&] { return fast::write_normalized(top, v1_2, expected); },
+    std::optional<std::uint64_t> hash;  // of the text, on the writer's thread, beside the table's rules
+    std::optional<RankTable> read = read_beside(
+        json.size() >= parallel_bytes,
+        [&] {
+          std::optional<std::string> text = fast::write_normalized(top, v1_2, n + n / 8 + 64);
+          if (text) hash = wide_hash64(*text);
+          return text;
+        },
         [&]() -> std::optional<RankTable> {
           try {
             std::optional<int> server_count;
             TableReader reader(v1_2);
             RankTable table = reader.read(top, server_count);
             multi_server_ = reader.multi_server();
-            check_v1_rules(table, server_count);  // what these throw, the thorough reader throws too
+            check_v1_rules(table, server_count, &reader.ip_keys());  // what these throw, the thorough reader throws too
             table.format = format_;
             return table;
           } catch (const NotPlain&) {
             return std::nullopt;
           }
         });
+    if (read) read->normalized_hash = hash;
+    return read;
   } catch (const NotPlain&) {
     return std::nullopt;
   }

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <string>
 
-#include "common/huge_pages.hpp"
 #include "rank_table/rank_table_v1_fast.hpp"
 
 namespace davincirun::detail::fast {
@@ -41,8 +40,7 @@ bool needs_escape(std::string_view text) {
 class NormalizedWriter {
  public:
   NormalizedWriter(bool v1_2, std::size_t expected) : v1_2_(v1_2) {
-    out_.reserve(expected);
-    advise_huge_pages(out_.data(), out_.capacity());
+    out_.resize(expected);  // written by put(), cut to the text's end at last
   }
 
   std::string write(dom::object top) && {
@@ -50,7 +48,7 @@ class NormalizedWriter {
     const bool has_count = member(top, "server_count").has_value();
     // What the table reader reads from the same values (it refuses what is not so).
     const std::string servers = std::to_string(count(as_list(required(top, "server_list"))));
-    out_ += "{\n";
+    put("{\n");
     bool first = true;
     std::size_t keys = 0;
     if (!has_status) {
@@ -73,11 +71,22 @@ class NormalizedWriter {
         quoted(servers);
       }
     }
-    out_ += "\n}";
+    put("\n}");
+    out_.resize(end_);
     return std::move(out_);
   }
 
  private:
+  // Appends, without std::string's bookkeeping per call (a 65,536-rank
+  // table is ~1.3 million small pieces): out_ is sized ahead, end_ is where
+  // the text ends.
+  void put(std::string_view piece) {
+    if (out_.size() - end_ < piece.size()) out_.resize(std::max(out_.size() * 2, end_ + piece.size()));
+    std::memcpy(&out_[end_], piece.data(), piece.size());
+    end_ += piece.size();
+  }
+  void put(char c) { put(std::string_view(&c, 1)); }
+
   // The thorough reader refuses a repeated key, and more than max_keys in an
   // object: `key` is key number `index` of the object `members`, compared
   // with the ones before it (objects of a rank table have a few keys).
@@ -93,61 +102,61 @@ class NormalizedWriter {
   void indent(std::size_t depth) {
     static constexpr std::string_view spaces = "                                                                ";
     while (depth > spaces.size()) {
-      out_ += spaces;
+      put(spaces);
       depth -= spaces.size();
     }
-    out_ += spaces.substr(0, depth);
+    put(spaces.substr(0, depth));
   }
 
   void key(bool& first, std::size_t depth, std::string_view name) {
-    if (!first) out_ += ",\n";
+    if (!first) put(",\n");
     first = false;
     indent(depth);
     quoted(name);
-    out_ += ": ";
+    put(": ");
   }
 
   // Escaped as nlohmann writes strings (ensure_ascii off): the quote, the
   // backslash and control characters only, those without a short form as
   // \u00xx in lowercase hex; everything else, UTF-8 included, as it is.
   void quoted(std::string_view text) {
-    out_ += '"';
+    put('"');
     if (!needs_escape(text)) {
-      out_ += text;
-      out_ += '"';
+      put(text);
+      put('"');
       return;
     }
     std::size_t plain = 0;  // of text, written
     for (std::size_t i = 0; i < text.size(); ++i) {
       const auto c = static_cast<unsigned char>(text[i]);
       if (c >= 0x20 && c != '"' && c != '\\') continue;
-      out_.append(text, plain, i - plain);
+      put(text.substr(plain, i - plain));
       plain = i + 1;
       switch (c) {
-        case '"': out_ += "\\\""; break;
-        case '\\': out_ += "\\\\"; break;
-        case '\b': out_ += "\\b"; break;
-        case '\f': out_ += "\\f"; break;
-        case '\n': out_ += "\\n"; break;
-        case '\r': out_ += "\\r"; break;
-        case '\t': out_ += "\\t"; break;
+        case '"': put("\\\""); break;
+        case '\\': put("\\\\"); break;
+        case '\b': put("\\b"); break;
+        case '\f': put("\\f"); break;
+        case '\n': put("\\n"); break;
+        case '\r': put("\\r"); break;
+        case '\t': put("\\t"); break;
         default: {
           constexpr char hex[] = "0123456789abcdef";
-          out_ += "\\u00";
-          out_ += hex[c >> 4];
-          out_ += hex[c & 15];
+          put("\\u00");
+          put(hex[c >> 4]);
+          put(hex[c & 15]);
         }
       }
     }
-    out_.append(text, plain, text.size() - plain);
-    out_ += '"';
+    put(text.substr(plain));
+    put('"');
   }
 
   template <typename Integer>
   void number(Integer n) {
     char digits[24];
     const auto end = std::to_chars(digits, digits + sizeof digits, n).ptr;
-    out_.append(digits, end);
+    put(std::string_view(digits, static_cast<std::size_t>(end - digits)));
   }
 
   // Containers open at `depth` (their members at depth + 2); calls
@@ -155,29 +164,29 @@ class NormalizedWriter {
   template <typename Each>
   void array(dom::array list, std::size_t depth, Each&& each) {
     if (list.begin() == list.end()) {
-      out_ += "[]";
+      put("[]");
       return;
     }
-    out_ += "[\n";
+    put("[\n");
     bool first = true;
     for (const dom::element element : list) {
-      if (!first) out_ += ",\n";
+      if (!first) put(",\n");
       first = false;
       indent(depth + 2);
       each(element);
     }
-    out_ += '\n';
+    put('\n');
     indent(depth);
-    out_ += ']';
+    put(']');
   }
 
   template <typename Each>
   void object(dom::object members, std::size_t depth, Each&& each) {
     if (members.begin() == members.end()) {
-      out_ += "{}";
+      put("{}");
       return;
     }
-    out_ += "{\n";
+    put("{\n");
     bool first = true;
     std::size_t index = 0;
     for (const dom::key_value_pair field : members) {
@@ -185,9 +194,9 @@ class NormalizedWriter {
       key(first, depth + 2, field.key);
       each(field);
     }
-    out_ += '\n';
+    put('\n');
     indent(depth);
-    out_ += '}';
+    put('}');
   }
 
   void value(dom::element v, std::size_t depth) {
@@ -199,8 +208,8 @@ class NormalizedWriter {
       case Type::STRING: quoted(string_of(v)); return;
       case Type::INT64: number(v.get_int64().value_unsafe()); return;
       case Type::UINT64: number(v.get_uint64().value_unsafe()); return;
-      case Type::BOOL: out_ += v.get_bool().value_unsafe() ? "true" : "false"; return;
-      case Type::NULL_VALUE: out_ += "null"; return;
+      case Type::BOOL: put(v.get_bool().value_unsafe() ? "true" : "false"); return;
+      case Type::NULL_VALUE: put("null"); return;
       case Type::DOUBLE: not_plain();  // how nlohmann writes one is not worth copying
     }
   }
@@ -251,13 +260,14 @@ class NormalizedWriter {
 
   template <typename Integer>
   void quoted_number(Integer n) {
-    out_ += '"';
+    put('"');
     number(n);
-    out_ += '"';
+    put('"');
   }
 
   bool v1_2_;
   std::string out_;
+  std::size_t end_ = 0;  // of the text in out_
 };
 
 }  // namespace

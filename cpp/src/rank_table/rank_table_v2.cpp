@@ -57,10 +57,10 @@ RankTable Checker::check_v2(Json doc) {
   RankTable table = v2_group(ranks);
   table.status = status;
 
-  check_unique(table);
+  const std::vector<int> rank_ids = check_unique(table);
   v2_check_local_ids(table);
-  check_rank_numbering(table);
-  check_contiguous_blocks(table);
+  check_rank_numbering(table, rank_ids);
+  check_contiguous_blocks(table, rank_ids);
   v2_check_rank_count(table, rank_count);
   table.normalized_json = normalized_v2(std::move(doc), table, text_bytes_ + 64);
   return table;
