@@ -51,7 +51,13 @@ class FileText {
   explicit FileText(std::size_t capacity) : capacity_(capacity), bytes_(new char[capacity + padding]) {}
   char* data() { return bytes_.get(); }
   std::size_t capacity() const { return capacity_; }
-  void set_size(std::size_t size) { size_ = size; }
+  // The end of the text; the padding after it zeroed, as a std::string's
+  // would be (simdjson never takes it for JSON, but nothing read is left
+  // unwritten).
+  void set_size(std::size_t size) {
+    size_ = size;
+    std::memset(bytes_.get() + size, 0, padding);
+  }
   std::string_view view() const { return {bytes_.get(), size_}; }
 
  private:
