@@ -48,10 +48,13 @@ std::vector<AlignedPart> gathered_parts(const JobSpec& spec, const JobPeers* pee
 std::string clock_method(const JobSpec& spec, const std::string& not_received) {
   if (spec.peers.server_count <= 1) return "one server: its own clock";
   if (!spec.peers.hub) {
+    // Without the peer channel (--no-peers) the plan lists no server ids.
+    const std::string hub = spec.peers.hub_index < spec.peers.server_ids.size()
+                                ? fmt::format(" ({})", spec.peers.server_ids[spec.peers.hub_index])
+                                : std::string();
     return fmt::format(
-        "this server's part only, on its own clock: the job's record is on rank 0's server ({}); not received "
-        "here: {}",
-        spec.peers.server_ids.at(spec.peers.hub_index), not_received);
+        "this server's part only, on its own clock: the job's record is on rank 0's server{}; not received here: {}",
+        hub, not_received);
   }
   return "every server's offset to rank 0's server measured from the peer channel's heartbeats (NTP's method, the "
          "shortest round trip kept; error at most half of it)";

@@ -174,6 +174,23 @@ def test_without_peers_a_failure_on_one_server_leaves_the_other_running(servers)
     assert "peers:" not in b.output
 
 
+def test_without_peers_each_server_writes_its_own_record(servers):
+    # The record of a server that is not rank 0's once failed on --no-peers
+    # ("cannot write the job record": the plan lists no server ids then).
+    a = servers(0, "ok", "--no-peers")
+    b = servers(1, "ok", "--no-peers")
+    assert b.wait() == 0 and a.wait() == 0
+    clock = {}
+    for server in (a, b):
+        assert "cannot write the job record" not in server.output
+        (run,) = [p for p in server.log_dir.iterdir() if p.is_dir() and not p.is_symlink()]
+        assert (run / "report.html").is_file()
+        clock[server.index] = json.loads((run / "job.json").read_text())["clock"]
+        assert clock[server.index]["reference_server"] == SERVERS[server.index]
+    assert clock[1]["method"] == ("this server's part only, on its own clock: the job's record is on rank 0's "
+                                  "server; not received here: its agent takes no part in the job's peer channel")
+
+
 def test_the_engines_sigterm_to_every_process_is_one_stop_and_the_grace_period_holds(servers):
     a = servers(0, "trap", "--no-peers")
     time.sleep(1.5)
