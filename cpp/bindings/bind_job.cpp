@@ -60,6 +60,9 @@ class PyJob {
         started.set_exception(std::current_exception());
         return;
       }
+      // Taken before wait() runs here: the Job forgets its supervisor once
+      // it has reaped it, which a short job's can be before Python asks.
+      supervisor_pid_ = job_->supervisor_pid();
       started.set_value();
       try {
         result_ = job_->wait();
@@ -162,7 +165,8 @@ class PyJob {
 
   const std::string& run_dir() const { return job_->run_dir(); }
   std::vector<pid_t> pids() const { return job_->pids(); }
-  pid_t supervisor_pid() const { return job_->supervisor_pid(); }
+  /// The supervisor's pid as the job started, also once it has ended.
+  pid_t supervisor_pid() const { return supervisor_pid_; }
   const char* tracking() const { return to_string(job_->tracking()); }
 
  private:
@@ -171,6 +175,7 @@ class PyJob {
   std::thread loop_;
   std::mutex join_mutex_;
   std::atomic<bool> done_{false};
+  pid_t supervisor_pid_ = -1;  // set before `started`, read after it
   std::optional<JobResult> result_;
   std::exception_ptr error_;
 };

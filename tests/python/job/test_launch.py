@@ -48,6 +48,16 @@ def test_each_run_gets_a_new_directory_and_latest_points_to_it(tmp_path, rank_ta
     assert os.path.realpath(str(log_dir / "latest")) == os.path.realpath(runs[1])
 
 
+def test_the_supervisor_pid_stays_known_after_the_job_ended(tmp_path, rank_table, job_env):
+    # The handle once read it from a job that a short rank had already
+    # ended and reaped (-1): DistributedJob.supervisor_pid is read at start.
+    job = start_distributed_train(["true"], log_dir=str(tmp_path / "log"), rank_table=rank_table(1), env=job_env,
+                                  output_notebook=False)
+    assert job.wait() == 0
+    assert job.supervisor_pid > 0
+    assert job._core.supervisor_pid == job.supervisor_pid  # the core's too, after the end
+
+
 def test_one_rank_fails_the_others_are_stopped(tmp_path, rank_table, job_env):
     start = time.monotonic()
     job = start_distributed_train(
