@@ -19,8 +19,8 @@ struct FreshArea {
 };
 
 /// Fills in the page tables of `areas`, in order, on a thread of its own
-/// (madvise MADV_POPULATE_WRITE, Linux 5.14; older kernels and qemu-user
-/// refuse it and nothing is done). Contents are never changed: this thread
+/// (madvise MADV_POPULATE_WRITE, Linux 5.14; older kernels refuse it and
+/// qemu-user ignores it: nothing is done). Contents are never changed: this thread
 /// may write the areas meanwhile, and whichever touches a page first takes
 /// its fault. Does nothing below min_bytes in all (a thread costs ~50 us),
 /// or when no thread can be started: only speed is at stake. The destructor
