@@ -79,6 +79,27 @@ class RankLog {
   /// console that wants output() gets the end of each move.
   ReadResult read_available(StreamScratch& scratch, std::size_t budget, Drain drain = Drain::available);
 
+  /// Whether read_available() would move the bytes by splice(2): the console
+  /// wants neither lines nor progress, and splice was never refused.
+  bool splicing() const noexcept;
+  /// What splice_some() moved.
+  struct Spliced {
+    ReadResult result = ReadResult::would_block;
+    std::uint64_t bytes = 0;
+  };
+  /// The splice(2) half of read_available(), for a caller that moves several
+  /// ranks' output on several threads: it touches this RankLog's pipe, file
+  /// and counters only, never the console, so RankLogs of one job may each
+  /// run it on a thread of their own. The caller then calls
+  /// pass_spliced_end() on its loop's thread. When splice is refused,
+  /// splicing() turns false and the bytes stay in the pipe for
+  /// read_available().
+  Spliced splice_some(std::size_t budget, Drain drain = Drain::available);
+  /// Gives a console that wants output() the last spliced_output_window
+  /// bytes of the `moved` bytes just spliced (read back from the log file)
+  /// and counts the rest as skipped; nothing for a console that does not.
+  void pass_spliced_end(StreamScratch& scratch, std::uint64_t moved);
+
   /// Flushes a last unterminated line to the console (adding '\n'), closes
   /// the pipe and the file. Idempotent.
   void finish();
@@ -92,8 +113,6 @@ class RankLog {
   const std::optional<std::string>& file_error() const noexcept { return file_error_; }
 
  private:
-  ReadResult splice_available(StreamScratch& scratch, std::size_t budget, Drain drain);
-  void pass_spliced_end(StreamScratch& scratch, std::size_t size);
   void write_file(const char* data, std::size_t size);
   void emit_lines(const char* data, std::size_t size, std::string& out);
   void emit_full_chunks(std::string& out);

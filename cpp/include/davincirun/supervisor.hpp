@@ -60,6 +60,7 @@ std::string describe(StopReason reason, const PeerStop& stop);
 
 namespace detail {
 class RequestInbox;
+class HelperThread;
 struct RankSet;
 }  // namespace detail
 
@@ -244,6 +245,7 @@ class Supervisor {
     std::uint64_t largest = 0;
   };
   void wait_and_dispatch(OutputRound& round);
+  void relay_output(OutputRound& round);
   std::uint64_t handle_output(std::size_t index);
   void handle_exit(std::size_t index);
   void reap_children();
@@ -319,6 +321,13 @@ class Supervisor {
   std::chrono::steady_clock::time_point run_started_;
   std::atomic<std::int64_t> last_output_ns_{0};  // steady clock, 0: none yet
   StreamScratch scratch_;
+  // The ranks whose pipes one round found readable, those of them whose
+  // output goes by splice(2), what each moved, and the thread that moves
+  // some of them (made when first needed).
+  std::vector<std::size_t> ready_;
+  std::vector<std::size_t> spliced_;
+  std::vector<RankLog::Spliced> moves_;
+  std::unique_ptr<detail::HelperThread> helper_;
   NullLineSink hidden_;  // the console of ranks not shown live
   std::function<void()> ticker_;
   std::chrono::milliseconds tick_period_{1000};

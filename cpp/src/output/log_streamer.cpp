@@ -31,9 +31,10 @@ RankLog::RankLog(std::size_t index, const std::string& label, UniqueFd pipe, std
 }
 
 RankLog::ReadResult RankLog::read_available(StreamScratch& scratch, std::size_t budget, Drain drain) {
-  if (splice_ && !console_->wants_lines() && !console_->wants_progress()) {
-    const ReadResult result = splice_available(scratch, budget, drain);
-    if (splice_) return result;  // else splice(2) was refused: read(2) takes over from where it stopped
+  if (splicing()) {
+    const Spliced moved = splice_some(budget, drain);
+    pass_spliced_end(scratch, moved.bytes);
+    if (splice_) return moved.result;  // else splice(2) was refused: read(2) takes over from where it stopped
   }
   std::vector<char>& buffer = scratch.input;
   std::size_t taken = 0;
@@ -60,38 +61,54 @@ RankLog::ReadResult RankLog::read_available(StreamScratch& scratch, std::size_t 
   return ReadResult::eof;
 }
 
-RankLog::ReadResult RankLog::splice_available(StreamScratch& scratch, std::size_t budget, Drain drain) {
+bool RankLog::splicing() const noexcept {
+  return splice_ && pipe_ && !console_->wants_lines() && !console_->wants_progress();
+}
+
+RankLog::Spliced RankLog::splice_some(std::size_t budget, Drain drain) {
   // With no console lines to make, the bytes never need to enter this
   // process: splice(2) moves them from the pipe into the log file's page
   // cache, one copy instead of a read and a write.
-  std::size_t taken = 0;
+  Spliced moved;
   while (pipe_) {
-    if (taken >= budget) return ReadResult::budget_spent;
-    const std::size_t want = std::min(budget - taken, max_splice_bytes);
+    if (moved.bytes >= budget) {
+      moved.result = ReadResult::budget_spent;
+      return moved;
+    }
+    const std::size_t want = std::min(budget - static_cast<std::size_t>(moved.bytes), max_splice_bytes);
     const ssize_t n = ::splice(pipe_.get(), nullptr, file_.get(), nullptr, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN) return ReadResult::would_block;
-      // The file system refuses splice (EINVAL), or the write failed (the
-      // bytes stay in the pipe): read(2) and write(2) take over, and report
-      // a write error as they always do.
-      splice_ = false;
-      return ReadResult::would_block;
+      // EAGAIN: empty for now. Anything else: the file system refuses
+      // splice (EINVAL), or the write failed (the bytes stay in the pipe):
+      // read(2) and write(2) take over, and report a write error as they
+      // always do.
+      if (errno != EAGAIN) splice_ = false;
+      moved.result = ReadResult::would_block;
+      return moved;
     }
-    if (n == 0) return ReadResult::eof;
+    if (n == 0) {
+      moved.result = ReadResult::eof;
+      return moved;
+    }
     const auto size = static_cast<std::size_t>(n);
-    taken += size;
+    moved.bytes += size;
     bytes_ += size;
-    if (console_->wants_output()) pass_spliced_end(scratch, size);
-    if (size < want && drain == Drain::available) return ReadResult::would_block;
+    if (size < want && drain == Drain::available) {
+      moved.result = ReadResult::would_block;
+      return moved;
+    }
   }
-  return ReadResult::eof;
+  moved.result = ReadResult::eof;
+  return moved;
 }
 
-void RankLog::pass_spliced_end(StreamScratch& scratch, std::size_t size) {
+void RankLog::pass_spliced_end(StreamScratch& scratch, std::uint64_t moved) {
   // A watch of the output looks at the last lines of what came: the end of
   // the move, still in the page cache, costs a small read where taking all
   // of it would double the copying of a flood.
+  if (moved == 0 || !console_->wants_output()) return;
+  const auto size = static_cast<std::size_t>(moved);
   const std::size_t window = std::min({size, spliced_output_window, scratch.input.size()});
   const auto at = static_cast<off_t>(bytes_ - window);  // the file holds every byte so far
   ssize_t n = -1;

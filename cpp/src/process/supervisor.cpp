@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "common/helper_thread.hpp"
 #include "common/text.hpp"
 #include "davincirun/errors.hpp"
 #include "process/descendants.hpp"
@@ -216,13 +217,12 @@ void Supervisor::wait_and_dispatch(OutputRound& round) {
     if (errno == EINTR) return;
     throw SystemError("epoll_wait", errno);
   }
+  ready_.clear();
   for (int i = 0; i < n; ++i) {
     const std::uint64_t data = events[static_cast<std::size_t>(i)].data.u64;
-    if (source_of(data) != Source::output) continue;
-    const std::uint64_t moved = handle_output(index_of(data));
-    round.bytes += moved;
-    round.largest = std::max(round.largest, moved);
+    if (source_of(data) == Source::output) ready_.push_back(index_of(data));
   }
+  relay_output(round);
   for (int i = 0; i < n; ++i) {
     const std::uint64_t data = events[static_cast<std::size_t>(i)].data.u64;
     switch (source_of(data)) {
@@ -269,6 +269,49 @@ JobResult Supervisor::result() const {
   result.child_subreaper = child_subreaper_;
   for (const auto& r : ranks_->ranks) result.ranks.push_back(r.result);
   return result;
+}
+
+// The output of one round. Ranks whose bytes go by splice(2) are moved on
+// two threads when there are several: the copy into each log's page cache
+// is the relay's heaviest work, and a flood of eight writers keeps one
+// thread busy while the other core waits. What follows a move (the watch's
+// look at its end, an end of file) stays on this thread.
+void Supervisor::relay_output(OutputRound& round) {
+  auto& ranks = ranks_->ranks;
+  const auto count = [&round](std::uint64_t moved) {
+    round.bytes += moved;
+    round.largest = std::max(round.largest, moved);
+  };
+  spliced_.clear();
+  for (const std::size_t index : ready_) {
+    if (ranks[index].log.splicing()) {
+      spliced_.push_back(index);
+    } else {
+      count(handle_output(index));
+    }
+  }
+  if (spliced_.size() < 2) {
+    for (const std::size_t index : spliced_) count(handle_output(index));
+    return;
+  }
+  if (!helper_) helper_ = std::make_unique<detail::HelperThread>();
+  moves_.assign(spliced_.size(), RankLog::Spliced{});
+  helper_->share(spliced_.size(),
+                 [this, &ranks](std::size_t k) { moves_[k] = ranks[spliced_[k]].log.splice_some(read_budget); });
+  last_output_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(),
+                        std::memory_order_relaxed);
+  for (std::size_t k = 0; k < spliced_.size(); ++k) {
+    const std::size_t index = spliced_[k];
+    RankLog& log = ranks[index].log;
+    std::uint64_t moved = moves_[k].bytes;
+    log.pass_spliced_end(scratch_, moved);
+    if (moves_[k].result == RankLog::ReadResult::eof) {
+      close_output(index);
+    } else if (!log.splicing()) {
+      moved += handle_output(index);  // splice refused: read(2) takes what is left
+    }
+    count(moved);
+  }
 }
 
 std::uint64_t Supervisor::handle_output(std::size_t index) {
