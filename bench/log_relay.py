@@ -5,12 +5,15 @@ Compares, in the same run:
           shell loop `cmd > rank_i.log 2>&1 &` does): the floor;
   cat     the same with each rank's output through `| cat > rank_i.log` (one
           more copy of every byte, as the relay makes);
+  tee     each rank's output through `| tee rank_i.log` into one console
+          file: the two copies the relay makes with a console to a file;
   cli     davincirun, per-rank log files plus the console (stdout to a file);
   cli-null davincirun with the console going to /dev/null.
 Each rank writes blocks of --lines-per-write 100-byte lines: 10,000 (1 MB
 writes, the default) or 82 (8 KiB, Python's buffer: a fast flood, in which
 a launcher's pauses block the writers on full pipes).
-Prints wall time, the ratio to `bare`, the launcher's peak RSS, the CPU of
+The modes run interleaved, once each per round. Prints the best and the
+median wall time, their ratios to `bare`'s, the launcher's peak RSS, the CPU of
 every process of the run (user + system) beside the wall time it would take
 if it kept every CPU busy, and checks
 that every log file is byte-identical to what its rank wrote and that every
@@ -23,6 +26,7 @@ import argparse
 import hashlib
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -78,30 +82,35 @@ def settle():
     time.sleep(0.2)
 
 
-def run_bare(tmp, ranks, per_rank, lines_per_write, through_cat=False):
+def run_bare(tmp, ranks, per_rank, lines_per_write, through=None):
+    """The shell loop: straight to files, or `| cat > log` / `| tee log >> console` per rank."""
     settle()
-    names = [os.path.join(tmp, "%s_%d.log" % ("cat" if through_cat else "bare", r)) for r in range(ranks)]
-    files = [open(name, "wb") for name in names]
+    names = [os.path.join(tmp, "%s_%d.log" % (through or "bare", r)) for r in range(ranks)]
+    # tee writes the log itself and its copy to the console file (O_APPEND, as `>>`).
+    files = [None] * ranks if through == "tee" else [open(name, "wb") for name in names]
+    console = open(os.path.join(tmp, "tee_console.txt"), "ab") if through == "tee" else None
     start = time.perf_counter()
     procs = []
     for r, f in enumerate(files):
         argv = [sys.executable, "-c", WRITER, str(per_rank), str(r), str(lines_per_write)]
-        if through_cat:
-            cat = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=f, stderr=subprocess.DEVNULL)
-            procs.append(subprocess.Popen(argv, stdout=cat.stdin, stderr=cat.stdin, stdin=subprocess.DEVNULL))
-            cat.stdin.close()
-            procs.append(cat)
+        if through:
+            pipe = ["cat"] if through == "cat" else ["tee", names[r]]
+            copier = subprocess.Popen(pipe, stdin=subprocess.PIPE, stdout=console or f, stderr=subprocess.DEVNULL)
+            procs.append(subprocess.Popen(argv, stdout=copier.stdin, stderr=copier.stdin, stdin=subprocess.DEVNULL))
+            copier.stdin.close()
+            procs.append(copier)
         else:
             procs.append(subprocess.Popen(argv, stdout=f, stderr=f, stdin=subprocess.DEVNULL))
     for p in procs:
         p.wait()
     elapsed = time.perf_counter() - start
-    for f in files:
-        f.close()
-    if through_cat:
+    for f in files + [console]:
+        if f:
+            f.close()
+    if through:
         for r, name in enumerate(names):
             if digest(name) != expected_digest(r, per_rank, lines_per_write):
-                sys.exit("cat: log of rank %d differs from what it wrote" % r)
+                sys.exit("%s: log of rank %d differs from what it wrote" % (through, r))
     return elapsed, None
 
 
@@ -167,7 +176,8 @@ def main():
     args = ap.parse_args()
     lpw = args.lines_per_write
     per_rank = args.mib * (1 << 20) // args.ranks // 100 * 100
-    results = {"bare": [], "cat": [], "cli": [], "cli-null": []}  # (wall s, CPU s of every process)
+    modes = ("bare", "cat", "tee", "cli", "cli-null")
+    results = {mode: [] for mode in modes}  # (wall s, CPU s of every process)
     peaks = {"cli": 0, "cli-null": 0}
 
     def timed(mode, run, *run_args):
@@ -179,26 +189,39 @@ def main():
         if mode in peaks:
             peaks[mode] = max(peaks[mode], out[1])
 
-    for _ in range(args.repeat):
-        with tempfile.TemporaryDirectory(prefix="davincirun-bench-") as tmp:
-            timed("bare", run_bare, tmp, args.ranks, per_rank, lpw)
-            timed("cat", run_bare, tmp, args.ranks, per_rank, lpw, True)
+    def one(mode, tmp):
+        if mode in ("bare", "cat", "tee"):
+            timed(mode, run_bare, tmp, args.ranks, per_rank, lpw, None if mode == "bare" else mode)
+        elif mode == "cli":
             console = os.path.join(tmp, "console.txt")
             timed("cli", run_cli, tmp, args.ranks, per_rank, lpw, console, "cli")
             check_console(console, args.ranks, per_rank)
+        else:
             timed("cli-null", run_cli, tmp, args.ranks, per_rank, lpw, os.devnull, "cli-null")
+
+    for round_ in range(args.repeat):
+        # Each round starts with another mode: the files of a round's earlier
+        # runs are still in the page cache, which would favour the first.
+        order = modes[round_ % len(modes):] + modes[:round_ % len(modes)]
+        with tempfile.TemporaryDirectory(prefix="davincirun-bench-") as tmp:
+            for mode in order:
+                one(mode, tmp)
     base = min(results["bare"])[0]
+    base_median = statistics.median(wall for wall, _ in results["bare"])
     total_mib = per_rank * args.ranks / (1 << 20)
     cpus = os.cpu_count() or 1
-    print("log relay: %d ranks, %.0f MiB in total, writes of %d lines, best of %d" % (
+    print("log relay: %d ranks, %.0f MiB in total, writes of %d lines, %d interleaved rounds" % (
         args.ranks, total_mib, lpw, args.repeat))
-    print("%-10s %9s %9s %12s %9s %14s" % ("mode", "seconds", "vs bare", "peak RSS", "CPU s", "CPU / %d CPUs" % cpus))
-    for mode in ("bare", "cat", "cli", "cli-null"):
+    print("%-10s %7s %8s %8s %8s %10s %7s %12s" % ("mode", "best s", "vs bare", "median", "vs bare", "peak RSS",
+                                                 "CPU s", "CPU / %d CPUs" % cpus))
+    for mode in modes:
         best, cpu = min(results[mode])
+        median = statistics.median(wall for wall, _ in results[mode])
         rss = "%.1f MiB" % (peaks[mode] / 1024.0) if mode in peaks else "-"
-        print("%-10s %9.2f %8.2fx %12s %9.2f %14.2f" % (mode, best, best / base, rss, cpu, cpu / cpus))
-    print("CPU s: user + system of every process of the best run (ranks, cat, launcher); CPU / CPUs: the wall "
-          "time a run would take if it kept every CPU busy")
+        print("%-10s %7.3f %7.2fx %8.3f %7.2fx %10s %7.2f %12.2f" % (
+            mode, best, best / base, median, median / base_median, rss, cpu, cpu / cpus))
+    print("CPU s: user + system of every process of the best run (ranks, cat or tee, launcher); CPU / CPUs: the "
+          "wall time a run would take if it kept every CPU busy")
     print("log files byte-identical: yes; console lines whole and attributed: yes")
 
 
