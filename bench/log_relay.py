@@ -75,11 +75,42 @@ def digest(path):
     return h.hexdigest()
 
 
+# Linux's free page reporting (mm/page_reporting.c; a VM's balloon driver
+# turns it on): pages freed for a while are handed back to the host, and a
+# page that was handed back costs the host's fault when it is used again. On
+# this machine a flood after 768 MB were freed and reported took 0.09-0.10 s
+# longer and 0.12-0.18 s more CPU than one that reused them at once
+# (bench/README.md, "The log relay"). Each run starts once reporting is done.
+REPORTED_KIB = "/sys/module/page_reporting/parameters/reported_kib"
+
+
+def reported_kib():
+    try:
+        with open(REPORTED_KIB) as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
 def settle():
     """Writes back dirty pages so that no run pays for the previous one's
-    writeback (the kernel throttles writers once enough pages are dirty)."""
+    writeback (the kernel throttles writers once enough pages are dirty),
+    then waits until the kernel has stopped reporting free pages to the
+    host (2.5 s without a report, as it reports at most every 2 s:
+    PAGE_REPORTING_DELAY; at most 15 s), so that every run finds the free
+    memory in the same state."""
     os.sync()
     time.sleep(0.2)
+    last = reported_kib()
+    if last is None:
+        return
+    quiet_since = time.monotonic()
+    give_up = quiet_since + 15
+    while time.monotonic() < give_up and time.monotonic() - quiet_since < 2.5:
+        time.sleep(0.1)
+        now = reported_kib()
+        if now != last:
+            last, quiet_since = now, time.monotonic()
 
 
 def run_bare(tmp, ranks, per_rank, lines_per_write, through=None):
