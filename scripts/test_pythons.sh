@@ -3,7 +3,8 @@
 # ships for (3.7 and 3.13, from pyenv), beside the main run in the project venv. Each
 # version builds only the davincirunsdk._core module, against the core and
 # programs of an existing build (DAVINCIRUN_PREBUILT_CORE, by default
-# build/tests, which scripts/test.sh builds first), into build/py<version>/
+# build/tests, which scripts/test.sh builds first; brought up to date here),
+# into build/py<version>/
 # (incremental), and runs pytest from a venv holding pytest and the pybind11
 # release pip picks for that version (PyPI). Tests needing what such a venv
 # lacks (torch, the notebook kernels) are left out or skip themselves.
@@ -34,6 +35,13 @@ fi
 source scripts/venv.sh
 use_venv
 core=$(cd "${DAVINCIRUN_PREBUILT_CORE:-build/tests}" && pwd)
+# Brought up to date first (nothing to do after scripts/test.sh's build): a
+# module built against the headers of today and linked with a core built
+# before them can crash at the first call that crosses a changed type.
+cmake --build "$core" >/dev/null || {
+  echo "test_pythons: the prebuilt core in ${core#"$REPO"/} does not build: see cmake --build ${core#"$REPO"/}" >&2
+  exit 1
+}
 (($#)) || set -- -m quick tests/python
 # The same compiler and build type as the core (cmake/prebuilt_core.cmake checks).
 compiler=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$core/CMakeCache.txt")
