@@ -246,6 +246,7 @@ class Supervisor {
   };
   void wait_and_dispatch(OutputRound& round);
   void relay_output(OutputRound& round);
+  void note_output();  // last_output_ns_: output came now
   std::uint64_t handle_output(std::size_t index);
   void handle_exit(std::size_t index);
   void reap_children();

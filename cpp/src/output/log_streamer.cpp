@@ -69,13 +69,11 @@ RankLog::Spliced RankLog::splice_some(std::size_t budget, Drain drain) {
   // With no console lines to make, the bytes never need to enter this
   // process: splice(2) moves them from the pipe into the log file's page
   // cache, one copy instead of a read and a write.
-  Spliced moved;
+  std::uint64_t taken = 0;
+  const auto ended = [&taken](ReadResult result) { return Spliced{result, taken}; };
   while (pipe_) {
-    if (moved.bytes >= budget) {
-      moved.result = ReadResult::budget_spent;
-      return moved;
-    }
-    const std::size_t want = std::min(budget - static_cast<std::size_t>(moved.bytes), max_splice_bytes);
+    if (taken >= budget) return ended(ReadResult::budget_spent);
+    const std::size_t want = std::min(budget - static_cast<std::size_t>(taken), max_splice_bytes);
     const ssize_t n = ::splice(pipe_.get(), nullptr, file_.get(), nullptr, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -84,23 +82,15 @@ RankLog::Spliced RankLog::splice_some(std::size_t budget, Drain drain) {
       // read(2) and write(2) take over, and report a write error as they
       // always do.
       if (errno != EAGAIN) splice_ = false;
-      moved.result = ReadResult::would_block;
-      return moved;
+      return ended(ReadResult::would_block);
     }
-    if (n == 0) {
-      moved.result = ReadResult::eof;
-      return moved;
-    }
+    if (n == 0) return ended(ReadResult::eof);
     const auto size = static_cast<std::size_t>(n);
-    moved.bytes += size;
+    taken += size;
     bytes_ += size;
-    if (size < want && drain == Drain::available) {
-      moved.result = ReadResult::would_block;
-      return moved;
-    }
+    if (size < want && drain == Drain::available) return ended(ReadResult::would_block);
   }
-  moved.result = ReadResult::eof;
-  return moved;
+  return ended(ReadResult::eof);
 }
 
 void RankLog::pass_spliced_end(StreamScratch& scratch, std::uint64_t moved) {

@@ -298,8 +298,7 @@ void Supervisor::relay_output(OutputRound& round) {
   moves_.assign(spliced_.size(), RankLog::Spliced{});
   helper_->share(spliced_.size(),
                  [this, &ranks](std::size_t k) { moves_[k] = ranks[spliced_[k]].log.splice_some(read_budget); });
-  last_output_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(),
-                        std::memory_order_relaxed);
+  note_output();
   for (std::size_t k = 0; k < spliced_.size(); ++k) {
     const std::size_t index = spliced_[k];
     RankLog& log = ranks[index].log;
@@ -314,11 +313,15 @@ void Supervisor::relay_output(OutputRound& round) {
   }
 }
 
+void Supervisor::note_output() {
+  last_output_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(),
+                        std::memory_order_relaxed);
+}
+
 std::uint64_t Supervisor::handle_output(std::size_t index) {
   detail::RankSet::Rank& r = ranks_->ranks[index];
   if (!r.log.open()) return 0;
-  last_output_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(),
-                        std::memory_order_relaxed);
+  note_output();
   const std::uint64_t before = r.log.bytes();
   if (r.log.read_available(scratch_, read_budget) == RankLog::ReadResult::eof) close_output(index);
   return r.log.bytes() - before;
