@@ -49,10 +49,12 @@ run_stage "C++ tests under ASan and UBSan" cpp_sanitized
 # explore a little further.
 run_stage "Fuzzing, 2 targets x 40 s" bash scripts/fuzz.sh 40
 
-# MindSpore's and TensorFlow's tests fail rather than skip when their venvs are missing.
+# MindSpore's and TensorFlow's tests fail rather than skip when their venvs
+# are missing. Two pytest workers (pytest-xdist; DAVINCIRUN_TEST_WORKERS):
+# most tests wait on their ranks, so the suite used ~0.6 of one CPU alone.
 python_tests() {
   export DAVINCIRUN_REQUIRE_MINDSPORE=1 DAVINCIRUN_REQUIRE_TENSORFLOW=1
-  "$VENV_PYTHON" -m pytest -q -p no:cacheprovider --durations=20 tests/python
+  "$VENV_PYTHON" -m pytest -q -p no:cacheprovider -n "${DAVINCIRUN_TEST_WORKERS:-2}" --durations=20 tests/python
 }
 run_stage "Python tests" python_tests
 

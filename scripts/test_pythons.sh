@@ -4,12 +4,12 @@
 # version builds only the davincirunsdk._core module, against the core and
 # programs of an existing build (DAVINCIRUN_PREBUILT_CORE, by default
 # build/tests, which scripts/test.sh builds first; brought up to date here),
-# into build/py<version>/
-# (incremental), and runs pytest from a venv holding pytest and the pybind11
-# release pip picks for that version (PyPI). Tests needing what such a venv
-# lacks (torch, the notebook kernels) are left out or skip themselves.
+# into build/py<version>/ (incremental), and runs pytest from a venv holding
+# the pytest, pytest-xdist and pybind11 releases pip picks for that version
+# (PyPI). Tests needing what such a venv lacks (torch, the notebook kernels)
+# are left out or skip themselves.
 #
-#   bash scripts/test_pythons.sh [pytest args]   (default: -m quick tests/python, the quick tests)
+#   bash scripts/test_pythons.sh [pytest args]   (default: -n 2 -m quick tests/python, the quick tests)
 #   TEST_PYTHONS="3.8 3.12" bash scripts/test_pythons.sh    other versions (PYENV_ROOT, default ~/.pyenv)
 #   DAVINCIRUN_PREBUILT_CORE=build/dev bash scripts/test_pythons.sh
 #   bash scripts/test_pythons.sh --missing   print the versions pyenv lacks (nothing: all there)
@@ -42,7 +42,8 @@ cmake --build "$core" >/dev/null || {
   echo "test_pythons: the prebuilt core in ${core#"$REPO"/} does not build: see cmake --build ${core#"$REPO"/}" >&2
   exit 1
 }
-(($#)) || set -- -m quick tests/python
+# Two workers, as scripts/test.sh runs the main suite (DAVINCIRUN_TEST_WORKERS).
+(($#)) || set -- -n "${DAVINCIRUN_TEST_WORKERS:-2}" -m quick tests/python
 # The same compiler and build type as the core (cmake/prebuilt_core.cmake checks).
 compiler=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$core/CMakeCache.txt")
 build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$core/CMakeCache.txt")
@@ -62,12 +63,12 @@ for version in $versions; do
   fi
   dir=$REPO/build/py$version
   venv=$dir/venv
-  wanted="$exe pytest pybind11"
+  wanted="$exe pytest pytest-xdist pybind11"
   if [[ ! -x $venv/bin/python || ! -f $venv/.made || $(<"$venv/.made") != "$wanted" ]]; then
-    echo "test_pythons: $version: venv ${venv#"$REPO"/} (pytest, pybind11)"
+    echo "test_pythons: $version: venv ${venv#"$REPO"/} (pytest, pytest-xdist, pybind11)"
     rm -rf "$venv"
     "$exe/bin/python3" -m venv "$venv"
-    "$venv/bin/python" -m pip install -q pytest pybind11 2> >(grep -v 'is ignored: it is neither' >&2)
+    "$venv/bin/python" -m pip install -q pytest pytest-xdist pybind11 2> >(grep -v 'is ignored: it is neither' >&2)
     echo "$wanted" >"$venv/.made"
   fi
   if [[ ! -f $dir/build/CMakeCache.txt ]]; then

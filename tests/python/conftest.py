@@ -39,6 +39,20 @@ def pytest_sessionstart(session):
     restore_defaults(STOP_SIGNALS)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """os.environ after each test as it was before it, once every fixture
+    (monkeypatch too) is torn down: the 0.1.x API sets RANK_TABLE_FILE,
+    RANK_SIZE, RANK_START and MA_CURRENT_HOST_IP in the calling process by
+    design, and a later test in the same pytest process (each worker runs
+    many) would see them as its caller's environment."""
+    saved = dict(os.environ)
+    yield
+    if dict(os.environ) != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(config, items):
     """Marks `quick` every test that has none of the project's other markers
