@@ -52,6 +52,8 @@ launcher=$(sed -n 's/^CMAKE_CXX_COMPILER_LAUNCHER:[A-Z]*=//p' "$core/CMakeCache.
 flags_var=CMAKE_CXX_FLAGS_$(tr a-z A-Z <<<"$build_type")
 flags=$(sed -n "s/^$flags_var:[A-Z]*=//p" "$core/CMakeCache.txt")
 
+# What each version's venv holds (pip picks each one's release for that version).
+venv_packages="pytest pytest-xdist pybind11"
 failed=()
 for version in $versions; do
   t0=$SECONDS
@@ -63,12 +65,12 @@ for version in $versions; do
   fi
   dir=$REPO/build/py$version
   venv=$dir/venv
-  wanted="$exe pytest pytest-xdist pybind11"
+  wanted="$exe $venv_packages"
   if [[ ! -x $venv/bin/python || ! -f $venv/.made || $(<"$venv/.made") != "$wanted" ]]; then
-    echo "test_pythons: $version: venv ${venv#"$REPO"/} (pytest, pytest-xdist, pybind11)"
+    echo "test_pythons: $version: venv ${venv#"$REPO"/} ($venv_packages)"
     rm -rf "$venv"
     "$exe/bin/python3" -m venv "$venv"
-    "$venv/bin/python" -m pip install -q pytest pytest-xdist pybind11 2> >(grep -v 'is ignored: it is neither' >&2)
+    "$venv/bin/python" -m pip install -q $venv_packages 2> >(grep -v 'is ignored: it is neither' >&2)
     echo "$wanted" >"$venv/.made"
   fi
   if [[ ! -f $dir/build/CMakeCache.txt ]]; then
